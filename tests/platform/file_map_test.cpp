@@ -1,0 +1,99 @@
+#include "platform/file_map.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "tests/test_util.h"
+
+namespace tern {
+namespace {
+
+using testing::TempFile;
+
+std::vector<uint8_t> pattern(size_t n) {
+  std::vector<uint8_t> v(n);
+  uint32_t x = 12345;
+  for (auto& b : v) {
+    x = x * 1103515245u + 12345u;
+    b = static_cast<uint8_t>(x >> 16);
+  }
+  return v;
+}
+
+class FileMapModes : public ::testing::TestWithParam<MapMode> {};
+
+TEST_P(FileMapModes, ReadsExactBytes) {
+  // Sizes around a page boundary, and a large file spanning many pages.
+  for (size_t n : {size_t{1}, size_t{4095}, size_t{4096}, size_t{4097}, size_t{3} << 20}) {
+    TempFile tmp(".bin");
+    const auto bytes = pattern(n);
+    tmp.write(bytes);
+    auto file = MappedFile::open(tmp.path().c_str(), GetParam());
+    ASSERT_TRUE(file.ok()) << last_error_message();
+    ASSERT_EQ(file->size(), n);
+    EXPECT_EQ(file->is_mapped(), GetParam() != MapMode::Read);
+    EXPECT_EQ(std::vector<uint8_t>(file->data(), file->data() + n), bytes);
+  }
+}
+
+TEST_P(FileMapModes, EmptyFileIsAnEmptyView) {
+  TempFile tmp;
+  tmp.write(nullptr, 0);
+  auto file = MappedFile::open(tmp.path().c_str(), GetParam());
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(file->size(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, FileMapModes, ::testing::Values(MapMode::Auto, MapMode::Mmap, MapMode::Read));
+
+TEST(FileMap, SharedModelMatchesStreamRead) {
+  const std::string rel = "models/bitllama2c-3M/bit_model.bin";
+  TERN_REQUIRE_SHARED(rel);
+  const auto expected = testing::read_file_bytes(testing::shared_path(rel));
+  auto file = MappedFile::open(testing::shared_path(rel).c_str());
+  ASSERT_TRUE(file.ok()) << last_error_message();
+  ASSERT_EQ(file->size(), expected.size());
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), file->data()));
+  // The bitllama2c magic, read through the mapping.
+  uint32_t magic;
+  std::memcpy(&magic, file->data(), 4);
+  EXPECT_EQ(magic, 0x616b3432u);
+}
+
+TEST(FileMap, MissingFileIsFileNotFound) {
+  auto file = MappedFile::open("/nonexistent/dir/model.tern");
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.error(), Error::FileNotFound);
+  EXPECT_NE(std::string(last_error_message()).find("/nonexistent/dir/model.tern"), std::string::npos);
+}
+
+TEST(FileMap, DirectoryAndEmptyPathAreRejected) {
+  auto dir = MappedFile::open("/tmp");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.error(), Error::IoError);
+  auto empty = MappedFile::open("");
+  EXPECT_EQ(empty.error(), Error::InvalidArgument);
+  auto null = MappedFile::open(nullptr);
+  EXPECT_EQ(null.error(), Error::InvalidArgument);
+}
+
+TEST(FileMap, MoveTransfersOwnership) {
+  TempFile tmp;
+  const auto bytes = pattern(100);
+  tmp.write(bytes);
+  auto opened = MappedFile::open(tmp.path().c_str());
+  ASSERT_TRUE(opened.ok());
+  MappedFile a = std::move(opened).value();
+  MappedFile b = std::move(a);
+  EXPECT_EQ(a.data(), nullptr);
+  EXPECT_EQ(a.size(), 0u);
+  ASSERT_EQ(b.size(), 100u);
+  EXPECT_EQ(b.data()[99], bytes[99]);
+}
+
+}  // namespace
+}  // namespace tern

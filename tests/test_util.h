@@ -1,0 +1,49 @@
+// Helpers shared by the test suites: where the shared assets live, temp files.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tern::testing {
+
+// Root of ../shared: $TERN_SHARED_DIR if set, else the path configured at build time.
+std::string shared_dir();
+// shared_dir() + "/" + relative.
+std::string shared_path(const std::string& relative);
+bool shared_file_exists(const std::string& relative);
+// True when running under CI (env CI set), where missing shared assets are a failure.
+bool in_ci();
+
+std::vector<uint8_t> read_file_bytes(const std::string& path);
+// A fresh path under the system temp directory; the file is removed when the object dies.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& suffix = "");
+  ~TempFile();
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+  void write(const void* data, size_t size) const;
+  void write(const std::vector<uint8_t>& bytes) const { write(bytes.data(), bytes.size()); }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace tern::testing
+
+// Skips the test (fails it under CI) when a shared asset is missing.
+#define TERN_REQUIRE_SHARED(relative)                                                       \
+  do {                                                                                      \
+    if (!::tern::testing::shared_file_exists(relative)) {                                   \
+      if (::tern::testing::in_ci()) {                                                       \
+        FAIL() << "shared asset missing in CI: " << ::tern::testing::shared_path(relative); \
+      } else {                                                                              \
+        GTEST_SKIP() << "shared asset not present (skipping): "                             \
+                     << ::tern::testing::shared_path(relative);                             \
+      }                                                                                     \
+    }                                                                                       \
+  } while (0)
