@@ -1,0 +1,220 @@
+#include "kernels/dense_matmul.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace tern {
+
+const char* to_string(DenseType type) {
+  switch (type) {
+    case DenseType::F32: return "f32";
+    case DenseType::F16: return "f16";
+    case DenseType::BF16: return "bf16";
+    case DenseType::Q8: return "q8";
+    case DenseType::Q4: return "q4";
+  }
+  return "unknown";
+}
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalize
+      exp = 127 - 15 + 1;
+      while ((mant & 0x400u) == 0) {
+        mant <<= 1;
+        --exp;
+      }
+      mant &= 0x3ffu;
+      bits = sign | (exp << 23) | (mant << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
+  if (abs < 0x38800000u) {  // below the smallest normal half: round to a subnormal
+    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
+    const uint32_t e = abs >> 23;
+    const uint32_t m = (abs & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - e;  // value / 2^-24 = m * 2^(e - 126)
+    uint32_t half = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1);
+    const uint32_t halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (half & 1u))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = ((abs - 0x38000000u) >> 13);
+  const uint32_t rem = abs & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
+  return static_cast<uint16_t>(sign | half);
+}
+
+float bf16_to_f32(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t f32_to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  const uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>((x + rounding) >> 16);
+}
+
+size_t dense_data_size(DenseType type, size_t rows, size_t cols) {
+  const size_t n = rows * cols;
+  switch (type) {
+    case DenseType::F32: return n * 4;
+    case DenseType::F16:
+    case DenseType::BF16: return n * 2;
+    case DenseType::Q8: return n;
+    case DenseType::Q4: return rows * ((cols + 1) / 2);
+  }
+  return 0;
+}
+
+size_t dense_scale_count(DenseType type, size_t rows, size_t cols, size_t group) {
+  if (type != DenseType::Q8 && type != DenseType::Q4) return 0;
+  if (group == 0) return 0;
+  return rows * ((cols + group - 1) / group);
+}
+
+Error dense_matrix_validate(const DenseMatrix& m) {
+  if (m.data == nullptr || m.rows == 0 || m.cols == 0) {
+    return fail(Error::InvalidArgument, "dense matrix without data or with a zero dimension");
+  }
+  const size_t need = dense_data_size(m.type, m.rows, m.cols);
+  if (need == 0) return fail(Error::UnsupportedType, "dense type %u not supported", static_cast<unsigned>(m.type));
+  if (m.size_bytes < need) {
+    return fail(Error::Truncated, "dense %s %zu x %zu matrix needs %zu bytes, has %zu", to_string(m.type), m.rows,
+                m.cols, need, m.size_bytes);
+  }
+  if (m.type == DenseType::Q8 || m.type == DenseType::Q4) {
+    if (m.group == 0 || m.scales == nullptr) return fail(Error::InvalidArgument, "quantized matrix without scales");
+    if (m.type == DenseType::Q4 && (m.group % 2) != 0) return fail(Error::InvalidArgument, "q4 group must be even");
+  }
+  return Error::Ok;
+}
+
+namespace {
+
+// Dequantizes columns [c0, c0 + n) of one row.
+void dense_row_slice_f32(const DenseMatrix& m, size_t row, size_t c0, size_t n, float* out) {
+  const size_t cols = m.cols;
+  switch (m.type) {
+    case DenseType::F32:
+      std::memcpy(out, static_cast<const float*>(m.data) + row * cols + c0, n * 4);
+      return;
+    case DenseType::F16: {
+      const uint16_t* p = static_cast<const uint16_t*>(m.data) + row * cols + c0;
+      for (size_t c = 0; c < n; ++c) out[c] = f16_to_f32(p[c]);
+      return;
+    }
+    case DenseType::BF16: {
+      const uint16_t* p = static_cast<const uint16_t*>(m.data) + row * cols + c0;
+      for (size_t c = 0; c < n; ++c) out[c] = bf16_to_f32(p[c]);
+      return;
+    }
+    case DenseType::Q8: {
+      const int8_t* p = static_cast<const int8_t*>(m.data) + row * cols;
+      const float* s = m.scales + row * ((cols + m.group - 1) / m.group);
+      for (size_t c = c0; c < c0 + n; ++c) out[c - c0] = static_cast<float>(p[c]) * s[c / m.group];
+      return;
+    }
+    case DenseType::Q4: {
+      const uint8_t* p = static_cast<const uint8_t*>(m.data) + row * ((cols + 1) / 2);
+      const float* s = m.scales + row * ((cols + m.group - 1) / m.group);
+      for (size_t c = c0; c < c0 + n; ++c) {
+        const int v = static_cast<int>((p[c / 2] >> (4 * (c % 2))) & 0xfu) - 8;
+        out[c - c0] = static_cast<float>(v) * s[c / m.group];
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+void dense_row_f32(const DenseMatrix& m, size_t row, float* out) { dense_row_slice_f32(m, row, 0, m.cols, out); }
+
+void dense_gemv_f32(const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool) {
+  constexpr size_t kSlice = 512;  // stack buffer: no allocation, any row width
+  auto rows_task = [&](size_t start, size_t count) {
+    float buf[kSlice];
+    for (size_t r = start; r < start + count; ++r) {
+      float acc = 0.0f;
+      for (size_t c0 = 0; c0 < m.cols; c0 += kSlice) {
+        const size_t n = m.cols - c0 < kSlice ? m.cols - c0 : kSlice;
+        dense_row_slice_f32(m, r, c0, n, buf);
+        for (size_t c = 0; c < n; ++c) acc += buf[c] * x[c0 + c];
+      }
+      y[r] = acc;
+    }
+  };
+  if (pool != nullptr) {
+    pool->parallel_for_tiles(m.rows, 256, rows_task);
+  } else {
+    rows_task(0, m.rows);
+  }
+}
+
+void quantize_dense_q8(const float* w, size_t rows, size_t cols, size_t group, int8_t* q, float* scales) {
+  const size_t groups = (cols + group - 1) / group;
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t g = 0; g < groups; ++g) {
+      const size_t c0 = g * group, c1 = c0 + group < cols ? c0 + group : cols;
+      float amax = 0.0f;
+      for (size_t c = c0; c < c1; ++c) amax = std::fmax(amax, std::fabs(w[r * cols + c]));
+      const float s = amax / 127.0f;
+      scales[r * groups + g] = s;
+      for (size_t c = c0; c < c1; ++c) {
+        q[r * cols + c] = s == 0.0f ? 0 : static_cast<int8_t>(std::nearbyint(w[r * cols + c] / s));
+      }
+    }
+  }
+}
+
+void quantize_dense_q4(const float* w, size_t rows, size_t cols, size_t group, uint8_t* q, float* scales) {
+  const size_t groups = (cols + group - 1) / group;
+  const size_t row_bytes = (cols + 1) / 2;
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t b = 0; b < row_bytes; ++b) q[r * row_bytes + b] = 0x88;  // zeros
+    for (size_t g = 0; g < groups; ++g) {
+      const size_t c0 = g * group, c1 = c0 + group < cols ? c0 + group : cols;
+      float amax = 0.0f;
+      for (size_t c = c0; c < c1; ++c) amax = std::fmax(amax, std::fabs(w[r * cols + c]));
+      const float s = amax / 7.0f;
+      scales[r * groups + g] = s;
+      for (size_t c = c0; c < c1; ++c) {
+        int v = s == 0.0f ? 0 : static_cast<int>(std::nearbyint(w[r * cols + c] / s));
+        v = v < -8 ? -8 : (v > 7 ? 7 : v);
+        uint8_t& byte = q[r * row_bytes + c / 2];
+        const unsigned shift = 4 * (c % 2);
+        byte = static_cast<uint8_t>((byte & ~(0xfu << shift)) | (static_cast<unsigned>(v + 8) << shift));
+      }
+    }
+  }
+}
+
+}  // namespace tern

@@ -1,0 +1,53 @@
+// Dense (non-ternary) weights: the token embedding and the lm_head, stored as f32, f16,
+// or int8/int4 with group scales (the converter's --embed choice).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "platform/error.h"
+#include "platform/thread_pool.h"
+
+namespace tern {
+
+// Ids are stored in bundles: append, never renumber.
+enum class DenseType : uint32_t {
+  F32 = 0,
+  F16 = 1,   // IEEE half
+  BF16 = 2,
+  Q8 = 3,    // int8 symmetric, one f32 scale per group of `group` columns
+  Q4 = 4,    // int4 symmetric in [-8, 7] stored +8, two per byte (low nibble = even column), group scales
+};
+const char* to_string(DenseType type);
+
+struct DenseMatrix {
+  DenseType type = DenseType::F32;
+  const void* data = nullptr;
+  size_t size_bytes = 0;
+  const float* scales = nullptr;  // Q8/Q4: rows * ceil(cols / group) scales, row-major
+  size_t rows = 0;
+  size_t cols = 0;
+  size_t group = 0;  // Q8/Q4 group size in columns (Q4: even)
+};
+
+// Bytes of `data` for a rows x cols matrix of `type` (scales not included).
+size_t dense_data_size(DenseType type, size_t rows, size_t cols);
+size_t dense_scale_count(DenseType type, size_t rows, size_t cols, size_t group);
+Error dense_matrix_validate(const DenseMatrix& m);
+
+// out[c] = W[row][c] (dequantized): the embedding lookup.
+void dense_row_f32(const DenseMatrix& m, size_t row, float* out);
+// y[r] = Σ_c W[r][c] * x[c] for every row: the lm_head for one token.
+void dense_gemv_f32(const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool);
+
+// Host-side quantizers used by the converter (and tests).
+void quantize_dense_q8(const float* w, size_t rows, size_t cols, size_t group, int8_t* q, float* scales);
+void quantize_dense_q4(const float* w, size_t rows, size_t cols, size_t group, uint8_t* q, float* scales);
+
+// IEEE half / bfloat16 conversions (round to nearest even).
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+float bf16_to_f32(uint16_t h);
+uint16_t f32_to_bf16(float f);
+
+}  // namespace tern

@@ -1,0 +1,51 @@
+// The ternary linear layer: y = W·x for W in {-1,0,+1}·scale and x quantized per token
+// to int8 by absmax. This is the API the runtime calls; behind it the dispatcher picks
+// the microkernels for this CPU (scalar reference always available).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/ternary_layout.h"
+#include "platform/error.h"
+#include "platform/thread_pool.h"
+
+namespace tern {
+
+// One row (token) quantized: scale = max|x| / 127 (multiply convention, 0 -> all zero),
+// q = round-half-even(x / scale) in [-127, 127], sum = Σ q (for kernels that offset-encode).
+void quantize_row_absmax_int8(const float* x, size_t n, int8_t* q, float* scale, int32_t* sum);
+
+// Activations for `tokens` rows of `cols` int8 values, row i at q + i * stride.
+struct QuantizedActivations {
+  const int8_t* q = nullptr;
+  const float* scales = nullptr;  // per token, multiply convention
+  const int32_t* sums = nullptr;  // per token
+  size_t tokens = 0;
+  size_t cols = 0;
+  size_t stride = 0;  // elements between rows (>= cols)
+};
+
+struct TernaryMatrix {
+  TernaryLayout layout = TernaryLayout::T2RowMajor;
+  const uint8_t* data = nullptr;
+  size_t size_bytes = 0;
+  size_t rows = 0;   // output features
+  size_t cols = 0;   // input features
+  float scale = 1.0f;  // dequantized weight = code * scale
+};
+
+// Checks a matrix once, at load: known layout, enough bytes, alignment the kernels need.
+Error ternary_matrix_validate(const TernaryMatrix& w);
+
+// y[t * y_stride + r] = w.scale * x.scales[t] * Σ_c code[r][c] * x.q[t][c]
+// for t < x.tokens, r < w.rows. One token is the decode GEMV; several are prefill GEMM.
+// Preconditions (checked by ternary_matrix_validate at load, not here): x.cols == w.cols.
+void ternary_matmul(const TernaryMatrix& w, const QuantizedActivations& x, float* y, size_t y_stride,
+                    const ThreadPool* pool);
+
+// The same product as exact integers (tests and the scalar reference):
+// acc[t * rows + r] = Σ_c code[r][c] * x.q[t][c].
+void ternary_matmul_int32_reference(const TernaryMatrix& w, const QuantizedActivations& x, int32_t* acc);
+
+}  // namespace tern
