@@ -1,0 +1,26 @@
+// Choices the user makes when converting; shared by every importer and the writer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/dense_matmul.h"
+#include "kernels/ternary_layout.h"
+
+namespace tern::convert {
+
+struct ConvertOptions {
+  // Precision of tok_embeddings / lm_head in the bundle.
+  DenseType embed_type = DenseType::F16;
+  uint32_t embed_group = 64;  // Q8/Q4 group size in columns
+  // Layout ternary matrices are packed in.
+  TernaryLayout ternary_layout = TernaryLayout::T2RowMajor;
+  // Without a tokenizer the bundle cannot run; only tests and format work may skip it.
+  bool require_tokenizer = true;
+  // Explicit tokenizer path overriding the one found beside the checkpoint.
+  std::string tokenizer_path;
+  bool progress = true;   // progress bar on stderr
+  uint64_t seed = 1234;   // synthetic weights
+};
+
+}  // namespace tern::convert
