@@ -23,6 +23,8 @@
   X(ArenaExhausted, ARENA_EXHAUSTED, 0x13, "arena exhausted")                       \
   X(IoError, IO_ERROR, 0x20, "I/O error")                                           \
   X(FileNotFound, FILE_NOT_FOUND, 0x21, "file not found")                           \
+  X(CorruptFile, CORRUPT_FILE, 0x22, "corrupt or malformed input file")            \
+  X(BadMagic, BAD_MAGIC, 0x23, "wrong file magic (not the expected format)")         \
   X(InvalidBundle, INVALID_BUNDLE, 0x30, "invalid bundle")                          \
   X(BadIdentifier, BAD_IDENTIFIER, 0x31, "not a Tern bundle (bad file identifier)") \
   X(VersionMismatch, VERSION_MISMATCH, 0x32, "unsupported bundle format version")   \
