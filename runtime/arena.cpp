@@ -23,6 +23,21 @@ void ArenaAllocator::reset(void* buffer, size_t capacity) {
   for (auto& b : by_purpose_) b = 0;
 }
 
+ArenaAllocator::Mark ArenaAllocator::mark() const {
+  Mark m;
+  m.used = used_;
+  m.count = count_;
+  for (int i = 0; i < static_cast<int>(ArenaPurpose::kCount); ++i) m.by_purpose[i] = by_purpose_[i];
+  return m;
+}
+
+void ArenaAllocator::release_to(const Mark& m) {
+  if (m.used > used_) return;
+  used_ = m.used;
+  count_ = m.count;
+  for (int i = 0; i < static_cast<int>(ArenaPurpose::kCount); ++i) by_purpose_[i] = m.by_purpose[i];
+}
+
 Result<void*> ArenaAllocator::allocate(size_t bytes, size_t alignment, ArenaPurpose purpose) {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
     return fail(Error::InvalidArgument, "arena alignment %zu is not a power of two", alignment);

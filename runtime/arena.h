@@ -48,6 +48,15 @@ class ArenaAllocator {
   size_t used_bytes(ArenaPurpose purpose) const { return by_purpose_[static_cast<int>(purpose)]; }
   size_t allocation_count() const { return count_; }
 
+  // A point to roll back to: everything allocated after it is forgotten (records included).
+  struct Mark {
+    size_t used = 0;
+    size_t count = 0;
+    size_t by_purpose[static_cast<int>(ArenaPurpose::kCount)] = {};
+  };
+  Mark mark() const;
+  void release_to(const Mark& mark);
+
  private:
   uint8_t* base_ = nullptr;
   size_t capacity_ = 0;

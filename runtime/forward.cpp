@@ -1,0 +1,282 @@
+#include "runtime/forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "runtime/model.h"
+
+namespace tern {
+
+namespace {
+
+constexpr size_t kScratchAlignment = 64;
+
+class Carver {
+ public:
+  Carver(ArenaAllocator* arena, size_t* bytes) : arena_(arena), bytes_(bytes) {}
+  template <typename T>
+  Error take(T** out, size_t count) {
+    const size_t n = count == 0 ? 1 : count;
+    if (arena_ == nullptr) {
+      *bytes_ += align_up(n * sizeof(T), kScratchAlignment) + kScratchAlignment;
+      *out = nullptr;
+      return Error::Ok;
+    }
+    TERN_ASSIGN_OR_RETURN(*out, arena_->allocate_array<T>(n, ArenaPurpose::Scratch, kScratchAlignment));
+    return Error::Ok;
+  }
+
+ private:
+  ArenaAllocator* arena_;
+  size_t* bytes_;
+};
+
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+void quantize_rows(ForwardScratch& s, const float* in, uint32_t n, size_t cols, size_t stride) {
+  for (uint32_t t = 0; t < n; ++t) {
+    quantize_row_absmax_int8(in + t * stride, cols, s.xq + t * stride, &s.xq_scale[t], &s.xq_sum[t]);
+  }
+}
+
+QuantizedActivations activations(const ForwardScratch& s, uint32_t n, size_t cols, size_t stride) {
+  QuantizedActivations a;
+  a.q = s.xq;
+  a.scales = s.xq_scale;
+  a.sums = s.xq_sum;
+  a.tokens = n;
+  a.cols = cols;
+  a.stride = stride;
+  return a;
+}
+
+// How the input of a ternary linear is normalized before it is quantized.
+enum class NormKind { None, Weighted, ParameterFree };
+
+// Normalizes n rows of `cols` (row stride `in_stride`) into s.xn (stride `wide`) and quantizes them.
+void normalize_and_quantize(ForwardScratch& s, const float* in, size_t in_stride, uint32_t n, size_t cols,
+                            size_t wide, NormKind kind, const float* weight, float eps) {
+  for (uint32_t t = 0; t < n; ++t) {
+    const float* row = in + t * in_stride;
+    float* out = s.xn + t * wide;
+    switch (kind) {
+      case NormKind::Weighted: rms_norm(row, weight, cols, eps, out); break;
+      case NormKind::ParameterFree: bitllama_norm(row, cols, out); break;
+      case NormKind::None: std::memcpy(out, row, cols * sizeof(float)); break;
+    }
+  }
+  quantize_rows(s, s.xn, n, cols, wide);
+}
+
+NormKind norm_kind(const ModelConfig& c, const float* weight) {
+  if (c.family == ModelFamily::Bitllama2c) return NormKind::ParameterFree;
+  return weight != nullptr ? NormKind::Weighted : NormKind::None;
+}
+
+bool aborted(const std::atomic<int>* abort) { return abort != nullptr && abort->load(std::memory_order_relaxed) != 0; }
+
+}  // namespace
+
+void rms_norm(const float* x, const float* weight, size_t n, float eps, float* out) {
+  float sum = 0.0f;
+  for (size_t i = 0; i < n; ++i) sum += x[i] * x[i];
+  const float inv = 1.0f / std::sqrt(sum / static_cast<float>(n) + eps);
+  for (size_t i = 0; i < n; ++i) out[i] = x[i] * inv * weight[i];
+}
+
+void bitllama_norm(const float* x, size_t n, float* out) {
+  float sum = 0.0f;
+  for (size_t i = 0; i < n; ++i) sum += x[i] * x[i];
+  const float rms = std::sqrt(sum / static_cast<float>(n));
+  const float denom = rms * static_cast<float>(n);
+  const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+  for (size_t i = 0; i < n; ++i) out[i] = x[i] * inv;
+}
+
+void rope_angles(const float* inv_freq, size_t half, uint32_t pos, float* cos, float* sin) {
+  for (size_t i = 0; i < half; ++i) {
+    const float angle = static_cast<float>(pos) * inv_freq[i];
+    cos[i] = std::cos(angle);
+    sin[i] = std::sin(angle);
+  }
+}
+
+void rope_rotate_half(float* head, size_t head_dim, const float* cos, const float* sin) {
+  const size_t half = head_dim / 2;
+  for (size_t i = 0; i < half; ++i) {
+    const float a = head[i], b = head[i + half];
+    head[i] = a * cos[i] - b * sin[i];
+    head[i + half] = b * cos[i] + a * sin[i];
+  }
+}
+
+void rope_adjacent_pairs(float* head, size_t head_dim, const float* cos, const float* sin) {
+  for (size_t i = 0; i < head_dim / 2; ++i) {
+    const float a = head[2 * i], b = head[2 * i + 1];
+    head[2 * i] = a * cos[i] - b * sin[i];
+    head[2 * i + 1] = a * sin[i] + b * cos[i];
+  }
+}
+
+Error carve_forward_scratch(const ModelConfig& c, uint32_t batch, uint32_t context, ArenaAllocator* arena,
+                            ForwardScratch* s, size_t* bytes) {
+  TERN_CHECK_OR_RETURN(batch > 0 && context > 0, Error::InvalidArgument, "scratch for batch %u, context %u", batch,
+                       context);
+  const size_t hidden = c.hidden, qd = static_cast<size_t>(c.heads) * c.head_dim;
+  const size_t kvd = static_cast<size_t>(c.kv_heads) * c.head_dim, ffn = c.ffn_hidden;
+  const size_t wide = std::max({hidden, qd, ffn});
+  const size_t group = c.kv_heads == 0 ? 1 : c.heads / c.kv_heads;
+  Carver carve(arena, bytes);
+  s->batch = batch;
+  s->context = context;
+  TERN_RETURN_IF_ERROR(carve.take(&s->x, batch * hidden));
+  TERN_RETURN_IF_ERROR(carve.take(&s->xn, batch * wide));
+  TERN_RETURN_IF_ERROR(carve.take(&s->xq, batch * wide));
+  TERN_RETURN_IF_ERROR(carve.take(&s->xq_scale, batch));
+  TERN_RETURN_IF_ERROR(carve.take(&s->xq_sum, batch));
+  TERN_RETURN_IF_ERROR(carve.take(&s->q, batch * qd));
+  TERN_RETURN_IF_ERROR(carve.take(&s->k, batch * kvd));
+  TERN_RETURN_IF_ERROR(carve.take(&s->v, batch * kvd));
+  TERN_RETURN_IF_ERROR(carve.take(&s->att, batch * qd));
+  TERN_RETURN_IF_ERROR(carve.take(&s->gate, batch * ffn));
+  TERN_RETURN_IF_ERROR(carve.take(&s->up, batch * ffn));
+  TERN_RETURN_IF_ERROR(carve.take(&s->proj, batch * hidden));
+  TERN_RETURN_IF_ERROR(carve.take(&s->rope_cos, batch * (c.head_dim / 2)));
+  TERN_RETURN_IF_ERROR(carve.take(&s->rope_sin, batch * (c.head_dim / 2)));
+  TERN_RETURN_IF_ERROR(carve.take(&s->kv_rows, static_cast<size_t>(c.kv_heads) * 2 * context * c.head_dim));
+  TERN_RETURN_IF_ERROR(carve.take(&s->scores, static_cast<size_t>(c.kv_heads) * group * context));
+  TERN_RETURN_IF_ERROR(carve.take(&s->logits, c.vocab));
+  return Error::Ok;
+}
+
+namespace {
+
+// Causal attention of n new tokens (positions pos0..) for one KV head and its query group.
+void attend_kv_head(const ModelConfig& c, const KvCache& kv, ForwardScratch& s, uint32_t layer, uint32_t kv_head,
+                    uint32_t n, uint32_t pos0) {
+  const size_t hd = c.head_dim, group = c.heads / c.kv_heads;
+  const size_t qd = static_cast<size_t>(c.heads) * hd;
+  const uint32_t total = pos0 + n;
+  float* keys = s.kv_rows + static_cast<size_t>(kv_head) * 2 * s.context * hd;
+  float* values = keys + static_cast<size_t>(s.context) * hd;
+  float* scores = s.scores + static_cast<size_t>(kv_head) * group * s.context;
+  kv.read_keys(layer, kv_head, 0, total, keys);
+  kv.read_values(layer, kv_head, 0, total, values);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (uint32_t t = 0; t < n; ++t) {
+    const uint32_t len = pos0 + t + 1;
+    for (size_t g = 0; g < group; ++g) {
+      const size_t head = kv_head * group + g;
+      const float* q = s.q + t * qd + head * hd;
+      float* sc = scores + g * s.context;
+      float max_score = -INFINITY;
+      for (uint32_t p = 0; p < len; ++p) {
+        const float* k = keys + p * hd;
+        float dot = 0.0f;
+        for (size_t i = 0; i < hd; ++i) dot += q[i] * k[i];
+        sc[p] = dot * scale;
+        max_score = std::max(max_score, sc[p]);
+      }
+      float sum = 0.0f;
+      for (uint32_t p = 0; p < len; ++p) {
+        sc[p] = std::exp(sc[p] - max_score);
+        sum += sc[p];
+      }
+      const float inv = 1.0f / sum;
+      float* out = s.att + t * qd + head * hd;
+      for (size_t i = 0; i < hd; ++i) out[i] = 0.0f;
+      for (uint32_t p = 0; p < len; ++p) {
+        const float w = sc[p] * inv;
+        const float* v = values + p * hd;
+        for (size_t i = 0; i < hd; ++i) out[i] += w * v[i];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t* tokens, uint32_t n, uint32_t pos0,
+              bool want_logits, const std::atomic<int>* abort) {
+  const ModelConfig& c = model.config();
+  const ModelWeights& w = model.weights();
+  TERN_CHECK_OR_RETURN(n > 0 && n <= s.batch, Error::InvalidArgument, "forward of %u tokens (batch %u)", n,
+                       s.batch);
+  TERN_CHECK_OR_RETURN(pos0 + n <= s.context && pos0 + n <= kv.capacity_tokens(), Error::ContextFull,
+                       "positions %u..%u exceed the context of %u", pos0, pos0 + n - 1, s.context);
+  for (uint32_t t = 0; t < n; ++t) {
+    TERN_CHECK_OR_RETURN(tokens[t] >= 0 && static_cast<uint32_t>(tokens[t]) < c.vocab, Error::InvalidToken,
+                         "token %d outside the vocabulary of %u", tokens[t], c.vocab);
+  }
+  const ThreadPool* pool = model.pool();
+  const size_t hidden = c.hidden, hd = c.head_dim, half = hd / 2;
+  const size_t qd = static_cast<size_t>(c.heads) * hd, kvd = static_cast<size_t>(c.kv_heads) * hd;
+  const size_t ffn = c.ffn_hidden;
+  const size_t wide = std::max({hidden, qd, ffn});
+  const bool adjacent = c.rope_style == RopeStyle::AdjacentPairs;
+
+  for (uint32_t t = 0; t < n; ++t) {
+    dense_row_f32(w.tok_embeddings, static_cast<size_t>(tokens[t]), s.x + t * hidden);
+    rope_angles(model.rope_inv_freq(), half, pos0 + t, s.rope_cos + t * half, s.rope_sin + t * half);
+  }
+
+  for (uint32_t l = 0; l < c.layers; ++l) {
+    if (aborted(abort)) return fail(Error::Aborted, "aborted at layer %u", l);
+    const LayerWeights& lw = model.layer(l);
+    const LayerRuntime& lr = model.layer_runtime(l);
+
+    // Attention block.
+    normalize_and_quantize(s, s.x, hidden, n, hidden, wide, norm_kind(c, lr.attn_norm), lr.attn_norm, c.norm_eps);
+    const QuantizedActivations xa = activations(s, n, hidden, wide);
+    ternary_matmul(lw.wq, xa, s.q, qd, pool);
+    ternary_matmul(lw.wk, xa, s.k, kvd, pool);
+    ternary_matmul(lw.wv, xa, s.v, kvd, pool);
+    for (uint32_t t = 0; t < n; ++t) {
+      const float* cs = s.rope_cos + t * half;
+      const float* sn = s.rope_sin + t * half;
+      for (uint32_t h = 0; h < c.heads; ++h) {
+        float* head = s.q + t * qd + h * hd;
+        adjacent ? rope_adjacent_pairs(head, hd, cs, sn) : rope_rotate_half(head, hd, cs, sn);
+      }
+      for (uint32_t h = 0; h < c.kv_heads; ++h) {
+        float* head = s.k + t * kvd + h * hd;
+        adjacent ? rope_adjacent_pairs(head, hd, cs, sn) : rope_rotate_half(head, hd, cs, sn);
+        kv.write(l, h, pos0 + t, head, s.v + t * kvd + h * hd);
+      }
+    }
+    auto attend = [&](size_t kv_head) { attend_kv_head(c, kv, s, l, static_cast<uint32_t>(kv_head), n, pos0); };
+    if (pool != nullptr) {
+      pool->parallel_for(c.kv_heads, attend);
+    } else {
+      for (uint32_t h = 0; h < c.kv_heads; ++h) attend(h);
+    }
+    normalize_and_quantize(s, s.att, qd, n, qd, wide, norm_kind(c, lr.attn_sub_norm), lr.attn_sub_norm, c.norm_eps);
+    ternary_matmul(lw.wo, activations(s, n, qd, wide), s.proj, hidden, pool);
+    for (size_t i = 0; i < n * hidden; ++i) s.x[i] += s.proj[i];
+
+    // Feed-forward block.
+    normalize_and_quantize(s, s.x, hidden, n, hidden, wide, norm_kind(c, lr.ffn_norm), lr.ffn_norm, c.norm_eps);
+    const QuantizedActivations fa = activations(s, n, hidden, wide);
+    ternary_matmul(lw.w_gate, fa, s.gate, ffn, pool);
+    ternary_matmul(lw.w_up, fa, s.up, ffn, pool);
+    const bool relu2 = c.activation == Activation::Relu2;
+    for (size_t i = 0; i < n * ffn; ++i) {
+      const float g = s.gate[i];
+      const float a = relu2 ? (g > 0.0f ? g * g : 0.0f) : silu(g);
+      s.gate[i] = a * s.up[i];
+    }
+    normalize_and_quantize(s, s.gate, ffn, n, ffn, wide, norm_kind(c, lr.ffn_sub_norm), lr.ffn_sub_norm, c.norm_eps);
+    ternary_matmul(lw.w_down, activations(s, n, ffn, wide), s.proj, hidden, pool);
+    for (size_t i = 0; i < n * hidden; ++i) s.x[i] += s.proj[i];
+  }
+
+  if (want_logits) {
+    float* last = s.x + static_cast<size_t>(n - 1) * hidden;
+    rms_norm(last, model.final_norm(), hidden, c.norm_eps, s.xn);
+    dense_gemv_f32(w.lm_head, s.xn, s.logits, pool);
+  }
+  return Error::Ok;
+}
+
+}  // namespace tern

@@ -1,0 +1,61 @@
+// The forward pass of every family over a batch of consecutive positions. Internal to the
+// runtime: Session owns the scratch and the KV cache and calls forward().
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "platform/error.h"
+#include "runtime/arena.h"
+#include "runtime/kv_cache.h"
+#include "runtime/model_config.h"
+
+namespace tern {
+
+class Model;
+
+// Activations for up to `batch` tokens and attention over up to `context` positions.
+struct ForwardScratch {
+  uint32_t batch = 0;
+  uint32_t context = 0;
+  float* x = nullptr;        // [batch][hidden] residual stream
+  float* xn = nullptr;       // [batch][wide] normalized input of a matmul
+  int8_t* xq = nullptr;      // [batch][wide] its int8 codes
+  float* xq_scale = nullptr; // [batch]
+  int32_t* xq_sum = nullptr; // [batch]
+  float* q = nullptr;        // [batch][heads*head_dim]
+  float* k = nullptr;        // [batch][kv_heads*head_dim]
+  float* v = nullptr;
+  float* att = nullptr;      // [batch][heads*head_dim]
+  float* gate = nullptr;     // [batch][ffn]
+  float* up = nullptr;       // [batch][ffn]
+  float* proj = nullptr;     // [batch][hidden] o_proj / down output
+  float* rope_cos = nullptr; // [batch][head_dim/2]
+  float* rope_sin = nullptr;
+  float* kv_rows = nullptr;  // [kv_heads][2][context][head_dim] keys and values read back
+  float* scores = nullptr;   // [kv_heads][group][context]
+  float* logits = nullptr;   // [vocab]
+};
+
+// Either measures (arena == nullptr: adds each buffer's padded size to *bytes) or carves
+// the buffers from the arena. The two always agree because they run the same code.
+Error carve_forward_scratch(const ModelConfig& config, uint32_t batch, uint32_t context, ArenaAllocator* arena,
+                            ForwardScratch* scratch, size_t* bytes);
+
+// Runs tokens[0..n) at positions pos0..pos0+n-1 (n <= scratch.batch, pos0 + n <= context),
+// writing their keys/values into `kv`; logits of the last token go to scratch.logits when
+// want_logits. Aborted if *abort becomes nonzero (checked per layer).
+Error forward(const Model& model, KvCache& kv, ForwardScratch& scratch, const int32_t* tokens, uint32_t n,
+              uint32_t pos0, bool want_logits, const std::atomic<int>* abort);
+
+// Building blocks, exposed for tests against naive references.
+void rms_norm(const float* x, const float* weight, size_t n, float eps, float* out);
+// bitllama2c's parameter-free norm inside every ternary linear: a / (rms(a) * n).
+void bitllama_norm(const float* x, size_t n, float* out);
+// Rotates one head in place; cos/sin hold head_dim/2 entries for this position.
+void rope_rotate_half(float* head, size_t head_dim, const float* cos, const float* sin);
+void rope_adjacent_pairs(float* head, size_t head_dim, const float* cos, const float* sin);
+void rope_angles(const float* inv_freq, size_t half, uint32_t pos, float* cos, float* sin);
+
+}  // namespace tern

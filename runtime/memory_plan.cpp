@@ -1,0 +1,117 @@
+#include "runtime/memory_plan.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "runtime/forward.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+
+namespace tern {
+
+size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, KvType kv_type,
+                           size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes) {
+  size_t scratch = 0;
+  ForwardScratch unused;
+  if (carve_forward_scratch(config, batch, context, nullptr, &unused, &scratch) != Error::Ok) scratch = 0;
+  scratch += align_up(static_cast<size_t>(context) * sizeof(int32_t), 64) + 64;  // token history
+  const size_t sampler = Sampler::required_arena_bytes(config.vocab) + 64;
+  const size_t kv = kv_arena_bytes(kv_type, kv_shape_of(config), context);
+  if (scratch_bytes != nullptr) *scratch_bytes = scratch;
+  if (sampler_bytes != nullptr) *sampler_bytes = sampler;
+  if (kv_bytes != nullptr) *kv_bytes = kv;
+  return align_up(sizeof(Session), 64) + 64 + scratch + sampler + kv;
+}
+
+namespace {
+
+struct Totals {
+  size_t scratch, sampler, kv, arena, total;
+};
+
+Totals totals_for(const MemoryPlanRequest& r, uint32_t context) {
+  Totals t{};
+  const uint32_t batch = r.batch_tokens < context ? r.batch_tokens : context;
+  const size_t session = session_arena_bytes(r.config, batch, context, r.kv_type, &t.scratch, &t.sampler, &t.kv);
+  t.arena = r.arena_weight_bytes + r.tokenizer_bytes + session;
+  t.total = kProcessOverheadBytes + r.resident_weight_bytes + t.arena;
+  return t;
+}
+
+}  // namespace
+
+Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
+  const ModelConfig& c = r.config;
+  TERN_CHECK_OR_RETURN(c.hidden > 0 && c.layers > 0 && c.heads > 0 && c.kv_heads > 0 && c.head_dim > 0 &&
+                           c.vocab > 0 && c.ffn_hidden > 0,
+                       Error::InvalidArgument, "model config has a zero dimension");
+  TERN_CHECK_OR_RETURN(r.batch_tokens > 0, Error::InvalidArgument, "prefill batch of 0 tokens");
+  uint32_t max_context = c.max_context > 0 ? c.max_context : 2048;
+  if (r.context_request > 0 && r.context_request < max_context) max_context = r.context_request;
+  const uint32_t min_context = r.min_context < max_context ? (r.min_context == 0 ? 1 : r.min_context) : max_context;
+
+  const Totals at_min = totals_for(r, min_context);
+  if (r.budget_bytes > 0 && r.budget_bytes < at_min.total) {
+    return fail(Error::BudgetTooSmall,
+                "memory budget %llu bytes is too small: at least %zu bytes (%.1f MiB) are needed for a %u-token "
+                "context (weights %zu, arena %zu, process overhead %zu)",
+                static_cast<unsigned long long>(r.budget_bytes), at_min.total,
+                static_cast<double>(at_min.total) / (1024.0 * 1024.0), min_context, r.resident_weight_bytes,
+                at_min.arena, kProcessOverheadBytes);
+  }
+  // The largest context that fits; totals grow with the context, so bisect.
+  uint32_t lo = min_context, hi = max_context;
+  if (r.budget_bytes == 0) {
+    lo = hi;
+  } else {
+    while (lo < hi) {
+      const uint32_t mid = lo + (hi - lo + 1) / 2;
+      if (totals_for(r, mid).total <= r.budget_bytes) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+  }
+  const Totals t = totals_for(r, lo);
+  MemoryPlan plan;
+  plan.overhead_bytes = kProcessOverheadBytes;
+  plan.resident_weight_bytes = r.resident_weight_bytes;
+  plan.arena_weight_bytes = r.arena_weight_bytes;
+  plan.tokenizer_bytes = r.tokenizer_bytes;
+  plan.scratch_bytes = t.scratch;
+  plan.sampler_bytes = t.sampler;
+  plan.kv_bytes = t.kv;
+  plan.arena_bytes = t.arena;
+  plan.total_bytes = t.total;
+  plan.minimum_budget_bytes = at_min.total;
+  plan.context_tokens = lo;
+  plan.batch_tokens = r.batch_tokens < lo ? r.batch_tokens : lo;
+  return plan;
+}
+
+Result<uint64_t> parse_byte_size(const char* text) {
+  TERN_CHECK_OR_RETURN(text != nullptr && *text != '\0', Error::InvalidArgument, "empty byte size");
+  errno = 0;
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  TERN_CHECK_OR_RETURN(end != text && errno == 0 && value >= 0.0 && std::isfinite(value), Error::InvalidArgument,
+                       "'%s' is not a byte size", text);
+  double multiplier = 1.0;
+  switch (*end) {
+    case '\0': break;
+    case 'k': case 'K': multiplier = 1024.0; ++end; break;
+    case 'm': case 'M': multiplier = 1024.0 * 1024.0; ++end; break;
+    case 'g': case 'G': multiplier = 1024.0 * 1024.0 * 1024.0; ++end; break;
+    default: return fail(Error::InvalidArgument, "'%s': unknown size suffix (use K, M or G)", text);
+  }
+  if (*end == 'i' || *end == 'I') ++end;
+  if (*end == 'b' || *end == 'B') ++end;
+  TERN_CHECK_OR_RETURN(*end == '\0', Error::InvalidArgument, "'%s' is not a byte size", text);
+  const double bytes = value * multiplier;
+  TERN_CHECK_OR_RETURN(bytes < 1.8e19, Error::OutOfRange, "'%s' is too large", text);
+  return static_cast<uint64_t>(bytes);
+}
+
+}  // namespace tern

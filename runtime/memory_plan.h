@@ -1,0 +1,59 @@
+// Where every byte goes, decided once at load from the caller's budget:
+//   budget >= process overhead + resident weights + arena
+//   arena   = converted weights + tokenizer + session (scratch + sampler + KV)
+// The KV cache gets whatever is left, capped at the model's context.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "platform/error.h"
+#include "runtime/kv_cache.h"
+#include "runtime/model_config.h"
+
+namespace tern {
+
+// What the process needs besides the plan: code, stacks, libc and thread pool state.
+// Measured on x86-64 and aarch64 Linux (tern-run peak RSS minus model and arena), rounded up.
+inline constexpr size_t kProcessOverheadBytes = size_t{8} << 20;
+// The smallest context a model is loaded with; below this the budget is refused.
+inline constexpr uint32_t kMinContextTokens = 16;
+
+struct MemoryPlanRequest {
+  ModelConfig config;
+  uint64_t budget_bytes = 0;        // 0: no limit (context = requested or the model's)
+  size_t resident_weight_bytes = 0;  // mmap'd bundle bytes that become resident when touched
+  size_t arena_weight_bytes = 0;     // weights converted into the arena (e.g. bf16 norms -> f32)
+  size_t tokenizer_bytes = 0;
+  uint32_t batch_tokens = 64;        // prefill batch
+  uint32_t context_request = 0;      // 0: as many as fit, up to the model's
+  uint32_t min_context = kMinContextTokens;
+  KvType kv_type = KvType::F16;
+};
+
+struct MemoryPlan {
+  size_t overhead_bytes = 0;
+  size_t resident_weight_bytes = 0;
+  size_t arena_weight_bytes = 0;
+  size_t tokenizer_bytes = 0;
+  size_t scratch_bytes = 0;   // activations, attention rows, logits, token history
+  size_t sampler_bytes = 0;
+  size_t kv_bytes = 0;
+  size_t arena_bytes = 0;     // the one allocation: converted weights + tokenizer + session
+  size_t total_bytes = 0;     // overhead + resident weights + arena
+  size_t minimum_budget_bytes = 0;  // total at min_context
+  uint32_t context_tokens = 0;
+  uint32_t batch_tokens = 0;
+};
+
+// Arena bytes of one session (scratch + sampler + KV + bookkeeping) for `context` tokens.
+size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, KvType kv_type,
+                           size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes);
+
+// BudgetTooSmall (message states the minimum) when the budget cannot hold min_context.
+Result<MemoryPlan> plan_memory(const MemoryPlanRequest& request);
+
+// Parses "512M", "1.5G", "4096K", "123456" (bytes; K/M/G are powers of 1024).
+Result<uint64_t> parse_byte_size(const char* text);
+
+}  // namespace tern

@@ -1,0 +1,205 @@
+#include "runtime/model.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <new>
+
+#include "runtime/bundle.h"
+#include "runtime/session.h"
+
+namespace tern {
+
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t converted_norm_bytes(const VectorView& v) {
+  return v.data != nullptr && v.type != DenseType::F32 ? align_up(v.size * sizeof(float), kAlign) + kAlign : 0;
+}
+
+Error check_ternary(const char* what, uint32_t layer, const TernaryMatrix& m, size_t rows, size_t cols) {
+  if (ternary_matrix_validate(m) != Error::Ok) {
+    return fail(last_error_code(), "layers.%u.%s: %s", layer, what, last_error_message());
+  }
+  if (m.rows != rows || m.cols != cols) {
+    return fail(Error::ShapeMismatch, "layers.%u.%s is %zu x %zu, the config needs %zu x %zu", layer, what, m.rows,
+                m.cols, rows, cols);
+  }
+  return Error::Ok;
+}
+
+Error check_vector(const char* what, uint32_t layer, const VectorView& v, size_t n, bool required) {
+  if (v.data == nullptr) {
+    if (required) return fail(Error::UnknownTensor, "layers.%u.%s is missing", layer, what);
+    return Error::Ok;
+  }
+  if (v.type != DenseType::F32 && v.type != DenseType::F16 && v.type != DenseType::BF16) {
+    return fail(Error::UnsupportedType, "layers.%u.%s has type %s; norms must be f32, f16 or bf16", layer, what,
+                to_string(v.type));
+  }
+  if (v.size != n) return fail(Error::ShapeMismatch, "layers.%u.%s has %zu values, needs %zu", layer, what, v.size, n);
+  return Error::Ok;
+}
+
+Error check_dense(const char* what, const DenseMatrix& m, size_t rows, size_t cols) {
+  if (dense_matrix_validate(m) != Error::Ok) return fail(last_error_code(), "%s: %s", what, last_error_message());
+  if (m.rows != rows || m.cols != cols) {
+    return fail(Error::ShapeMismatch, "%s is %zu x %zu, the config needs %zu x %zu", what, m.rows, m.cols, rows, cols);
+  }
+  return Error::Ok;
+}
+
+Result<const float*> to_f32(const VectorView& v, ArenaAllocator& arena) {
+  if (v.data == nullptr) return static_cast<const float*>(nullptr);
+  if (v.type == DenseType::F32) return static_cast<const float*>(v.data);
+  TERN_ASSIGN_OR_RETURN(float* out, arena.allocate_array<float>(v.size, ArenaPurpose::Weights, kAlign));
+  const uint16_t* in = static_cast<const uint16_t*>(v.data);
+  for (size_t i = 0; i < v.size; ++i) out[i] = v.type == DenseType::F16 ? f16_to_f32(in[i]) : bf16_to_f32(in[i]);
+  return static_cast<const float*>(out);
+}
+
+}  // namespace
+
+Error validate_weights(const ModelConfig& c, const ModelWeights& w) {
+  if (c.family != ModelFamily::Bitnet2B4T && c.family != ModelFamily::LlamaBitnet &&
+      c.family != ModelFamily::Bitllama2c) {
+    return fail(Error::UnsupportedModel, "model family %u is not supported", static_cast<unsigned>(c.family));
+  }
+  if (c.hidden == 0 || c.layers == 0 || c.heads == 0 || c.kv_heads == 0 || c.head_dim == 0 || c.vocab == 0 ||
+      c.ffn_hidden == 0) {
+    return fail(Error::InvalidBundle, "config has a zero dimension (hidden %u, layers %u, heads %u/%u, head_dim %u)",
+                c.hidden, c.layers, c.heads, c.kv_heads, c.head_dim);
+  }
+  if (c.heads % c.kv_heads != 0 || c.head_dim % 2 != 0) {
+    return fail(Error::InvalidBundle, "%u heads over %u KV heads of dim %u: need a whole group and an even dim",
+                c.heads, c.kv_heads, c.head_dim);
+  }
+  if (!(c.norm_eps >= 0.0f) || !(c.rope_theta > 0.0f)) {
+    return fail(Error::InvalidBundle, "config norm_eps %g / rope_theta %g out of range", c.norm_eps, c.rope_theta);
+  }
+  TERN_CHECK_OR_RETURN(w.layers != nullptr, Error::InvalidArgument, "weights without layers");
+  TERN_RETURN_IF_ERROR(check_dense("tok_embeddings", w.tok_embeddings, c.vocab, c.hidden));
+  TERN_RETURN_IF_ERROR(check_dense("lm_head", w.lm_head, c.vocab, c.hidden));
+  TERN_RETURN_IF_ERROR(check_vector("final norm", 0, w.final_norm, c.hidden, true));
+  const size_t qd = static_cast<size_t>(c.heads) * c.head_dim, kvd = static_cast<size_t>(c.kv_heads) * c.head_dim;
+  const bool layer_norms = c.family != ModelFamily::Bitllama2c;
+  for (uint32_t l = 0; l < c.layers; ++l) {
+    const LayerWeights& lw = w.layers[l];
+    TERN_RETURN_IF_ERROR(check_ternary("wq", l, lw.wq, qd, c.hidden));
+    TERN_RETURN_IF_ERROR(check_ternary("wk", l, lw.wk, kvd, c.hidden));
+    TERN_RETURN_IF_ERROR(check_ternary("wv", l, lw.wv, kvd, c.hidden));
+    TERN_RETURN_IF_ERROR(check_ternary("wo", l, lw.wo, c.hidden, qd));
+    TERN_RETURN_IF_ERROR(check_ternary("w_gate", l, lw.w_gate, c.ffn_hidden, c.hidden));
+    TERN_RETURN_IF_ERROR(check_ternary("w_up", l, lw.w_up, c.ffn_hidden, c.hidden));
+    TERN_RETURN_IF_ERROR(check_ternary("w_down", l, lw.w_down, c.hidden, c.ffn_hidden));
+    if (layer_norms) {
+      TERN_RETURN_IF_ERROR(check_vector("attn_norm", l, lw.attn_norm, c.hidden, true));
+      TERN_RETURN_IF_ERROR(check_vector("ffn_norm", l, lw.ffn_norm, c.hidden, true));
+      TERN_RETURN_IF_ERROR(check_vector("attn_sub_norm", l, lw.attn_sub_norm, qd, c.has_sub_norms));
+      TERN_RETURN_IF_ERROR(check_vector("ffn_sub_norm", l, lw.ffn_sub_norm, c.ffn_hidden, c.has_sub_norms));
+    }
+  }
+  return Error::Ok;
+}
+
+Result<std::unique_ptr<Model>> Model::create(const ModelConfig& config, const ModelWeights& weights,
+                                             const ModelParams& params, size_t resident_weight_bytes) {
+  std::unique_ptr<Model> model(new (std::nothrow) Model());
+  TERN_CHECK_OR_RETURN(model != nullptr, Error::OutOfMemory, "cannot allocate the model object");
+  TERN_RETURN_IF_ERROR(model->init(config, weights, params, resident_weight_bytes));
+  return model;
+}
+
+Error Model::init(const ModelConfig& config, const ModelWeights& weights, const ModelParams& params,
+                  size_t resident_weight_bytes) {
+  TERN_RETURN_IF_ERROR(validate_weights(config, weights));
+  TERN_CHECK_OR_RETURN(params.batch_tokens > 0, Error::InvalidArgument, "batch_tokens must be > 0");
+  TERN_CHECK_OR_RETURN(params.kv_type == KvType::F16 || params.kv_type == KvType::F32, Error::InvalidArgument,
+                       "unknown KV type %u", static_cast<unsigned>(params.kv_type));
+  config_ = config;
+  params_ = params;
+  weights_ = weights;
+  TERN_ASSIGN_OR_RETURN(pool_, ThreadPool::create(params.threads));
+
+  const bool layer_norms = config.family != ModelFamily::Bitllama2c;
+  size_t arena_weights = 2 * kAlign + config.layers * (sizeof(LayerWeights) + sizeof(LayerRuntime)) + 2 * kAlign +
+                         align_up(config.head_dim / 2 * sizeof(float), kAlign) + kAlign +
+                         converted_norm_bytes(weights.final_norm);
+  for (uint32_t l = 0; l < config.layers && layer_norms; ++l) {
+    const LayerWeights& lw = weights.layers[l];
+    arena_weights += converted_norm_bytes(lw.attn_norm) + converted_norm_bytes(lw.ffn_norm) +
+                     converted_norm_bytes(lw.attn_sub_norm) + converted_norm_bytes(lw.ffn_sub_norm);
+  }
+  MemoryPlanRequest request;
+  request.config = config;
+  request.budget_bytes = params.memory_budget_bytes;
+  request.resident_weight_bytes = resident_weight_bytes;
+  request.arena_weight_bytes = arena_weights;
+  request.tokenizer_bytes = 0;
+  request.batch_tokens = params.batch_tokens;
+  request.context_request = params.context_tokens;
+  request.kv_type = params.kv_type;
+  TERN_ASSIGN_OR_RETURN(plan_, plan_memory(request));
+
+  void* buffer = params.arena_buffer;
+  if (buffer != nullptr) {
+    TERN_CHECK_OR_RETURN(params.arena_buffer_bytes >= plan_.arena_bytes, Error::ArenaExhausted,
+                         "the caller's arena of %zu bytes is smaller than the planned %zu bytes",
+                         params.arena_buffer_bytes, plan_.arena_bytes);
+  } else {
+    owned_arena_ = std::aligned_alloc(kAlign, align_up(plan_.arena_bytes, kAlign));
+    TERN_CHECK_OR_RETURN(owned_arena_ != nullptr, Error::OutOfMemory, "cannot allocate the %zu-byte arena",
+                         plan_.arena_bytes);
+    buffer = owned_arena_;
+  }
+  arena_.reset(buffer, buffer == owned_arena_ ? align_up(plan_.arena_bytes, kAlign) : params.arena_buffer_bytes);
+
+  TERN_ASSIGN_OR_RETURN(layers_, arena_.allocate_array<LayerWeights>(config.layers, ArenaPurpose::Other, kAlign));
+  TERN_ASSIGN_OR_RETURN(layer_runtime_,
+                        arena_.allocate_array<LayerRuntime>(config.layers, ArenaPurpose::Other, kAlign));
+  for (uint32_t l = 0; l < config.layers; ++l) {
+    layers_[l] = weights.layers[l];
+    layer_runtime_[l] = LayerRuntime{};
+    if (!layer_norms) continue;
+    TERN_ASSIGN_OR_RETURN(layer_runtime_[l].attn_norm, to_f32(layers_[l].attn_norm, arena_));
+    TERN_ASSIGN_OR_RETURN(layer_runtime_[l].ffn_norm, to_f32(layers_[l].ffn_norm, arena_));
+    TERN_ASSIGN_OR_RETURN(layer_runtime_[l].attn_sub_norm, to_f32(layers_[l].attn_sub_norm, arena_));
+    TERN_ASSIGN_OR_RETURN(layer_runtime_[l].ffn_sub_norm, to_f32(layers_[l].ffn_sub_norm, arena_));
+  }
+  weights_.layers = layers_;
+  TERN_ASSIGN_OR_RETURN(final_norm_, to_f32(weights.final_norm, arena_));
+  const size_t half = config.head_dim / 2;
+  TERN_ASSIGN_OR_RETURN(rope_inv_freq_, arena_.allocate_array<float>(half, ArenaPurpose::Other, kAlign));
+  for (size_t i = 0; i < half; ++i) {
+    rope_inv_freq_[i] =
+        1.0f / std::pow(config.rope_theta, static_cast<float>(2 * i) / static_cast<float>(config.head_dim));
+  }
+  session_mark_ = arena_.mark();
+  return Error::Ok;
+}
+
+Model::~Model() { std::free(owned_arena_); }
+
+Result<Session*> Model::create_session(const SamplerParams& sampler) {
+  if (session_ != nullptr) return fail(Error::InvalidState, "the model already has a session; destroy it first");
+  TERN_RETURN_IF_ERROR(validate(sampler));
+  arena_.release_to(session_mark_);
+  TERN_ASSIGN_OR_RETURN(void* place, arena_.allocate(sizeof(Session), kAlign, ArenaPurpose::Other));
+  Session* session = new (place) Session();
+  const Error e = session->init(*this, sampler, arena_);
+  if (e != Error::Ok) {
+    arena_.release_to(session_mark_);
+    return e;
+  }
+  session_ = session;
+  return session;
+}
+
+void Model::destroy_session(Session* session) {
+  if (session == nullptr || session != session_) return;
+  session->~Session();
+  session_ = nullptr;
+  arena_.release_to(session_mark_);
+}
+
+}  // namespace tern

@@ -1,0 +1,117 @@
+// A loaded model: verified weights (views into the mmap'd bundle), kernels checked once,
+// the memory plan, the thread pool, and the one arena every session lives in.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "kernels/dense_matmul.h"
+#include "kernels/ternary_matmul.h"
+#include "platform/error.h"
+#include "platform/thread_pool.h"
+#include "runtime/arena.h"
+#include "runtime/kv_cache.h"
+#include "runtime/memory_plan.h"
+#include "runtime/model_config.h"
+#include "runtime/sampler.h"
+
+namespace tern {
+
+class Bundle;
+class Session;
+
+// A 1-D weight (norm) as stored; data == nullptr means absent.
+struct VectorView {
+  DenseType type = DenseType::F32;  // F32, F16 or BF16
+  const void* data = nullptr;
+  size_t size = 0;
+};
+
+struct LayerWeights {
+  VectorView attn_norm, attn_sub_norm, ffn_norm, ffn_sub_norm;
+  TernaryMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+};
+
+// Views of every weight; the memory they point at must outlive the Model.
+struct ModelWeights {
+  DenseMatrix tok_embeddings;
+  DenseMatrix lm_head;  // == tok_embeddings when tied
+  VectorView final_norm;
+  const LayerWeights* layers = nullptr;  // config.layers entries
+};
+
+struct ModelParams {
+  uint64_t memory_budget_bytes = 0;  // 0: no limit
+  void* arena_buffer = nullptr;      // optional caller-owned arena; must hold plan().arena_bytes
+  size_t arena_buffer_bytes = 0;
+  uint32_t threads = 1;              // 0: one per core
+  uint32_t context_tokens = 0;       // 0: as many as the budget allows, up to the model's
+  uint32_t batch_tokens = 64;        // prefill batch
+  KvType kv_type = KvType::F16;
+};
+
+// Per-layer norm weights converted to f32, plus RoPE frequencies: what the forward pass reads.
+struct LayerRuntime {
+  const float* attn_norm = nullptr;
+  const float* attn_sub_norm = nullptr;
+  const float* ffn_norm = nullptr;
+  const float* ffn_sub_norm = nullptr;
+};
+
+class Model {
+ public:
+  // Maps and verifies a bundle, then create().
+  static Result<std::unique_ptr<Model>> load(const char* path, const ModelParams& params);
+  // From weights already in memory (tests, embedders with their own storage).
+  // `resident_weight_bytes` is what the weights occupy for the memory plan.
+  static Result<std::unique_ptr<Model>> create(const ModelConfig& config, const ModelWeights& weights,
+                                               const ModelParams& params, size_t resident_weight_bytes);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const LayerWeights& layer(uint32_t i) const { return layers_[i]; }
+  const LayerRuntime& layer_runtime(uint32_t i) const { return layer_runtime_[i]; }
+  const float* final_norm() const { return final_norm_; }
+  const float* rope_inv_freq() const { return rope_inv_freq_; }
+  const MemoryPlan& plan() const { return plan_; }
+  const ArenaAllocator& arena() const { return arena_; }
+  const ThreadPool* pool() const { return pool_.num_threads() > 1 ? &pool_ : nullptr; }
+  size_t threads() const { return pool_.num_threads(); }
+  const Bundle* bundle() const { return bundle_.get(); }
+  KvType kv_type() const { return params_.kv_type; }
+
+  // One session at a time lives in the arena: InvalidState while another exists.
+  Result<Session*> create_session(const SamplerParams& sampler);
+  void destroy_session(Session* session);
+
+ private:
+  Model() = default;
+  Error init(const ModelConfig& config, const ModelWeights& weights, const ModelParams& params,
+             size_t resident_weight_bytes);
+  friend class Session;
+
+  ModelConfig config_;
+  ModelParams params_;
+  ModelWeights weights_;
+  LayerWeights* layers_ = nullptr;
+  LayerRuntime* layer_runtime_ = nullptr;
+  const float* final_norm_ = nullptr;
+  float* rope_inv_freq_ = nullptr;
+  MemoryPlan plan_;
+  ThreadPool pool_;
+  std::unique_ptr<Bundle> bundle_;
+  void* owned_arena_ = nullptr;
+  ArenaAllocator arena_;
+  ArenaAllocator::Mark session_mark_;  // the arena before any session
+  Session* session_ = nullptr;
+};
+
+// Checks a weight set against its config: shapes, layouts, presence of what the family needs.
+Error validate_weights(const ModelConfig& config, const ModelWeights& weights);
+
+}  // namespace tern

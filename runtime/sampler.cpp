@@ -1,0 +1,153 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tern {
+
+Error validate(const SamplerParams& p) {
+  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) {
+    return fail(Error::InvalidArgument, "sampler temperature %g must be finite and >= 0", p.temperature);
+  }
+  if (p.top_k < 0) return fail(Error::InvalidArgument, "sampler top_k %d must be >= 0", p.top_k);
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
+    return fail(Error::InvalidArgument, "sampler top_p %g must be in (0, 1]", p.top_p);
+  }
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) {
+    return fail(Error::InvalidArgument, "sampler min_p %g must be in [0, 1]", p.min_p);
+  }
+  if (!(p.repeat_penalty > 0.0f) || !std::isfinite(p.repeat_penalty)) {
+    return fail(Error::InvalidArgument, "sampler repeat_penalty %g must be finite and > 0", p.repeat_penalty);
+  }
+  if (p.repeat_last_n < 0) {
+    return fail(Error::InvalidArgument, "sampler repeat_last_n %d must be >= 0", p.repeat_last_n);
+  }
+  return Error::Ok;
+}
+
+namespace {
+uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+}  // namespace
+
+void Rng::seed_with(uint64_t seed) {
+  uint64_t x = seed;
+  for (auto& s : s_) s = splitmix64(x);
+}
+
+uint64_t Rng::next_u64() {
+  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return result;
+}
+
+size_t Sampler::required_arena_bytes(uint32_t vocab) { return static_cast<size_t>(vocab) * sizeof(Candidate) + 64; }
+
+Error Sampler::init(uint32_t vocab, ArenaAllocator& arena) {
+  TERN_CHECK_OR_RETURN(vocab > 0, Error::InvalidArgument, "sampler over an empty vocabulary");
+  TERN_ASSIGN_OR_RETURN(candidates_, arena.allocate_array<Candidate>(vocab, ArenaPurpose::Sampler, 64));
+  vocab_ = vocab;
+  return configure(params_);
+}
+
+Error Sampler::configure(const SamplerParams& params) {
+  TERN_RETURN_IF_ERROR(validate(params));
+  params_ = params;
+  rng_.seed_with(params.seed);
+  return Error::Ok;
+}
+
+int32_t Sampler::sample(const float* logits, const int32_t* history, size_t history_len) {
+  const size_t n_vocab = vocab_;
+  for (size_t i = 0; i < n_vocab; ++i) candidates_[i] = Candidate{logits[i], static_cast<int32_t>(i)};
+
+  if (params_.repeat_penalty != 1.0f && params_.repeat_last_n > 0 && history != nullptr) {
+    const size_t n = std::min(history_len, static_cast<size_t>(params_.repeat_last_n));
+    const int32_t* recent = history + (history_len - n);
+    // Penalize each distinct token once: mark by applying to candidates whose logit has
+    // not yet been touched (ids are unique positions in the array).
+    for (size_t i = 0; i < n; ++i) {
+      const int32_t id = recent[i];
+      if (id < 0 || static_cast<size_t>(id) >= n_vocab) continue;
+      bool seen_before = false;
+      for (size_t j = 0; j < i; ++j) {
+        if (recent[j] == id) {
+          seen_before = true;
+          break;
+        }
+      }
+      if (seen_before) continue;
+      float& l = candidates_[id].logit;
+      l = l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+    }
+  }
+
+  if (params_.temperature == 0.0f) {
+    size_t best = 0;
+    for (size_t i = 1; i < n_vocab; ++i) {
+      if (candidates_[i].logit > candidates_[best].logit) best = i;  // ties: lowest id
+    }
+    return candidates_[best].id;
+  }
+
+  auto by_logit = [](const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  };
+  size_t n = n_vocab;
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) {
+    n = static_cast<size_t>(params_.top_k);
+    std::nth_element(candidates_, candidates_ + n - 1, candidates_ + n_vocab, by_logit);
+  }
+  std::sort(candidates_, candidates_ + n, by_logit);
+
+  // Softmax over the survivors at the temperature; logit field now holds probabilities.
+  const float inv_t = 1.0f / params_.temperature;
+  const float max_logit = candidates_[0].logit;
+  double total = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const float p = std::exp((candidates_[i].logit - max_logit) * inv_t);
+    candidates_[i].logit = p;
+    total += p;
+  }
+  for (size_t i = 0; i < n; ++i) candidates_[i].logit = static_cast<float>(candidates_[i].logit / total);
+
+  if (params_.min_p > 0.0f) {
+    const float floor_p = params_.min_p * candidates_[0].logit;
+    size_t keep = 1;
+    while (keep < n && candidates_[keep].logit >= floor_p) ++keep;
+    n = keep;
+  }
+  if (params_.top_p < 1.0f) {
+    float cumulative = 0.0f;
+    size_t keep = 0;
+    while (keep < n) {
+      cumulative += candidates_[keep].logit;
+      ++keep;
+      if (cumulative >= params_.top_p) break;
+    }
+    n = keep;
+  }
+
+  float mass = 0.0f;
+  for (size_t i = 0; i < n; ++i) mass += candidates_[i].logit;
+  const float r = rng_.next_float() * mass;
+  float acc = 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    acc += candidates_[i].logit;
+    if (r < acc) return candidates_[i].id;
+  }
+  return candidates_[n - 1].id;
+}
+
+}  // namespace tern

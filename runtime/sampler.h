@@ -1,0 +1,62 @@
+// Picks the next token from logits: repetition penalty, then greedy (temperature 0) or
+// temperature -> top-k -> softmax -> min-p -> top-p -> a draw from a seeded RNG.
+// All working memory comes from the arena at setup; sampling itself never allocates.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "platform/error.h"
+#include "runtime/arena.h"
+
+namespace tern {
+
+struct SamplerParams {
+  float temperature = 0.8f;      // 0 = greedy
+  int32_t top_k = 40;            // 0 = all tokens
+  float top_p = 0.95f;           // 1 = off
+  float min_p = 0.05f;           // 0 = off
+  float repeat_penalty = 1.0f;   // 1 = off; >1 discourages tokens seen in the last repeat_last_n
+  int32_t repeat_last_n = 64;
+  uint64_t seed = 0x7465726eULL;
+};
+
+// InvalidArgument with the offending field named.
+Error validate(const SamplerParams& params);
+
+// xoshiro256**: small, fast, and the same sequence on every platform for a seed.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed = 0) { seed_with(seed); }
+  void seed_with(uint64_t seed);
+  uint64_t next_u64();
+  // Uniform in [0, 1).
+  float next_float() { return static_cast<float>(next_u64() >> 40) * (1.0f / 16777216.0f); }
+
+ private:
+  uint64_t s_[4];
+};
+
+class Sampler {
+ public:
+  static size_t required_arena_bytes(uint32_t vocab);
+  Error init(uint32_t vocab, ArenaAllocator& arena);
+  Error configure(const SamplerParams& params);  // validates, reseeds
+  const SamplerParams& params() const { return params_; }
+
+  // `logits` (vocab floats) are not modified. `history` are the tokens so far, oldest first
+  // (the last repeat_last_n of them are penalized).
+  int32_t sample(const float* logits, const int32_t* history, size_t history_len);
+
+ private:
+  struct Candidate {
+    float logit;
+    int32_t id;
+  };
+  uint32_t vocab_ = 0;
+  Candidate* candidates_ = nullptr;
+  SamplerParams params_;
+  Rng rng_;
+};
+
+}  // namespace tern
