@@ -51,6 +51,7 @@ struct TokenizerIR {
   bool byte_fallback = false;
   bool ignore_merges = false;
   std::string chat_template;
+  bool remove_extra_whitespaces = false;  // SentencePiece normalizer option
 };
 
 struct ModelIR {

@@ -1,9 +1,59 @@
 #include "converter/tokenizer_import.h"
 
+#include <sys/stat.h>
+
+#include "converter/tokenizer_internal.h"
+
 namespace tern::convert {
+namespace {
+
+bool is_file(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+bool is_dir(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+bool ends_with(const std::string& s, const char* suffix) {
+  const std::string t(suffix);
+  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+}
+std::string dir_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+}  // namespace
 
 Result<TokenizerIR> import_tokenizer(const std::string& path) {
-  return fail(Error::NotSupported, "%s: tokenizer import not implemented yet", path.c_str());
+  std::string json_path, model_path, config_path;
+  if (is_dir(path)) {
+    if (is_file(path + "/tokenizer.json")) json_path = path + "/tokenizer.json";
+    if (is_file(path + "/tokenizer.model")) model_path = path + "/tokenizer.model";
+    TERN_CHECK_OR_RETURN(!json_path.empty() || !model_path.empty(), Error::FileNotFound,
+                         "%s: no tokenizer.json or tokenizer.model in the directory", path.c_str());
+    if (is_file(path + "/tokenizer_config.json")) config_path = path + "/tokenizer_config.json";
+  } else {
+    TERN_CHECK_OR_RETURN(is_file(path), Error::FileNotFound, "%s: no such tokenizer file", path.c_str());
+    if (ends_with(path, ".json")) {
+      json_path = path;
+    } else {
+      model_path = path;
+    }
+    const std::string config = dir_of(path) + "/tokenizer_config.json";
+    if (is_file(config) && config != path) config_path = config;
+  }
+  if (!json_path.empty()) {
+    auto ir = import_tokenizer_json(json_path, config_path);
+    // A SentencePiece-style tokenizer.json next to its tokenizer.model: use the model.
+    if (ir.ok() || model_path.empty() || ir.error() != Error::NotSupported) return ir;
+  }
+  TERN_ASSIGN_OR_RETURN(TokenizerIR ir, import_sentencepiece_model(model_path));
+  if (!config_path.empty()) {
+    TERN_RETURN_IF_ERROR(apply_tokenizer_config(config_path, &ir));
+  }
+  return ir;
 }
 
 flatbuffers::Offset<schema::Tokenizer> write_tokenizer(flatbuffers::FlatBufferBuilder& fbb, const TokenizerIR& ir) {
@@ -48,6 +98,7 @@ flatbuffers::Offset<schema::Tokenizer> write_tokenizer(flatbuffers::FlatBufferBu
   b.add_byte_fallback(ir.byte_fallback);
   b.add_ignore_merges(ir.ignore_merges);
   b.add_chat_template(chat);
+  b.add_remove_extra_whitespaces(ir.remove_extra_whitespaces);
   return b.Finish();
 }
 

@@ -1,0 +1,183 @@
+// SentencePiece .model import: pieces, scores and piece types through libsentencepiece;
+// the normalizer and trainer flags the library has no accessor for (dummy prefix,
+// whitespace handling, byte fallback, model type) read from the serialized ModelProto.
+#include <sentencepiece_processor.h>
+
+#include <cstring>
+#include <string>
+
+#include "converter/tokenizer_import.h"
+#include "converter/tokenizer_internal.h"
+
+namespace tern::convert {
+namespace {
+
+// Just enough of the protobuf wire format to walk ModelProto's fields.
+class WireReader {
+ public:
+  WireReader(const char* data, size_t size) : p_(reinterpret_cast<const uint8_t*>(data)), end_(p_ + size) {}
+
+  bool done() const { return p_ >= end_; }
+  // Reads one field; `len_data/len_size` for length-delimited ones, `varint` otherwise.
+  bool next(uint32_t* field, uint32_t* wire, uint64_t* varint, const char** len_data, size_t* len_size) {
+    uint64_t key;
+    if (!read_varint(&key)) return false;
+    *field = static_cast<uint32_t>(key >> 3);
+    *wire = static_cast<uint32_t>(key & 7);
+    switch (*wire) {
+      case 0:
+        return read_varint(varint);
+      case 1:
+        if (end_ - p_ < 8) return false;
+        p_ += 8;
+        return true;
+      case 2: {
+        uint64_t n;
+        if (!read_varint(&n) || n > static_cast<uint64_t>(end_ - p_)) return false;
+        *len_data = reinterpret_cast<const char*>(p_);
+        *len_size = n;
+        p_ += n;
+        return true;
+      }
+      case 5:
+        if (end_ - p_ < 4) return false;
+        p_ += 4;
+        return true;
+      default:
+        return false;
+    }
+  }
+
+ private:
+  bool read_varint(uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64 && p_ < end_; shift += 7) {
+      const uint8_t b = *p_++;
+      *v |= static_cast<uint64_t>(b & 0x7F) << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  }
+  const uint8_t* p_;
+  const uint8_t* end_;
+};
+
+struct SpmFlags {
+  int model_type = 1;  // UNIGRAM unless stated
+  bool byte_fallback = false;
+  bool add_dummy_prefix = true;
+  bool remove_extra_whitespaces = true;
+  bool escape_whitespaces = true;
+  bool treat_whitespace_as_suffix = false;
+  std::string normalizer_name;
+  size_t charsmap_size = 0;
+  std::vector<int> piece_types;  // SentencePiece.Type per piece
+};
+
+bool read_flags(const std::string& proto, SpmFlags* flags) {
+  WireReader top(proto.data(), proto.size());
+  while (!top.done()) {
+    uint32_t field, wire;
+    uint64_t v = 0;
+    const char* d = nullptr;
+    size_t n = 0;
+    if (!top.next(&field, &wire, &v, &d, &n)) return false;
+    if (wire != 2) continue;
+    WireReader sub(d, n);
+    if (field == 1) {  // SentencePiece { piece = 1; score = 2; type = 3 [default NORMAL] }
+      int type = 1;
+      while (!sub.done()) {
+        uint32_t f, w;
+        uint64_t x = 0;
+        const char* dd;
+        size_t nn;
+        if (!sub.next(&f, &w, &x, &dd, &nn)) return false;
+        if (f == 3 && w == 0) type = static_cast<int>(x);
+      }
+      flags->piece_types.push_back(type);
+    } else if (field == 2) {  // TrainerSpec
+      while (!sub.done()) {
+        uint32_t f, w;
+        uint64_t x = 0;
+        const char* dd;
+        size_t nn;
+        if (!sub.next(&f, &w, &x, &dd, &nn)) return false;
+        if (w != 0) continue;
+        if (f == 3) flags->model_type = static_cast<int>(x);
+        if (f == 35) flags->byte_fallback = x != 0;
+        if (f == 24) flags->treat_whitespace_as_suffix = x != 0;
+      }
+    } else if (field == 3) {  // NormalizerSpec
+      while (!sub.done()) {
+        uint32_t f, w;
+        uint64_t x = 0;
+        const char* dd = nullptr;
+        size_t nn = 0;
+        if (!sub.next(&f, &w, &x, &dd, &nn)) return false;
+        if (f == 1 && w == 2) flags->normalizer_name.assign(dd, nn);
+        if (f == 2 && w == 2) flags->charsmap_size = nn;
+        if (f == 3 && w == 0) flags->add_dummy_prefix = x != 0;
+        if (f == 4 && w == 0) flags->remove_extra_whitespaces = x != 0;
+        if (f == 5 && w == 0) flags->escape_whitespaces = x != 0;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<TokenizerIR> import_sentencepiece_model(const std::string& path) {
+  sentencepiece::SentencePieceProcessor sp;
+  const auto status = sp.Load(path);
+  TERN_CHECK_OR_RETURN(status.ok(), Error::InvalidArgument, "%s: not a SentencePiece model: %s", path.c_str(),
+                       status.ToString().c_str());
+  SpmFlags flags;
+  TERN_CHECK_OR_RETURN(read_flags(sp.serialized_model_proto(), &flags), Error::InvalidArgument,
+                       "%s: malformed SentencePiece ModelProto", path.c_str());
+  TERN_CHECK_OR_RETURN(flags.model_type == 2, Error::NotSupported,
+                       "%s: SentencePiece model type %d is not supported (only BPE)", path.c_str(), flags.model_type);
+  TERN_CHECK_OR_RETURN(flags.charsmap_size == 0, Error::NotSupported,
+                       "%s: SentencePiece normalizer '%s' with a character map is not supported (only identity)",
+                       path.c_str(), flags.normalizer_name.c_str());
+  TERN_CHECK_OR_RETURN(flags.escape_whitespaces && !flags.treat_whitespace_as_suffix, Error::NotSupported,
+                       "%s: SentencePiece whitespace options not supported", path.c_str());
+  const int n = sp.GetPieceSize();
+  TERN_CHECK_OR_RETURN(static_cast<int>(flags.piece_types.size()) == n, Error::InvalidArgument,
+                       "%s: ModelProto lists %zu pieces, library %d", path.c_str(), flags.piece_types.size(), n);
+
+  TokenizerIR ir;
+  ir.type = TokenizerType::SentencePieceBpe;
+  ir.pretokenizer = PreTokenizer::None;
+  ir.pieces.reserve(n);
+  ir.scores.reserve(n);
+  ir.attrs.reserve(n);
+  for (int id = 0; id < n; ++id) {
+    ir.pieces.push_back(sp.IdToPiece(id));
+    ir.scores.push_back(sp.GetScore(id));
+    TokenAttr attr = TokenAttr::Normal;
+    if (sp.IsControl(id)) {
+      attr = TokenAttr::Control;
+    } else if (sp.IsUnknown(id)) {
+      attr = TokenAttr::Unknown;
+    } else if (sp.IsByte(id)) {
+      attr = TokenAttr::Byte;
+    } else if (sp.IsUnused(id)) {
+      attr = TokenAttr::Unused;
+    } else if (flags.piece_types[id] == 4) {
+      attr = TokenAttr::UserDefined;
+    }
+    ir.attrs.push_back(attr);
+  }
+  ir.bos_id = sp.bos_id();
+  ir.eos_id = sp.eos_id();
+  ir.unk_id = sp.unk_id();
+  ir.pad_id = sp.pad_id();
+  ir.add_bos = ir.bos_id >= 0;
+  ir.add_dummy_prefix = flags.add_dummy_prefix;
+  ir.remove_extra_whitespaces = flags.remove_extra_whitespaces;
+  ir.byte_fallback = flags.byte_fallback;
+  return ir;
+}
+
+}  // namespace tern::convert
