@@ -2,6 +2,9 @@
 
 #include <cmath>
 
+#include "kernels/ternary_ukernels.h"
+#include "platform/log.h"
+
 namespace tern {
 
 void quantize_row_absmax_int8(const float* x, size_t n, int8_t* q, float* scale, int32_t* sum) {
@@ -41,6 +44,15 @@ Error ternary_matrix_validate(const TernaryMatrix& w) {
 
 namespace {
 
+// code(r, c) + 1 in any layout.
+inline int stored_weight(const TernaryMatrix& w, size_t r, size_t c) {
+  if (w.layout == TernaryLayout::T2RowMajor) return (w.data[r * ((w.cols + 3) / 4) + c / 4] >> (2 * (c % 4))) & 3;
+  const size_t k_tiles = (w.cols + kT2iBlockCols - 1) / kT2iBlockCols;
+  const size_t tile = (r / kT2iBlockRows * k_tiles + c / kT2iBlockCols) * kT2iTileBytes;
+  const size_t cc = c % kT2iBlockCols;
+  return (w.data[tile + 4 * (r % kT2iBlockRows) + cc % 4] >> (2 * (cc / 4))) & 3;
+}
+
 inline int32_t dot_t2_row(const uint8_t* row, const int8_t* q, size_t cols) {
   int32_t acc = 0;
   for (size_t c = 0; c < cols; ++c) {
@@ -50,19 +62,103 @@ inline int32_t dot_t2_row(const uint8_t* row, const int8_t* q, size_t cols) {
   return acc;
 }
 
-}  // namespace
+inline int32_t token_sum(const QuantizedActivations& x, size_t t) {
+  if (x.sums != nullptr) return x.sums[t];
+  const int8_t* q = x.q + t * x.stride;
+  int32_t s = 0;
+  for (size_t c = 0; c < x.cols; ++c) s += q[c];
+  return s;
+}
 
-void ternary_matmul_int32_reference(const TernaryMatrix& w, const QuantizedActivations& x, int32_t* acc) {
-  const size_t row_bytes = (w.cols + 3) / 4;
-  for (size_t t = 0; t < x.tokens; ++t) {
-    for (size_t r = 0; r < w.rows; ++r) {
-      acc[t * w.rows + r] = dot_t2_row(w.data + r * row_bytes, x.q + t * x.stride, w.cols);
+const TernaryBlockKernelInfo* block_kernel_for(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return &ternary_block_t2i16__scalar;
+#if defined(__x86_64__)
+    case Isa::Avx2: return &ternary_block_t2i16__avx2;
+    case Isa::Avx512Vnni: return &ternary_block_t2i16__avx512vnni;
+#endif
+#if defined(__aarch64__)
+    case Isa::Neon: return &ternary_block_t2i16__neon;
+    case Isa::NeonDot: return &ternary_block_t2i16__neondot;
+    case Isa::NeonI8mm: return &ternary_block_t2i16__neondot;  // SDOT already saturates the 4x4 tiles
+#endif
+    default: return nullptr;
+  }
+}
+
+struct ActiveKernels {
+  Isa isa = Isa::Scalar;
+  const TernaryBlockKernelInfo* t2i16 = &ternary_block_t2i16__scalar;
+};
+
+ActiveKernels choose_kernels() {
+  const CpuFeatures& cpu = cpu_features();
+  Result<Isa> chosen = select_isa(cpu);
+  ActiveKernels k;
+  if (chosen.ok()) {
+    k.isa = *chosen;
+  } else {
+    TERN_LOG_WARNING("kernels: %s; using the best supported ISA instead", last_error_message());
+    const Isa preference[] = {Isa::Avx512Vnni, Isa::Avx2, Isa::NeonI8mm, Isa::NeonDot, Isa::Neon};
+    for (Isa isa : preference) {
+      if (isa_supported(isa, cpu) && block_kernel_for(isa) != nullptr) {
+        k.isa = isa;
+        break;
+      }
+    }
+  }
+  if (const TernaryBlockKernelInfo* info = block_kernel_for(k.isa)) k.t2i16 = info;
+  return k;
+}
+
+const ActiveKernels& active_kernels() {
+  static const ActiveKernels kernels = choose_kernels();  // filled once, thread-safe
+  return kernels;
+}
+
+// Runs `kernel` over row blocks [b0, b1) and every token, handing each finished
+// 16-row x n-token tile of exact products Σ code * q to emit(t0, n, row0, rows, tile).
+template <typename Emit>
+void run_t2i16_blocks(const TernaryBlockKernelInfo& kernel, const TernaryMatrix& w, const QuantizedActivations& x,
+                      size_t b0, size_t b1, Emit& emit) {
+  constexpr size_t kMaxTile = 8;
+  const size_t k_tiles = (w.cols + kT2iBlockCols - 1) / kT2iBlockCols;
+  const size_t tile_tokens = kernel.max_tokens < kMaxTile ? kernel.max_tokens : kMaxTile;
+  int32_t out[kMaxTile * kT2iBlockRows];
+  int32_t sums[kMaxTile];
+  for (size_t b = b0; b < b1; ++b) {
+    const uint8_t* block = w.data + b * k_tiles * kT2iTileBytes;
+    const size_t row0 = b * kT2iBlockRows;
+    const size_t rows = w.rows - row0 < kT2iBlockRows ? w.rows - row0 : kT2iBlockRows;
+    // Token tiles innermost: the block's tiles stay in L1/L2 while every token uses them.
+    for (size_t t0 = 0; t0 < x.tokens; t0 += tile_tokens) {
+      const size_t n = x.tokens - t0 < tile_tokens ? x.tokens - t0 : tile_tokens;
+      kernel.fn(block, w.cols, x.q + t0 * x.stride, x.stride, n, out);
+      for (size_t t = 0; t < n; ++t) sums[t] = token_sum(x, t0 + t);
+      for (size_t t = 0; t < n; ++t)
+        for (size_t i = 0; i < rows; ++i) out[t * kT2iBlockRows + i] -= sums[t];
+      emit(t0, n, row0, rows, out);
     }
   }
 }
 
-void ternary_matmul(const TernaryMatrix& w, const QuantizedActivations& x, float* y, size_t y_stride,
-                    const ThreadPool* pool) {
+template <typename Emit>
+void run_t2i16(const TernaryBlockKernelInfo& kernel, const TernaryMatrix& w, const QuantizedActivations& x,
+               const ThreadPool* pool, Emit& emit) {
+  const size_t blocks = (w.rows + kT2iBlockRows - 1) / kT2iBlockRows;
+  auto task = [&](size_t start, size_t count) { run_t2i16_blocks(kernel, w, x, start, start + count, emit); };
+  if (pool == nullptr || pool->num_threads() <= 1) {
+    task(0, blocks);
+    return;
+  }
+  // About 8 tiles per thread: enough to balance, few enough to keep each stream long.
+  size_t tile = blocks / (pool->num_threads() * 8);
+  if (tile == 0) tile = 1;
+  pool->parallel_for_tiles(blocks, tile, task);
+}
+
+void matmul_rowmajor(const TernaryMatrix& w, const QuantizedActivations& x, float* y, size_t y_stride,
+                     const ThreadPool* pool) {
   const size_t row_bytes = (w.cols + 3) / 4;
   auto rows_task = [&](size_t start, size_t count) {
     for (size_t t = 0; t < x.tokens; ++t) {
@@ -78,6 +174,68 @@ void ternary_matmul(const TernaryMatrix& w, const QuantizedActivations& x, float
   } else {
     rows_task(0, w.rows);
   }
+}
+
+void matmul_with(const TernaryBlockKernelInfo& kernel, const TernaryMatrix& w, const QuantizedActivations& x,
+                 float* y, size_t y_stride, const ThreadPool* pool) {
+  if (w.layout == TernaryLayout::T2RowMajor) return matmul_rowmajor(w, x, y, y_stride, pool);
+  auto emit = [&](size_t t0, size_t n, size_t row0, size_t rows, const int32_t* tile) {
+    for (size_t t = 0; t < n; ++t) {
+      const float s = w.scale * x.scales[t0 + t];
+      float* dst = y + (t0 + t) * y_stride + row0;
+      const int32_t* src = tile + t * kT2iBlockRows;
+      for (size_t i = 0; i < rows; ++i) dst[i] = s * static_cast<float>(src[i]);
+    }
+  };
+  run_t2i16(kernel, w, x, pool, emit);
+}
+
+}  // namespace
+
+void ternary_matmul_int32_reference(const TernaryMatrix& w, const QuantizedActivations& x, int32_t* acc) {
+  for (size_t t = 0; t < x.tokens; ++t) {
+    const int8_t* q = x.q + t * x.stride;
+    for (size_t r = 0; r < w.rows; ++r) {
+      int32_t sum = 0;
+      for (size_t c = 0; c < w.cols; ++c) sum += (stored_weight(w, r, c) - 1) * q[c];
+      acc[t * w.rows + r] = sum;
+    }
+  }
+}
+
+Isa ternary_active_isa() { return active_kernels().isa; }
+
+void ternary_matmul(const TernaryMatrix& w, const QuantizedActivations& x, float* y, size_t y_stride,
+                    const ThreadPool* pool) {
+  matmul_with(*active_kernels().t2i16, w, x, y, y_stride, pool);
+}
+
+Error ternary_matmul_isa(Isa isa, const TernaryMatrix& w, const QuantizedActivations& x, float* y, size_t y_stride,
+                         const ThreadPool* pool) {
+  const TernaryBlockKernelInfo* kernel = block_kernel_for(isa);
+  if (kernel == nullptr || !isa_supported(isa, cpu_features())) {
+    return fail(Error::UnsupportedCpu, "no %s ternary kernels can run here", to_string(isa));
+  }
+  matmul_with(*kernel, w, x, y, y_stride, pool);
+  return Error::Ok;
+}
+
+Error ternary_matmul_int32(Isa isa, const TernaryMatrix& w, const QuantizedActivations& x, int32_t* acc,
+                           const ThreadPool* pool) {
+  const TernaryBlockKernelInfo* kernel = block_kernel_for(isa);
+  if (kernel == nullptr || !isa_supported(isa, cpu_features())) {
+    return fail(Error::UnsupportedCpu, "no %s ternary kernels can run here", to_string(isa));
+  }
+  if (w.layout == TernaryLayout::T2RowMajor) {
+    ternary_matmul_int32_reference(w, x, acc);
+    return Error::Ok;
+  }
+  auto emit = [&](size_t t0, size_t n, size_t row0, size_t rows, const int32_t* tile) {
+    for (size_t t = 0; t < n; ++t)
+      for (size_t i = 0; i < rows; ++i) acc[(t0 + t) * w.rows + row0 + i] = tile[t * kT2iBlockRows + i];
+  };
+  run_t2i16(*kernel, w, x, pool, emit);
+  return Error::Ok;
 }
 
 }  // namespace tern

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/isa.h"
 #include "kernels/ternary_layout.h"
 #include "platform/error.h"
 #include "platform/thread_pool.h"
@@ -20,7 +21,7 @@ void quantize_row_absmax_int8(const float* x, size_t n, int8_t* q, float* scale,
 struct QuantizedActivations {
   const int8_t* q = nullptr;
   const float* scales = nullptr;  // per token, multiply convention
-  const int32_t* sums = nullptr;  // per token
+  const int32_t* sums = nullptr;  // per token Σ q; may be null (then computed where needed)
   size_t tokens = 0;
   size_t cols = 0;
   size_t stride = 0;  // elements between rows (>= cols)
@@ -46,6 +47,21 @@ void ternary_matmul(const TernaryMatrix& w, const QuantizedActivations& x, float
 
 // The same product as exact integers (tests and the scalar reference):
 // acc[t * rows + r] = Σ_c code[r][c] * x.q[t][c].
+// Works for every layout (reads one weight at a time).
 void ternary_matmul_int32_reference(const TernaryMatrix& w, const QuantizedActivations& x, int32_t* acc);
+
+// The ISA whose kernels ternary_matmul uses: select_isa(cpu_features()) once, on first
+// use (TERN_ISA forces one; if it cannot run here the best supported one is used and a
+// warning logged).
+Isa ternary_active_isa();
+
+// ternary_matmul with the kernels of a given ISA (tests, benchmarks). UnsupportedCpu when
+// this build or CPU cannot run it. T2RowMajor always runs the scalar reference loop.
+Error ternary_matmul_isa(Isa isa, const TernaryMatrix& w, const QuantizedActivations& x, float* y, size_t y_stride,
+                         const ThreadPool* pool);
+// The exact integer product through the kernels of `isa`: acc[t * rows + r] as in
+// ternary_matmul_int32_reference.
+Error ternary_matmul_int32(Isa isa, const TernaryMatrix& w, const QuantizedActivations& x, int32_t* acc,
+                           const ThreadPool* pool);
 
 }  // namespace tern

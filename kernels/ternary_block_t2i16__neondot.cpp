@@ -1,0 +1,63 @@
+// T2Interleaved16 microkernel for Armv8.2 dotprod: a 64-byte tile is four q-registers
+// of 4 rows each; plane j of a register is 4 rows x 4 columns, and SDOT by lane j
+// multiplies it by activation bytes 4j..4j+3 of the 16-byte activation vector.
+#include <arm_neon.h>
+
+#include "kernels/ternary_ukernels.h"
+
+namespace tern {
+namespace {
+
+constexpr size_t kMaxTokens = 4;
+
+template <size_t NT>
+void block_t2i16_neondot_n(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride, int32_t* out) {
+  const uint8x16_t mask = vdupq_n_u8(3);
+  int32x4_t acc[NT][4];
+  for (size_t t = 0; t < NT; ++t)
+    for (size_t m = 0; m < 4; ++m) acc[t][m] = vdupq_n_s32(0);
+
+  auto tile = [&](const uint8_t* w, const int8_t* qp, size_t stride) {
+    int8x16_t a[NT];
+    for (size_t t = 0; t < NT; ++t) a[t] = vld1q_s8(qp + t * stride);
+    for (size_t m = 0; m < 4; ++m) {
+      const uint8x16_t packed = vld1q_u8(w + 16 * m);
+      const int8x16_t w0 = vreinterpretq_s8_u8(vandq_u8(packed, mask));
+      const int8x16_t w1 = vreinterpretq_s8_u8(vandq_u8(vshrq_n_u8(packed, 2), mask));
+      const int8x16_t w2 = vreinterpretq_s8_u8(vandq_u8(vshrq_n_u8(packed, 4), mask));
+      const int8x16_t w3 = vreinterpretq_s8_u8(vshrq_n_u8(packed, 6));
+      for (size_t t = 0; t < NT; ++t) {
+        acc[t][m] = vdotq_laneq_s32(acc[t][m], w0, a[t], 0);
+        acc[t][m] = vdotq_laneq_s32(acc[t][m], w1, a[t], 1);
+        acc[t][m] = vdotq_laneq_s32(acc[t][m], w2, a[t], 2);
+        acc[t][m] = vdotq_laneq_s32(acc[t][m], w3, a[t], 3);
+      }
+    }
+  };
+
+  const size_t full = cols / kT2iBlockCols;
+  for (size_t kt = 0; kt < full; ++kt) tile(block + kt * kT2iTileBytes, q + kt * kT2iBlockCols, q_stride);
+  if (cols % kT2iBlockCols != 0) {
+    int8_t tail[NT * kT2iBlockCols];
+    t2i_copy_tail(q, q_stride, NT, cols, tail);
+    tile(block + full * kT2iTileBytes, tail, kT2iBlockCols);
+  }
+  for (size_t t = 0; t < NT; ++t)
+    for (size_t m = 0; m < 4; ++m) vst1q_s32(out + t * kT2iBlockRows + 4 * m, acc[t][m]);
+}
+
+void block_t2i16_neondot(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride, size_t tokens,
+                         int32_t* out) {
+  switch (tokens) {
+    case 1: return block_t2i16_neondot_n<1>(block, cols, q, q_stride, out);
+    case 2: return block_t2i16_neondot_n<2>(block, cols, q, q_stride, out);
+    case 3: return block_t2i16_neondot_n<3>(block, cols, q, q_stride, out);
+    default: return block_t2i16_neondot_n<4>(block, cols, q, q_stride, out);
+  }
+}
+
+}  // namespace
+
+const TernaryBlockKernelInfo ternary_block_t2i16__neondot = {block_t2i16_neondot, kMaxTokens};
+
+}  // namespace tern

@@ -1,0 +1,227 @@
+// Every ISA's ternary kernels against a plain dot product over the unpacked codes:
+// ternary x int8 sums are exact, so equality is exact.
+#include "kernels/ternary_matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace tern {
+namespace {
+
+bool slow_emulation() { return std::getenv("TERN_SLOW_EMULATION") != nullptr; }
+
+struct Problem {
+  size_t rows, cols, tokens, stride;
+  std::vector<int8_t> codes;   // rows x cols
+  std::vector<int8_t> q;       // tokens x stride
+  std::vector<float> scales;
+  std::vector<int32_t> sums;
+  std::vector<uint8_t> packed;
+  TernaryMatrix w;
+  QuantizedActivations x;
+};
+
+// Activations include the extremes +-127 and, beyond `cols` in each row, garbage that
+// must never be read into a result.
+Problem make_problem(size_t rows, size_t cols, size_t tokens, TernaryLayout layout, uint32_t seed,
+                     size_t pad = 3) {
+  Problem p;
+  p.rows = rows;
+  p.cols = cols;
+  p.tokens = tokens;
+  p.stride = cols + pad;
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> code(-1, 1), act(-127, 127);
+  p.codes.resize(rows * cols);
+  for (auto& c : p.codes) c = static_cast<int8_t>(code(rng));
+  p.q.resize(tokens * p.stride);
+  for (auto& v : p.q) v = static_cast<int8_t>(act(rng));
+  for (size_t t = 0; t < tokens; ++t) {
+    p.q[t * p.stride] = 127;
+    if (cols > 1) p.q[t * p.stride + cols - 1] = -127;
+  }
+  p.sums.resize(tokens);
+  p.scales.resize(tokens);
+  for (size_t t = 0; t < tokens; ++t) {
+    int32_t s = 0;
+    for (size_t c = 0; c < cols; ++c) s += p.q[t * p.stride + c];
+    p.sums[t] = s;
+    p.scales[t] = 0.01f * static_cast<float>(t + 1);
+  }
+  p.packed.resize(ternary_packed_size(layout, rows, cols));
+  EXPECT_EQ(ternary_pack(layout, p.codes.data(), rows, cols, p.packed.data(), p.packed.size()), Error::Ok);
+  p.w.layout = layout;
+  p.w.data = p.packed.data();
+  p.w.size_bytes = p.packed.size();
+  p.w.rows = rows;
+  p.w.cols = cols;
+  p.w.scale = 0.75f;
+  p.x.q = p.q.data();
+  p.x.scales = p.scales.data();
+  p.x.sums = p.sums.data();
+  p.x.tokens = tokens;
+  p.x.cols = cols;
+  p.x.stride = p.stride;
+  return p;
+}
+
+std::vector<int32_t> expected_products(const Problem& p) {
+  std::vector<int32_t> acc(p.tokens * p.rows);
+  for (size_t t = 0; t < p.tokens; ++t)
+    for (size_t r = 0; r < p.rows; ++r) {
+      int32_t s = 0;
+      for (size_t c = 0; c < p.cols; ++c) s += p.codes[r * p.cols + c] * p.q[t * p.stride + c];
+      acc[t * p.rows + r] = s;
+    }
+  return acc;
+}
+
+const Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512Vnni, Isa::Neon, Isa::NeonDot, Isa::NeonI8mm};
+
+struct Shape {
+  size_t rows, cols, tokens;
+};
+
+// K below, equal to, above and not divisible by the 16-column tile; odd N; token
+// counts around each ISA's token tile (2, 4, 8).
+const Shape kShapes[] = {
+    {16, 16, 1},  {16, 5, 1},   {1, 1, 1},    {3, 15, 2},   {17, 17, 1},  {33, 31, 3},   {31, 32, 4},
+    {16, 48, 5},  {47, 100, 8}, {16, 64, 9},  {5, 333, 17}, {129, 47, 2}, {64, 256, 16}, {7, 1000, 7},
+};
+
+class TernaryKernelTest : public ::testing::TestWithParam<std::tuple<Isa, Shape>> {};
+
+TEST_P(TernaryKernelTest, MatchesPlainDotProduct) {
+  const auto [isa, shape] = GetParam();
+  if (!isa_supported(isa, cpu_features())) GTEST_SKIP() << to_string(isa) << " not supported here";
+  Problem p = make_problem(shape.rows, shape.cols, shape.tokens, TernaryLayout::T2Interleaved16,
+                           static_cast<uint32_t>(shape.rows * 7919 + shape.cols * 31 + shape.tokens));
+  const auto expected = expected_products(p);
+  std::vector<int32_t> acc(expected.size(), 12345);
+  ASSERT_EQ(ternary_matmul_int32(isa, p.w, p.x, acc.data(), nullptr), Error::Ok);
+  EXPECT_EQ(acc, expected);
+
+  // Without precomputed sums the kernels compute them; the answer is the same.
+  p.x.sums = nullptr;
+  std::fill(acc.begin(), acc.end(), 12345);
+  ASSERT_EQ(ternary_matmul_int32(isa, p.w, p.x, acc.data(), nullptr), Error::Ok);
+  EXPECT_EQ(acc, expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, TernaryKernelTest,
+                         ::testing::Combine(::testing::ValuesIn(kAllIsas), ::testing::ValuesIn(kShapes)),
+                         [](const auto& info) {
+                           const Shape s = std::get<1>(info.param);
+                           return std::string(to_string(std::get<0>(info.param))) + "_" + std::to_string(s.rows) +
+                                  "x" + std::to_string(s.cols) + "_t" + std::to_string(s.tokens);
+                         });
+
+// The bitnet-b1.58-2B-4T projections (out x in), decode and a short prefill, on two
+// threads so the row split is exercised too.
+class TernaryRealShapeTest : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(TernaryRealShapeTest, BitNet2B4TShapes) {
+  const Isa isa = GetParam();
+  if (!isa_supported(isa, cpu_features())) GTEST_SKIP() << to_string(isa) << " not supported here";
+  if (isa == Isa::Scalar && slow_emulation()) GTEST_SKIP() << "scalar on full shapes is too slow under emulation";
+  auto pool = ThreadPool::create(2);
+  ASSERT_TRUE(pool.ok());
+  const Shape shapes[] = {{2560, 2560, 1}, {640, 2560, 1}, {6912, 2560, 1}, {2560, 6912, 1}, {640, 2560, 9}};
+  for (const Shape& s : shapes) {
+    Problem p = make_problem(s.rows, s.cols, s.tokens, TernaryLayout::T2Interleaved16,
+                             static_cast<uint32_t>(s.rows + s.cols), 0);
+    const auto expected = expected_products(p);
+    std::vector<int32_t> acc(expected.size());
+    ASSERT_EQ(ternary_matmul_int32(isa, p.w, p.x, acc.data(), &*pool), Error::Ok);
+    EXPECT_EQ(acc, expected) << s.cols << " -> " << s.rows << " x" << s.tokens;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, TernaryRealShapeTest, ::testing::ValuesIn(kAllIsas),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+TEST(TernaryMatmul, ReferenceAgreesAcrossLayouts) {
+  for (TernaryLayout layout : {TernaryLayout::T2RowMajor, TernaryLayout::T2Interleaved16}) {
+    Problem p = make_problem(37, 70, 3, layout, 11);
+    std::vector<int32_t> acc(p.tokens * p.rows);
+    ternary_matmul_int32_reference(p.w, p.x, acc.data());
+    EXPECT_EQ(acc, expected_products(p)) << to_string(layout);
+  }
+}
+
+// The float result is the exact product times both scales, through whichever kernels
+// this CPU selected, with and without threads, written at y_stride.
+TEST(TernaryMatmul, FloatOutputIsScaledExactProduct) {
+  auto pool = ThreadPool::create(2);
+  ASSERT_TRUE(pool.ok());
+  for (TernaryLayout layout : {TernaryLayout::T2RowMajor, TernaryLayout::T2Interleaved16}) {
+    const ThreadPool* const pools[] = {nullptr, &*pool};
+    for (const ThreadPool* threads : pools) {
+      Problem p = make_problem(100, 257, 6, layout, 5);
+      std::vector<int32_t> acc(p.tokens * p.rows);
+      ternary_matmul_int32_reference(p.w, p.x, acc.data());
+      const size_t y_stride = p.rows + 5;
+      std::vector<float> y(p.tokens * y_stride, -999.0f);
+      ternary_matmul(p.w, p.x, y.data(), y_stride, threads);
+      for (size_t t = 0; t < p.tokens; ++t) {
+        for (size_t r = 0; r < p.rows; ++r) {
+          const float expected = p.w.scale * p.scales[t] * static_cast<float>(acc[t * p.rows + r]);
+          ASSERT_FLOAT_EQ(y[t * y_stride + r], expected) << to_string(layout) << " t" << t << " r" << r;
+        }
+        for (size_t r = p.rows; r < y_stride; ++r) EXPECT_EQ(y[t * y_stride + r], -999.0f) << "wrote past rows";
+      }
+    }
+  }
+}
+
+TEST(TernaryMatmul, ForcedIsaFloatOutput) {
+  Problem p = make_problem(40, 90, 3, TernaryLayout::T2Interleaved16, 3);
+  std::vector<int32_t> acc(p.tokens * p.rows);
+  ternary_matmul_int32_reference(p.w, p.x, acc.data());
+  for (Isa isa : kAllIsas) {
+    std::vector<float> y(p.tokens * p.rows);
+    const Error e = ternary_matmul_isa(isa, p.w, p.x, y.data(), p.rows, nullptr);
+    if (!isa_supported(isa, cpu_features())) {
+      EXPECT_EQ(e, Error::UnsupportedCpu);
+      continue;
+    }
+    ASSERT_EQ(e, Error::Ok);
+    for (size_t i = 0; i < y.size(); ++i) {
+      ASSERT_FLOAT_EQ(y[i], p.w.scale * p.scales[i / p.rows] * static_cast<float>(acc[i])) << to_string(isa);
+    }
+  }
+}
+
+TEST(TernaryMatmul, ActiveIsaIsSupported) {
+  const Isa isa = ternary_active_isa();
+  EXPECT_TRUE(isa_supported(isa, cpu_features())) << to_string(isa);
+  if (std::getenv("TERN_ISA") == nullptr) {
+    auto best = select_isa(cpu_features());
+    ASSERT_TRUE(best.ok());
+    EXPECT_EQ(isa, *best);
+  }
+}
+
+TEST(TernaryMatmul, ValidateCatchesBadMatrices) {
+  Problem p = make_problem(20, 20, 1, TernaryLayout::T2Interleaved16, 1);
+  EXPECT_EQ(ternary_matrix_validate(p.w), Error::Ok);
+  TernaryMatrix w = p.w;
+  w.data = nullptr;
+  EXPECT_EQ(ternary_matrix_validate(w), Error::InvalidArgument);
+  w = p.w;
+  w.size_bytes = p.packed.size() - 1;  // padding is part of the layout
+  EXPECT_EQ(ternary_matrix_validate(w), Error::Truncated);
+  w = p.w;
+  w.layout = static_cast<TernaryLayout>(77);
+  EXPECT_EQ(ternary_matrix_validate(w), Error::UnsupportedType);
+  w = p.w;
+  w.rows = 0;
+  EXPECT_EQ(ternary_matrix_validate(w), Error::ShapeMismatch);
+}
+
+}  // namespace
+}  // namespace tern
