@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -46,20 +48,18 @@ TEST(QuantizeAbsmax, MatchesDoublePrecision) {
     float scale = 0;
     int32_t sum = 0;
     quantize_row_absmax_int8(x.data(), n, q.data(), &scale, &sum);
-    double amax = 0;
-    for (float v : x) amax = std::fmax(amax, std::fabs(static_cast<double>(v)));
+    const double amax = std::fabs(*std::max_element(x.begin(), x.end(), [](float a, float b) {
+      return std::fabs(a) < std::fabs(b);
+    }));
     EXPECT_NEAR(scale, amax / 127.0, amax * 1e-7);
-    int64_t expected_sum = 0;
-    int hits_127 = 0;
     for (size_t i = 0; i < n; ++i) {
       const double exact = x[i] * 127.0 / amax;
       EXPECT_LE(std::fabs(q[i] - exact), 0.5 + 1e-4) << i;
       EXPECT_LE(std::abs(q[i]), 127);
-      hits_127 += std::abs(q[i]) == 127;
-      expected_sum += q[i];
     }
-    EXPECT_EQ(sum, expected_sum);
-    EXPECT_GE(hits_127, 1);
+    // Written as std algorithms: aarch64 GCC 12 ICEs vectorizing the fused loop.
+    EXPECT_EQ(sum, std::accumulate(q.begin(), q.end(), 0));
+    EXPECT_TRUE(std::any_of(q.begin(), q.end(), [](int8_t v) { return v == 127 || v == -127; }));
   }
 }
 
