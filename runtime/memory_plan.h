@@ -28,7 +28,7 @@ struct MemoryPlanRequest {
   uint32_t batch_tokens = 64;        // prefill batch
   uint32_t context_request = 0;      // 0: as many as fit, up to the model's
   uint32_t min_context = kMinContextTokens;
-  KvType kv_type = KvType::F16;
+  KvType kv_type = KvType::F32;  // f16 halves the cache but moves logits by ~0.05
 };
 
 struct MemoryPlan {

@@ -1,11 +1,15 @@
 #include "runtime/model.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 
 #include "runtime/bundle.h"
 #include "runtime/session.h"
+#include "runtime/tensor_names.h"
+#include "schema/bundle_generated.h"
+#include "schema/tokenizer_generated.h"
 
 namespace tern {
 
@@ -13,13 +17,23 @@ namespace {
 
 constexpr size_t kAlign = 64;
 
+// Re-records the last error with `what` in front (the message buffer is copied first:
+// fail() writes into the buffer last_error_message() points at).
+Error with_context(Error e, const char* what) {
+  char message[512];
+  std::snprintf(message, sizeof message, "%s", last_error_message());
+  return fail(e, "%s: %s", what, message);
+}
+
 size_t converted_norm_bytes(const VectorView& v) {
   return v.data != nullptr && v.type != DenseType::F32 ? align_up(v.size * sizeof(float), kAlign) + kAlign : 0;
 }
 
 Error check_ternary(const char* what, uint32_t layer, const TernaryMatrix& m, size_t rows, size_t cols) {
-  if (ternary_matrix_validate(m) != Error::Ok) {
-    return fail(last_error_code(), "layers.%u.%s: %s", layer, what, last_error_message());
+  if (const Error e = ternary_matrix_validate(m); e != Error::Ok) {
+    char name[96];
+    std::snprintf(name, sizeof name, "layers.%u.%s", layer, what);
+    return with_context(e, name);
   }
   if (m.rows != rows || m.cols != cols) {
     return fail(Error::ShapeMismatch, "layers.%u.%s is %zu x %zu, the config needs %zu x %zu", layer, what, m.rows,
@@ -42,7 +56,7 @@ Error check_vector(const char* what, uint32_t layer, const VectorView& v, size_t
 }
 
 Error check_dense(const char* what, const DenseMatrix& m, size_t rows, size_t cols) {
-  if (dense_matrix_validate(m) != Error::Ok) return fail(last_error_code(), "%s: %s", what, last_error_message());
+  if (const Error e = dense_matrix_validate(m); e != Error::Ok) return with_context(e, what);
   if (m.rows != rows || m.cols != cols) {
     return fail(Error::ShapeMismatch, "%s is %zu x %zu, the config needs %zu x %zu", what, m.rows, m.cols, rows, cols);
   }
@@ -135,7 +149,8 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
   request.budget_bytes = params.memory_budget_bytes;
   request.resident_weight_bytes = resident_weight_bytes;
   request.arena_weight_bytes = arena_weights;
-  request.tokenizer_bytes = 0;
+  const schema::Tokenizer* tokenizer_table = bundle_ != nullptr ? bundle_->tokenizer() : nullptr;
+  request.tokenizer_bytes = tokenizer_table != nullptr ? Tokenizer::required_arena_bytes(tokenizer_table) + kAlign : 0;
   request.batch_tokens = params.batch_tokens;
   request.context_request = params.context_tokens;
   request.kv_type = params.kv_type;
@@ -174,8 +189,96 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
     rope_inv_freq_[i] =
         1.0f / std::pow(config.rope_theta, static_cast<float>(2 * i) / static_cast<float>(config.head_dim));
   }
+  if (tokenizer_table != nullptr) {
+    TERN_ASSIGN_OR_RETURN(tokenizer_, Tokenizer::create(tokenizer_table, arena_));
+    has_tokenizer_ = true;
+  }
   session_mark_ = arena_.mark();
   return Error::Ok;
+}
+
+const char* Model::chat_template() const {
+  const schema::Tokenizer* t = bundle_ != nullptr ? bundle_->tokenizer() : nullptr;
+  if (t == nullptr || t->chat_template() == nullptr || t->chat_template()->size() == 0) return nullptr;
+  return t->chat_template()->c_str();
+}
+
+namespace {
+
+Result<VectorView> vector_of(const Bundle& bundle, uint32_t layer, const char* suffix, bool per_layer) {
+  VectorView v;
+  TensorView t;
+  if (per_layer) {
+    char name[96];
+    std::snprintf(name, sizeof name, "layers.%u.%s", layer, suffix);
+    if (!bundle.has_tensor(name)) return v;
+    TERN_ASSIGN_OR_RETURN(t, bundle.tensor(name));
+  } else {
+    if (!bundle.has_tensor(suffix)) return v;
+    TERN_ASSIGN_OR_RETURN(t, bundle.tensor(suffix));
+  }
+  if (t.type != TensorType::Dense) return fail(Error::UnsupportedType, "norm %s is not a dense tensor", t.name);
+  v.type = t.dense_type;
+  v.data = t.data;
+  v.size = 1;
+  for (uint32_t i = 0; i < t.ndim; ++i) v.size *= t.shape[i];
+  return v;
+}
+
+Result<TernaryMatrix> ternary_of(const Bundle& bundle, uint32_t layer, const char* suffix) {
+  TERN_ASSIGN_OR_RETURN(TensorView t, bundle.layer_tensor(layer, suffix));
+  if (t.type != TensorType::Ternary || t.ndim != 2) {
+    return fail(Error::UnsupportedType, "layers.%u.%s is not a 2-D ternary tensor", layer, suffix);
+  }
+  return t.as_ternary();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> Model::load(const char* path, const ModelParams& params) {
+  TERN_CHECK_OR_RETURN(path != nullptr && *path != '\0', Error::InvalidArgument, "no bundle path given");
+  TERN_ASSIGN_OR_RETURN(Bundle opened, Bundle::open(path));
+  std::unique_ptr<Model> model(new (std::nothrow) Model());
+  TERN_CHECK_OR_RETURN(model != nullptr, Error::OutOfMemory, "cannot allocate the model object");
+  model->bundle_.reset(new (std::nothrow) Bundle(std::move(opened)));
+  TERN_CHECK_OR_RETURN(model->bundle_ != nullptr, Error::OutOfMemory, "cannot allocate the bundle object");
+  const Bundle& bundle = *model->bundle_;
+  const ModelConfig& config = bundle.config();
+  TERN_CHECK_OR_RETURN(config.layers > 0 && config.layers <= 4096, Error::InvalidBundle, "%s: %u layers", path,
+                       config.layers);
+
+  std::unique_ptr<LayerWeights[]> layers(new (std::nothrow) LayerWeights[config.layers]);
+  TERN_CHECK_OR_RETURN(layers != nullptr, Error::OutOfMemory, "cannot allocate %u layer descriptors", config.layers);
+  ModelWeights weights;
+  TERN_ASSIGN_OR_RETURN(TensorView embeddings, bundle.tensor(tensor_names::kTokEmbeddings));
+  TERN_CHECK_OR_RETURN(embeddings.type == TensorType::Dense, Error::UnsupportedType, "tok_embeddings is not dense");
+  weights.tok_embeddings = embeddings.as_dense();
+  weights.lm_head = weights.tok_embeddings;
+  if (bundle.has_tensor(tensor_names::kLmHead)) {
+    TERN_ASSIGN_OR_RETURN(TensorView head, bundle.tensor(tensor_names::kLmHead));
+    TERN_CHECK_OR_RETURN(head.type == TensorType::Dense, Error::UnsupportedType, "lm_head is not dense");
+    weights.lm_head = head.as_dense();
+  }
+  TERN_ASSIGN_OR_RETURN(weights.final_norm, vector_of(bundle, 0, tensor_names::kFinalNorm, false));
+  for (uint32_t l = 0; l < config.layers; ++l) {
+    LayerWeights& lw = layers[l];
+    TERN_ASSIGN_OR_RETURN(lw.wq, ternary_of(bundle, l, tensor_names::kWq));
+    TERN_ASSIGN_OR_RETURN(lw.wk, ternary_of(bundle, l, tensor_names::kWk));
+    TERN_ASSIGN_OR_RETURN(lw.wv, ternary_of(bundle, l, tensor_names::kWv));
+    TERN_ASSIGN_OR_RETURN(lw.wo, ternary_of(bundle, l, tensor_names::kWo));
+    TERN_ASSIGN_OR_RETURN(lw.w_gate, ternary_of(bundle, l, tensor_names::kWGate));
+    TERN_ASSIGN_OR_RETURN(lw.w_up, ternary_of(bundle, l, tensor_names::kWUp));
+    TERN_ASSIGN_OR_RETURN(lw.w_down, ternary_of(bundle, l, tensor_names::kWDown));
+    TERN_ASSIGN_OR_RETURN(lw.attn_norm, vector_of(bundle, l, tensor_names::kAttnNorm, true));
+    TERN_ASSIGN_OR_RETURN(lw.ffn_norm, vector_of(bundle, l, tensor_names::kFfnNorm, true));
+    TERN_ASSIGN_OR_RETURN(lw.attn_sub_norm, vector_of(bundle, l, tensor_names::kAttnSubNorm, true));
+    TERN_ASSIGN_OR_RETURN(lw.ffn_sub_norm, vector_of(bundle, l, tensor_names::kFfnSubNorm, true));
+  }
+  weights.layers = layers.get();
+  // Every page of the file may become resident (the header and tokenizer too).
+  const Error e = model->init(config, weights, params, bundle.file_size());
+  if (e != Error::Ok) return with_context(e, path);
+  return model;
 }
 
 Model::~Model() { std::free(owned_arena_); }

@@ -16,6 +16,7 @@
 #include "runtime/memory_plan.h"
 #include "runtime/model_config.h"
 #include "runtime/sampler.h"
+#include "runtime/tokenizer.h"
 
 namespace tern {
 
@@ -49,7 +50,7 @@ struct ModelParams {
   uint32_t threads = 1;              // 0: one per core
   uint32_t context_tokens = 0;       // 0: as many as the budget allows, up to the model's
   uint32_t batch_tokens = 64;        // prefill batch
-  KvType kv_type = KvType::F16;
+  KvType kv_type = KvType::F32;  // f16 halves the cache but moves logits by ~0.05
 };
 
 // Per-layer norm weights converted to f32, plus RoPE frequencies: what the forward pass reads.
@@ -84,6 +85,11 @@ class Model {
   size_t threads() const { return pool_.num_threads(); }
   const Bundle* bundle() const { return bundle_.get(); }
   KvType kv_type() const { return params_.kv_type; }
+  // Null when the model was created from weights without a bundle.
+  Tokenizer* tokenizer() { return has_tokenizer_ ? &tokenizer_ : nullptr; }
+  const Tokenizer* tokenizer() const { return has_tokenizer_ ? &tokenizer_ : nullptr; }
+  // The bundle's chat template (Jinja text as shipped), or null.
+  const char* chat_template() const;
 
   // One session at a time lives in the arena: InvalidState while another exists.
   Result<Session*> create_session(const SamplerParams& sampler);
@@ -109,6 +115,8 @@ class Model {
   ArenaAllocator arena_;
   ArenaAllocator::Mark session_mark_;  // the arena before any session
   Session* session_ = nullptr;
+  Tokenizer tokenizer_;
+  bool has_tokenizer_ = false;
 };
 
 // Checks a weight set against its config: shapes, layouts, presence of what the family needs.
