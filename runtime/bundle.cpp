@@ -312,11 +312,12 @@ Error verify_bundle(const uint8_t* data, size_t size, const char* label, const s
   if (fb_size > size - 4) {
     return fail(Error::Truncated, "%s: header says %u bytes of FlatBuffer, file has %zu", label, fb_size, size - 4);
   }
-  flatbuffers::Verifier verifier(data + 4, fb_size, /*max_depth=*/64, /*max_tables=*/10000000);
-  if (!verifier.VerifyBuffer<schema::Bundle>(schema::BundleIdentifier())) {
+  // The builder aligns the prefixed buffer as a whole, so verify it with its prefix.
+  flatbuffers::Verifier verifier(data, 4ull + fb_size, /*max_depth=*/64, /*max_tables=*/10000000);
+  if (!verifier.VerifySizePrefixedBuffer<schema::Bundle>(schema::BundleIdentifier())) {
     return fail(Error::InvalidBundle, "%s: FlatBuffer header failed verification (corrupt bundle)", label);
   }
-  const schema::Bundle* root = flatbuffers::GetRoot<schema::Bundle>(data + 4);
+  const schema::Bundle* root = flatbuffers::GetSizePrefixedRoot<schema::Bundle>(data);
   if (root->format_version() != kFormatVersion) {
     return fail(Error::VersionMismatch, "%s: bundle format version %u, this runtime reads version %u", label,
                 root->format_version(), kFormatVersion);

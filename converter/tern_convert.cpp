@@ -1,0 +1,158 @@
+// tern-convert: checkpoint (HF directory, GGUF, bitllama2c .bin) or a synthetic preset
+// -> verified .tern bundle, with a size summary.
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "converter/bundle_writer.h"
+#include "converter/import.h"
+#include "converter/synthetic.h"
+#include "runtime/bundle.h"
+
+using namespace tern;
+using namespace tern::convert;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// A one-line bar, redrawn in place on a terminal; silent otherwise (logs stay clean).
+ProgressFn make_progress(bool enabled) {
+  if (!enabled || !isatty(STDERR_FILENO)) return nullptr;
+  return [](const char* step, uint64_t done, uint64_t total) {
+    const int width = 40;
+    const double frac = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
+    const int fill = static_cast<int>(frac * width);
+    std::fprintf(stderr, "\r%-8s [%.*s%*s] %5.1f%% %8.1f / %.1f MB", step, fill,
+                 "########################################", width - fill, "", frac * 100.0, done / 1e6, total / 1e6);
+    if (done >= total) std::fputc('\n', stderr);
+    std::fflush(stderr);
+  };
+}
+
+struct KindTotals {
+  size_t tensors = 0;
+  uint64_t bytes = 0;
+  uint64_t weights = 0;
+};
+
+void print_summary(const Bundle& b, double import_s, double write_s, double verify_s) {
+  KindTotals ternary, embed, other;
+  std::string embed_type;
+  for (size_t i = 0; i < b.tensor_count(); ++i) {
+    auto v = b.tensor_at(i);
+    if (!v.ok()) continue;
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < v->ndim; ++d) n *= v->shape[d];
+    uint64_t bytes = v->size_bytes;
+    if (v->group_scales) bytes += dense_scale_count(v->dense_type, n / v->shape[v->ndim - 1], v->shape[v->ndim - 1], v->group) * 4;
+    const std::string name = v->name;
+    KindTotals& k = v->type == TensorType::Ternary ? ternary
+                    : (name == "tok_embeddings" || name == "lm_head") ? embed : other;
+    if (&k == &embed) embed_type = embed_type_name(v->dense_type);
+    k.tensors++;
+    k.bytes += bytes;
+    k.weights += n;
+  }
+  auto row = [](const char* kind, const KindTotals& k) {
+    std::printf("  %-22s %8zu %14llu %10.1f %12.3f\n", kind, k.tensors, static_cast<unsigned long long>(k.bytes),
+                k.bytes / 1e6, k.weights ? 8.0 * static_cast<double>(k.bytes) / static_cast<double>(k.weights) : 0.0);
+  };
+  const std::string embed_label = "embeddings (" + embed_type + ")";
+  std::printf("\n  %-22s %8s %14s %10s %12s\n", "kind", "tensors", "bytes", "MB", "bits/weight");
+  row("ternary", ternary);
+  row(embed_label.c_str(), embed);
+  row("norms / other dense", other);
+  KindTotals total{ternary.tensors + embed.tensors + other.tensors, b.file_size(),
+                   ternary.weights + embed.weights + other.weights};
+  row("file total", total);
+  std::printf("  time: %.2f s (import %.2f s, write %.2f s, verify %.2f s)\n", import_s + write_s + verify_s, import_s,
+              write_s, verify_s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tern-convert: turn a BitNet b1.58 checkpoint into a .tern bundle"};
+  std::string input, output, synthetic, embed = "f16", tokenizer;
+  ConvertOptions options;
+  bool no_tokenizer = false, quiet = false;
+  app.add_option("input", input, "HF checkpoint directory, .gguf file, or bitllama2c .bin");
+  app.add_option("-o,--output", output, "bundle to write (.tern)")->required();
+  app.add_option("--synthetic", synthetic, "random ternary weights with real shapes instead of an input")
+      ->check(CLI::IsMember({"2b4t", "large", "3b", "tiny"}));
+  app.add_option("--embed", embed, "tok_embeddings / lm_head precision")->check(CLI::IsMember({"f32", "f16", "bf16", "q8", "q4"}));
+  app.add_option("--embed-group", options.embed_group, "q8/q4 group size (columns)")->check(CLI::Range(2, 1 << 16));
+  app.add_option("--tokenizer", options.tokenizer_path, "tokenizer.json / tokenizer.model overriding the one found beside the input");
+  app.add_flag("--no-tokenizer", no_tokenizer, "proceed when no tokenizer can be imported (the bundle will not run)");
+  app.add_option("--seed", options.seed, "seed for --synthetic");
+  app.add_flag("-q,--quiet", quiet, "no progress bar");
+  CLI11_PARSE(app, argc, argv);
+
+  if (input.empty() == synthetic.empty()) {
+    std::fprintf(stderr, "tern-convert: give exactly one of INPUT or --synthetic PRESET\n");
+    return 2;
+  }
+  if (embed == "f32") options.embed_type = DenseType::F32;
+  if (embed == "f16") options.embed_type = DenseType::F16;
+  if (embed == "bf16") options.embed_type = DenseType::BF16;
+  if (embed == "q8") options.embed_type = DenseType::Q8;
+  if (embed == "q4") options.embed_type = DenseType::Q4;
+  if (options.embed_type == DenseType::Q4 && options.embed_group % 2 != 0) {
+    std::fprintf(stderr, "tern-convert: --embed-group must be even for q4\n");
+    return 2;
+  }
+  options.require_tokenizer = !no_tokenizer;
+  options.progress = !quiet;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  ModelIR ir;
+  BundleContents contents;
+  if (!synthetic.empty()) {
+    auto c = synthetic_contents(synthetic, options);
+    if (!c.ok()) {
+      std::fprintf(stderr, "tern-convert: %s\n", last_error_message());
+      return 1;
+    }
+    contents = std::move(c).value();
+  } else {
+    if (!quiet) std::fprintf(stderr, "importing %s (%s)\n", input.c_str(), to_string(detect_format(input)));
+    auto r = import_model(input, options);
+    if (!r.ok()) {
+      std::fprintf(stderr, "tern-convert: %s\n", last_error_message());
+      return 1;
+    }
+    ir = std::move(r).value();
+    contents = contents_from_ir(ir, options);
+  }
+  const double import_s = seconds_since(t0);
+
+  const auto t1 = std::chrono::steady_clock::now();
+  auto stats = write_bundle(output, contents, make_progress(options.progress));
+  if (!stats.ok()) {
+    std::fprintf(stderr, "tern-convert: %s\n", last_error_message());
+    return 1;
+  }
+  const double write_s = seconds_since(t1);
+
+  const auto t2 = std::chrono::steady_clock::now();
+  auto bundle = Bundle::open(output.c_str());
+  if (!bundle.ok()) {
+    std::fprintf(stderr, "tern-convert: the written bundle failed verification: %s\n", last_error_message());
+    return 1;
+  }
+  const double verify_s = seconds_since(t2);
+
+  const ModelConfig& c = bundle->config();
+  std::printf("wrote %s (%s, verified)\n", output.c_str(), contents.source_format.c_str());
+  std::printf("  hidden %u, ffn %u, layers %u, heads %u/%u kv, head dim %u, vocab %u\n", c.hidden, c.ffn_hidden,
+              c.layers, c.heads, c.kv_heads, c.head_dim, c.vocab);
+  std::printf("  embeddings: %s, %.1f MB\n", embed_type_name(options.embed_type), stats->embedding_bytes / 1e6);
+  print_summary(*bundle, import_s, write_s, verify_s);
+  return 0;
+}
