@@ -34,6 +34,8 @@ void block_t2i16_neon_n(const uint8_t* block, size_t cols, const int8_t* q, size
       const int8x16_t v = vld1q_s8(qp + t * stride);
       for (int j = 0; j < 4; ++j) a[t][j] = dup_group(v, j);
     }
+    // Fully unrolled so the accumulators live in registers.
+#pragma GCC unroll 4
     for (size_t m = 0; m < 4; ++m) {
       const uint8x16_t packed = vld1q_u8(w + 16 * m);
       const int8x16_t w0 = vreinterpretq_s8_u8(vandq_u8(packed, mask));

@@ -20,6 +20,8 @@ void block_t2i16_neondot_n(const uint8_t* block, size_t cols, const int8_t* q, s
   auto tile = [&](const uint8_t* w, const int8_t* qp, size_t stride) {
     int8x16_t a[NT];
     for (size_t t = 0; t < NT; ++t) a[t] = vld1q_s8(qp + t * stride);
+    // Fully unrolled so the accumulators live in registers.
+#pragma GCC unroll 4
     for (size_t m = 0; m < 4; ++m) {
       const uint8x16_t packed = vld1q_u8(w + 16 * m);
       const int8x16_t w0 = vreinterpretq_s8_u8(vandq_u8(packed, mask));

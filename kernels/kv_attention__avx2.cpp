@@ -1,0 +1,156 @@
+// AVX2 mixed-precision attention loops (built with -mavx2 -mfma -mf16c on this file only).
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/dense_matmul.h"
+#include "kernels/kv_ukernels.h"
+
+namespace tern {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Codes c..c+7 of a packed row (c a multiple of 8) as floats; reads up to 8 bytes.
+template <uint32_t B>
+inline __m256 codes8(const uint8_t* row, uint32_t c) {
+  const uint8_t* p = row + (c / 8) * B;
+  if (B == 8) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  } else {
+    uint32_t word;
+    std::memcpy(&word, p, 4);
+    const __m256i shifts = _mm256_setr_epi32(0, B, 2 * B, 3 * B, 4 * B, 5 * B, 6 * B, 7 * B);
+    const __m256i v = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts),
+                                       _mm256_set1_epi32((1 << B) - 1));
+    return _mm256_cvtepi32_ps(v);
+  }
+}
+
+template <uint32_t B>
+void code_row_dots_t(const float* qs, float bias, const uint8_t* rows, size_t row_bytes, uint32_t tokens,
+                     uint32_t head_dim, float scale, float* scores) {
+  const uint32_t body = head_dim & ~7u;
+  for (uint32_t t = 0; t < tokens; ++t) {
+    const uint8_t* row = rows + t * row_bytes;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    uint32_t c = 0;
+    for (; c + 16 <= body; c += 16) {
+      acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(qs + c), codes8<B>(row, c), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(qs + c + 8), codes8<B>(row, c + 8), acc1);
+    }
+    for (; c < body; c += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(qs + c), codes8<B>(row, c), acc0);
+    float acc = hsum(_mm256_add_ps(acc0, acc1));
+    for (; c < head_dim; ++c) acc += qs[c] * static_cast<float>(kv_code_at(row, c, B));
+    scores[t] = scale * (bias + acc);
+  }
+}
+
+void code_row_dots(const float* qs, float bias, const uint8_t* rows, size_t row_bytes, uint32_t tokens,
+                   uint32_t head_dim, uint32_t bits, float scale, float* scores) {
+  switch (bits) {
+    case 2: return code_row_dots_t<2>(qs, bias, rows, row_bytes, tokens, head_dim, scale, scores);
+    case 3: return code_row_dots_t<3>(qs, bias, rows, row_bytes, tokens, head_dim, scale, scores);
+    case 4: return code_row_dots_t<4>(qs, bias, rows, row_bytes, tokens, head_dim, scale, scores);
+    default: return code_row_dots_t<8>(qs, bias, rows, row_bytes, tokens, head_dim, scale, scores);
+  }
+}
+
+template <uint32_t B>
+void value_rows_accumulate_t(const float* p, const uint8_t* rows, uint32_t tokens, uint32_t head_dim, uint32_t group,
+                             float* out) {
+  const uint32_t groups = kv_value_groups(head_dim, group);
+  const size_t row_bytes = kv_value_row_bytes(B, head_dim, group);
+  for (uint32_t t = 0; t < tokens; ++t) {
+    const uint8_t* row = rows + t * row_bytes;
+    const uint8_t* codes = row + 4 * static_cast<size_t>(groups);
+    for (uint32_t g = 0; g < groups; ++g) {
+      uint16_t mh, sh;
+      std::memcpy(&mh, row + 4 * g, 2);
+      std::memcpy(&sh, row + 4 * g + 2, 2);
+      const float a = p[t] * f16_to_f32(sh), b = p[t] * f16_to_f32(mh);
+      const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+      const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
+      uint32_t c = g * group;
+      for (; c + 8 <= end; c += 8) {
+        const __m256 o = _mm256_add_ps(_mm256_loadu_ps(out + c), vb);
+        _mm256_storeu_ps(out + c, _mm256_fmadd_ps(va, codes8<B>(codes, c), o));
+      }
+      for (; c < end; ++c) out[c] += a * static_cast<float>(kv_code_at(codes, c, B)) + b;
+    }
+  }
+}
+
+void value_rows_accumulate(const float* p, const uint8_t* rows, uint32_t tokens, uint32_t head_dim, uint32_t group,
+                           uint32_t bits, float* out) {
+  switch (bits) {
+    case 2: return value_rows_accumulate_t<2>(p, rows, tokens, head_dim, group, out);
+    case 3: return value_rows_accumulate_t<3>(p, rows, tokens, head_dim, group, out);
+    case 4: return value_rows_accumulate_t<4>(p, rows, tokens, head_dim, group, out);
+    default: return value_rows_accumulate_t<8>(p, rows, tokens, head_dim, group, out);
+  }
+}
+
+inline __m256 load_f16x8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+void exact_scores_f32(const float* q, const float* keys, uint32_t tokens, uint32_t head_dim, float scale,
+                      float* scores) {
+  for (uint32_t t = 0; t < tokens; ++t) {
+    const float* k = keys + static_cast<size_t>(t) * head_dim;
+    __m256 acc = _mm256_setzero_ps();
+    uint32_t c = 0;
+    for (; c + 8 <= head_dim; c += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(k + c), acc);
+    float s = hsum(acc);
+    for (; c < head_dim; ++c) s += q[c] * k[c];
+    scores[t] = scale * s;
+  }
+}
+
+void exact_scores_f16(const float* q, const uint16_t* keys, uint32_t tokens, uint32_t head_dim, float scale,
+                      float* scores) {
+  for (uint32_t t = 0; t < tokens; ++t) {
+    const uint16_t* k = keys + static_cast<size_t>(t) * head_dim;
+    __m256 acc = _mm256_setzero_ps();
+    uint32_t c = 0;
+    for (; c + 8 <= head_dim; c += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), load_f16x8(k + c), acc);
+    float s = hsum(acc);
+    for (; c < head_dim; ++c) s += q[c] * f16_to_f32(k[c]);
+    scores[t] = scale * s;
+  }
+}
+
+void exact_accumulate_f32(const float* p, const float* values, uint32_t tokens, uint32_t head_dim, float* out) {
+  for (uint32_t t = 0; t < tokens; ++t) {
+    const float* v = values + static_cast<size_t>(t) * head_dim;
+    const __m256 w = _mm256_set1_ps(p[t]);
+    uint32_t c = 0;
+    for (; c + 8 <= head_dim; c += 8)
+      _mm256_storeu_ps(out + c, _mm256_fmadd_ps(w, _mm256_loadu_ps(v + c), _mm256_loadu_ps(out + c)));
+    for (; c < head_dim; ++c) out[c] += p[t] * v[c];
+  }
+}
+
+void exact_accumulate_f16(const float* p, const uint16_t* values, uint32_t tokens, uint32_t head_dim, float* out) {
+  for (uint32_t t = 0; t < tokens; ++t) {
+    const uint16_t* v = values + static_cast<size_t>(t) * head_dim;
+    const __m256 w = _mm256_set1_ps(p[t]);
+    uint32_t c = 0;
+    for (; c + 8 <= head_dim; c += 8)
+      _mm256_storeu_ps(out + c, _mm256_fmadd_ps(w, load_f16x8(v + c), _mm256_loadu_ps(out + c)));
+    for (; c < head_dim; ++c) out[c] += p[t] * f16_to_f32(v[c]);
+  }
+}
+
+}  // namespace
+
+const KvAttentionUkernels kv_attention__avx2 = {code_row_dots,    value_rows_accumulate, exact_scores_f32,
+                                                exact_scores_f16, exact_accumulate_f32,  exact_accumulate_f16};
+
+}  // namespace tern

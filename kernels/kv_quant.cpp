@@ -1,0 +1,240 @@
+// ISA choice, the shared (scalar) parts of KV quantization, and the per-ISA drivers.
+#include "kernels/kv_quant.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/dense_matmul.h"
+#include "kernels/kv_ukernels.h"
+#include "platform/cpu_features.h"
+
+namespace tern {
+
+const char* to_string(KvIsa isa) {
+  switch (isa) {
+    case KvIsa::Scalar: return "scalar";
+    case KvIsa::Avx2: return "avx2";
+    case KvIsa::Avx512: return "avx512";
+    case KvIsa::Neon: return "neon";
+  }
+  return "unknown";
+}
+
+bool kv_isa_supported(KvIsa isa) {
+  const CpuFeatures& cpu = cpu_features();
+  switch (isa) {
+    case KvIsa::Scalar: return true;
+#if defined(__x86_64__)
+    case KvIsa::Avx2: return cpu.avx2 && cpu.fma3 && cpu.f16c;
+    case KvIsa::Avx512: return cpu.avx512f && cpu.avx512bw && cpu.avx512vl;
+#endif
+#if defined(__aarch64__)
+    case KvIsa::Neon: return cpu.neon;
+#endif
+    default: return false;
+  }
+}
+
+namespace {
+
+KvIsa choose_kv_isa() {
+  if (const char* forced = std::getenv("TERN_KV_ISA")) {
+    const KvIsa all[] = {KvIsa::Scalar, KvIsa::Avx2, KvIsa::Avx512, KvIsa::Neon};
+    for (KvIsa isa : all) {
+      if (std::strcmp(forced, to_string(isa)) == 0 && kv_isa_supported(isa)) return isa;
+    }
+  }
+  const KvIsa preference[] = {KvIsa::Avx512, KvIsa::Avx2, KvIsa::Neon};
+  for (KvIsa isa : preference) {
+    if (kv_isa_supported(isa)) return isa;
+  }
+  return KvIsa::Scalar;
+}
+
+}  // namespace
+
+KvIsa kv_best_isa() {
+  static const KvIsa isa = choose_kv_isa();
+  return isa;
+}
+
+const KvQuantUkernels& kv_quant_ukernels(KvIsa isa) {
+  switch (isa) {
+#if defined(__x86_64__)
+    case KvIsa::Avx2: return kv_quant__avx2;
+    case KvIsa::Avx512: return kv_quant__avx512;
+#endif
+#if defined(__aarch64__)
+    case KvIsa::Neon: return kv_quant__neon;
+#endif
+    default: return kv_quant__scalar;
+  }
+}
+
+const KvAttentionUkernels& kv_attention_ukernels(KvIsa isa) {
+  switch (isa) {
+#if defined(__x86_64__)
+    case KvIsa::Avx2: return kv_attention__avx2;
+    case KvIsa::Avx512: return kv_attention__avx512;
+#endif
+#if defined(__aarch64__)
+    case KvIsa::Neon: return kv_attention__neon;
+#endif
+    default: return kv_attention__scalar;
+  }
+}
+
+Error kv_format_validate(uint32_t key_bits, uint32_t value_bits, uint32_t head_dim, uint32_t block_tokens,
+                         uint32_t value_group) {
+  TERN_CHECK_OR_RETURN(kv_bits_supported(key_bits) && kv_bits_supported(value_bits), Error::InvalidArgument,
+                       "KV widths %u/%u bits: supported are 2, 3, 4, 8", key_bits, value_bits);
+  TERN_CHECK_OR_RETURN(head_dim > 0 && head_dim <= kKvMaxHeadDim, Error::InvalidArgument,
+                       "KV head_dim %u outside 1..%u", head_dim, kKvMaxHeadDim);
+  TERN_CHECK_OR_RETURN(block_tokens > 0, Error::InvalidArgument, "KV key block of 0 tokens");
+  TERN_CHECK_OR_RETURN(value_group > 0 && value_group % 8 == 0, Error::InvalidArgument,
+                       "KV value group %u is not a positive multiple of 8", value_group);
+  return Error::Ok;
+}
+
+void kv_pack_codes(const uint8_t* codes, size_t count, uint32_t bits, uint8_t* out) {
+  std::memset(out, 0, kv_packed_bytes(bits, count));
+  for (size_t i = 0; i < count; ++i) {
+    const size_t bit = i * bits;
+    const uint32_t shifted = static_cast<uint32_t>(codes[i]) << (bit & 7);
+    out[bit >> 3] |= static_cast<uint8_t>(shifted);
+    if ((bit & 7) + bits > 8) out[(bit >> 3) + 1] |= static_cast<uint8_t>(shifted >> 8);
+  }
+}
+
+void kv_unpack_codes(const uint8_t* packed, size_t count, uint32_t bits, uint8_t* codes) {
+  for (size_t i = 0; i < count; ++i) codes[i] = static_cast<uint8_t>(kv_code_at(packed, static_cast<uint32_t>(i), bits));
+}
+
+namespace {
+
+constexpr float kF16Max = 65504.0f;
+
+uint16_t f16_next_down(uint16_t h) {
+  if (h == 0x0000u || h == 0x8000u) return 0x8001u;
+  return (h & 0x8000u) ? static_cast<uint16_t>(h + 1) : static_cast<uint16_t>(h - 1);
+}
+uint16_t f16_next_up(uint16_t h) {
+  if (h == 0x0000u || h == 0x8000u) return 0x0001u;
+  return (h & 0x8000u) ? static_cast<uint16_t>(h - 1) : static_cast<uint16_t>(h + 1);
+}
+
+inline void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+}  // namespace
+
+void kv_quant_params(float lo, float hi, uint32_t bits, uint16_t* min_h, uint16_t* step_h, float* min_f,
+                     float* step_f) {
+  const float levels = static_cast<float>((1u << bits) - 1);
+  lo = std::fmax(std::fmin(lo, kF16Max), -kF16Max);
+  if (lo == 0.0f) lo = 0.0f;  // -0 and +0 must give the same stored minimum on every ISA
+  hi = std::fmax(std::fmin(hi, kF16Max), lo);
+  uint16_t mh = f32_to_f16(lo);
+  if (f16_to_f32(mh) > lo) mh = f16_next_down(mh);
+  const float mf = f16_to_f32(mh);
+  uint16_t sh = f32_to_f16((hi - mf) / levels);
+  // Outward: the top level must reach hi when reconstructed as the kernels do (min + code*step).
+  while (mf + levels * f16_to_f32(sh) < hi && sh < 0x7bffu) sh = f16_next_up(sh);
+  *min_h = mh;
+  *step_h = sh;
+  *min_f = mf;
+  *step_f = f16_to_f32(sh);
+}
+
+void kv_quantize_key_block(KvIsa isa, const float* keys, uint32_t block_tokens, uint32_t head_dim, uint32_t bits,
+                           uint8_t* block) {
+  const KvQuantUkernels& uk = kv_quant_ukernels(isa);
+  float lo[kKvMaxHeadDim], hi[kKvMaxHeadDim], mins[kKvMaxHeadDim], inv[kKvMaxHeadDim];
+  uint8_t codes[kKvMaxHeadDim];
+  uk.key_block_minmax(keys, block_tokens, head_dim, lo, hi);
+  for (uint32_t c = 0; c < head_dim; ++c) {
+    uint16_t mh, sh;
+    float step;
+    kv_quant_params(lo[c], hi[c], bits, &mh, &sh, &mins[c], &step);
+    inv[c] = step > 0.0f ? 1.0f / step : 0.0f;
+    store_u16(block + 2 * c, mh);
+    store_u16(block + 2 * (head_dim + c), sh);
+  }
+  const size_t row_bytes = kv_packed_bytes(bits, head_dim);
+  uint8_t* rows = block + 4 * static_cast<size_t>(head_dim);
+  const uint32_t levels = (1u << bits) - 1;
+  for (uint32_t t = 0; t < block_tokens; ++t) {
+    uk.codes(keys + static_cast<size_t>(t) * head_dim, mins, inv, head_dim, levels, codes);
+    kv_pack_codes(codes, head_dim, bits, rows + t * row_bytes);
+  }
+}
+
+void kv_quantize_value_row(KvIsa isa, const float* value, uint32_t head_dim, uint32_t group, uint32_t bits,
+                           uint8_t* row) {
+  const KvQuantUkernels& uk = kv_quant_ukernels(isa);
+  float mins[kKvMaxHeadDim], inv[kKvMaxHeadDim];
+  uint8_t codes[kKvMaxHeadDim];
+  const uint32_t groups = kv_value_groups(head_dim, group);
+  for (uint32_t g = 0; g < groups; ++g) {
+    const uint32_t c0 = g * group, n = head_dim - c0 < group ? head_dim - c0 : group;
+    float lo, hi, mf, step;
+    uk.range(value + c0, n, &lo, &hi);
+    uint16_t mh, sh;
+    kv_quant_params(lo, hi, bits, &mh, &sh, &mf, &step);
+    store_u16(row + 4 * g, mh);
+    store_u16(row + 4 * g + 2, sh);
+    const float iv = step > 0.0f ? 1.0f / step : 0.0f;
+    for (uint32_t c = c0; c < c0 + n; ++c) {
+      mins[c] = mf;
+      inv[c] = iv;
+    }
+  }
+  uk.codes(value, mins, inv, head_dim, (1u << bits) - 1, codes);
+  kv_pack_codes(codes, head_dim, bits, row + 4 * static_cast<size_t>(groups));
+}
+
+void kv_dequantize_key_block(const uint8_t* block, uint32_t block_tokens, uint32_t head_dim, uint32_t bits,
+                             uint32_t first_token, uint32_t tokens, float* out) {
+  const size_t row_bytes = kv_packed_bytes(bits, head_dim);
+  const uint8_t* rows = block + 4 * static_cast<size_t>(head_dim);
+  for (uint32_t t = 0; t < tokens; ++t) {
+    const uint8_t* row = rows + (first_token + t) * row_bytes;
+    for (uint32_t c = 0; c < head_dim; ++c) {
+      const float mn = f16_to_f32(load_u16(block + 2 * c));
+      const float st = f16_to_f32(load_u16(block + 2 * (head_dim + c)));
+      out[static_cast<size_t>(t) * head_dim + c] = mn + static_cast<float>(kv_code_at(row, c, bits)) * st;
+    }
+  }
+}
+
+void kv_dequantize_value_row(const uint8_t* row, uint32_t head_dim, uint32_t group, uint32_t bits, float* out) {
+  const uint32_t groups = kv_value_groups(head_dim, group);
+  const uint8_t* codes = row + 4 * static_cast<size_t>(groups);
+  for (uint32_t c = 0; c < head_dim; ++c) {
+    const uint32_t g = c / group;
+    const float mn = f16_to_f32(load_u16(row + 4 * g));
+    const float st = f16_to_f32(load_u16(row + 4 * g + 2));
+    out[c] = mn + static_cast<float>(kv_code_at(codes, c, bits)) * st;
+  }
+}
+
+void kv_hadamard_rotate(float* x, uint32_t head_dim) {
+  for (uint32_t h = 1; h < head_dim; h <<= 1) {
+    for (uint32_t i = 0; i < head_dim; i += 2 * h) {
+      for (uint32_t j = i; j < i + h; ++j) {
+        const float a = x[j], b = x[j + h];
+        x[j] = a + b;
+        x[j + h] = a - b;
+      }
+    }
+  }
+  const float norm = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  for (uint32_t i = 0; i < head_dim; ++i) x[i] *= norm;
+}
+
+}  // namespace tern

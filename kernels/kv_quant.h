@@ -1,0 +1,83 @@
+// Quantized KV storage formats and the kernels that write them.
+//
+// Keys are quantized per channel over a block of `block_tokens` consecutive tokens
+// (KIVI: key outliers live in fixed channels, so a channel's range is tight across
+// tokens); values per token over groups of `value_group` channels. Each group carries
+// an f16 minimum and an f16 step: x ≈ min + code * step, code in [0, 2^bits - 1].
+// The f16 pair is rounded outward (min down, step up) so [min, min + L*step] always
+// covers the data and every element is within step/2 of its reconstruction.
+//
+// Codes are packed as a little-endian bit stream per row: code i occupies bits
+// [i*bits, (i+1)*bits) counting from bit 0 of byte 0. For 3 bits this puts 8 codes in
+// every 3 bytes; a row of n codes takes ceil(n*bits/8) bytes.
+//
+// Key block layout:  f16 min[head_dim], f16 step[head_dim], then block_tokens rows of
+//                    packed codes (row t = token t, head_dim codes).
+// Value row layout:  per group g: f16 min, f16 step (interleaved), then head_dim packed codes.
+//
+// SIMD kernels read whole 8-code chunks and may load up to kKvReadPadding bytes past
+// the last code of a row, so storage holding rows ends with that much slack.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "platform/error.h"
+
+namespace tern {
+
+// Instruction sets the KV kernels are written for (independent of the ternary kernels'
+// levels: these need only AVX2+FMA+F16C, AVX-512 F/BW/VL, or base NEON).
+enum class KvIsa : int { Scalar = 0, Avx2, Avx512, Neon };
+const char* to_string(KvIsa isa);
+// True when this build has kernels for `isa` and the CPU runs them.
+bool kv_isa_supported(KvIsa isa);
+// The best supported level (TERN_KV_ISA=scalar|avx2|avx512|neon forces one if supported).
+KvIsa kv_best_isa();
+
+constexpr size_t kKvReadPadding = 16;
+constexpr uint32_t kKvMaxHeadDim = 512;
+
+inline bool kv_bits_supported(uint32_t bits) { return bits == 2 || bits == 3 || bits == 4 || bits == 8; }
+inline size_t kv_packed_bytes(uint32_t bits, size_t count) { return (count * bits + 7) / 8; }
+inline uint32_t kv_value_groups(uint32_t head_dim, uint32_t group) { return (head_dim + group - 1) / group; }
+
+// Bytes of one key block / one value row (no padding).
+inline size_t kv_key_block_bytes(uint32_t bits, uint32_t head_dim, uint32_t block_tokens) {
+  return static_cast<size_t>(head_dim) * 4 + block_tokens * kv_packed_bytes(bits, head_dim);
+}
+inline size_t kv_value_row_bytes(uint32_t bits, uint32_t head_dim, uint32_t group) {
+  return static_cast<size_t>(kv_value_groups(head_dim, group)) * 4 + kv_packed_bytes(bits, head_dim);
+}
+
+// Checks a format: bits in {2,3,4,8}, 0 < head_dim <= kKvMaxHeadDim, block_tokens > 0,
+// value_group a positive multiple of 8 (so SIMD chunks never straddle two groups).
+Error kv_format_validate(uint32_t key_bits, uint32_t value_bits, uint32_t head_dim, uint32_t block_tokens,
+                         uint32_t value_group);
+
+void kv_pack_codes(const uint8_t* codes, size_t count, uint32_t bits, uint8_t* out);
+void kv_unpack_codes(const uint8_t* packed, size_t count, uint32_t bits, uint8_t* codes);
+
+// The outward-rounded f16 (min, step) for data in [lo, hi] at `bits`; also returns them as floats.
+void kv_quant_params(float lo, float hi, uint32_t bits, uint16_t* min_h, uint16_t* step_h, float* min_f,
+                     float* step_f);
+
+// Writes the key block of `block_tokens` rows (token-major, head_dim floats each).
+void kv_quantize_key_block(KvIsa isa, const float* keys, uint32_t block_tokens, uint32_t head_dim, uint32_t bits,
+                           uint8_t* block);
+// Writes one value row.
+void kv_quantize_value_row(KvIsa isa, const float* value, uint32_t head_dim, uint32_t group, uint32_t bits,
+                           uint8_t* row);
+
+// Reconstruction (reference path and the KvCache read interface).
+void kv_dequantize_key_block(const uint8_t* block, uint32_t block_tokens, uint32_t head_dim, uint32_t bits,
+                             uint32_t first_token, uint32_t tokens, float* out);
+void kv_dequantize_value_row(const uint8_t* row, uint32_t head_dim, uint32_t group, uint32_t bits, float* out);
+
+// Normalized Walsh-Hadamard transform: orthonormal and its own inverse, so rotating
+// keys and queries leaves q·k unchanged and rotating the attention output undoes the
+// rotation of the values. Spreads channel outliers over all channels before quantizing.
+inline bool kv_rotation_supported(uint32_t head_dim) { return head_dim >= 2 && (head_dim & (head_dim - 1)) == 0; }
+void kv_hadamard_rotate(float* x, uint32_t head_dim);
+
+}  // namespace tern

@@ -1,0 +1,63 @@
+// Per-ISA entry points behind kv_quant.h / kv_attention.h (internal to kernels/).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/kv_quant.h"
+
+namespace tern {
+
+// Quantization (kv_quant__<isa>.cpp).
+struct KvQuantUkernels {
+  // Per-channel range over a key block's tokens.
+  void (*key_block_minmax)(const float* keys, uint32_t tokens, uint32_t head_dim, float* lo, float* hi);
+  // Range of n floats.
+  void (*range)(const float* x, uint32_t n, float* lo, float* hi);
+  // codes[i] = clamp(round_even((x[i] - min[i]) * inv[i]), 0, levels) for n elements.
+  void (*codes)(const float* x, const float* min, const float* inv, uint32_t n, uint32_t levels, uint8_t* codes);
+};
+
+// Attention reads (kv_attention__<isa>.cpp).
+struct KvAttentionUkernels {
+  // scores[t] = scale * (bias + Σ_c qs[c] * code[t][c]) for t < tokens; rows stride row_bytes.
+  void (*code_row_dots)(const float* qs, float bias, const uint8_t* rows, size_t row_bytes, uint32_t tokens,
+                        uint32_t head_dim, uint32_t bits, float scale, float* scores);
+  // out[c] += Σ_t p[t] * (min_g + step_g * code[t][c]) over value rows.
+  void (*value_rows_accumulate)(const float* p, const uint8_t* rows, uint32_t tokens, uint32_t head_dim,
+                                uint32_t group, uint32_t bits, float* out);
+  void (*exact_scores_f32)(const float* q, const float* keys, uint32_t tokens, uint32_t head_dim, float scale,
+                           float* scores);
+  void (*exact_scores_f16)(const float* q, const uint16_t* keys, uint32_t tokens, uint32_t head_dim, float scale,
+                           float* scores);
+  void (*exact_accumulate_f32)(const float* p, const float* values, uint32_t tokens, uint32_t head_dim, float* out);
+  void (*exact_accumulate_f16)(const float* p, const uint16_t* values, uint32_t tokens, uint32_t head_dim,
+                               float* out);
+};
+
+extern const KvQuantUkernels kv_quant__scalar;
+extern const KvAttentionUkernels kv_attention__scalar;
+#if defined(__x86_64__)
+extern const KvQuantUkernels kv_quant__avx2;
+extern const KvAttentionUkernels kv_attention__avx2;
+extern const KvQuantUkernels kv_quant__avx512;
+extern const KvAttentionUkernels kv_attention__avx512;
+#endif
+#if defined(__aarch64__)
+extern const KvQuantUkernels kv_quant__neon;
+extern const KvAttentionUkernels kv_attention__neon;
+#endif
+
+// The table for `isa` (scalar when this build has none for it).
+const KvQuantUkernels& kv_quant_ukernels(KvIsa isa);
+const KvAttentionUkernels& kv_attention_ukernels(KvIsa isa);
+
+// Scalar code extraction shared by every ISA's tails: code i of a packed row.
+inline uint32_t kv_code_at(const uint8_t* row, uint32_t i, uint32_t bits) {
+  const size_t bit = static_cast<size_t>(i) * bits;
+  const uint32_t lo = row[bit >> 3];
+  const uint32_t hi = ((bit & 7) + bits > 8) ? row[(bit >> 3) + 1] : 0u;
+  return ((lo | (hi << 8)) >> (bit & 7)) & ((1u << bits) - 1);
+}
+
+}  // namespace tern
