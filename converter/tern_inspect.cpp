@@ -1,0 +1,164 @@
+// tern-inspect: what is in a .tern bundle (config, tensors, tokenizer, KV profile, sizes).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include "converter/bundle_writer.h"
+#include "runtime/bundle.h"
+#include "schema/bundle_generated.h"
+
+using namespace tern;
+
+namespace {
+
+const char* family_name(ModelFamily f) {
+  switch (f) {
+    case ModelFamily::Bitnet2B4T: return "bitnet-2b4t";
+    case ModelFamily::LlamaBitnet: return "llama-bitnet";
+    case ModelFamily::Bitllama2c: return "bitllama2c";
+    case ModelFamily::Unknown: break;
+  }
+  return "unknown";
+}
+
+const char* str(const flatbuffers::String* s) { return s ? s->c_str() : ""; }
+
+std::string printable_piece(const schema::Tokenizer* t, uint32_t i) {
+  const uint32_t a = t->piece_offsets()->Get(i), b = t->piece_offsets()->Get(i + 1);
+  std::string out;
+  for (uint32_t k = a; k < b; ++k) {
+    const uint8_t ch = t->piece_bytes()->Get(k);
+    if (ch >= 0x20 && ch < 0x7f) {
+      out += static_cast<char>(ch);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", ch);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tern-inspect: print what a .tern bundle holds"};
+  std::string path;
+  bool no_tensors = false;
+  app.add_option("bundle", path, "bundle file")->required();
+  app.add_flag("--no-tensors", no_tensors, "skip the per-tensor table");
+  CLI11_PARSE(app, argc, argv);
+
+  auto opened = Bundle::open(path.c_str());
+  if (!opened.ok()) {
+    std::fprintf(stderr, "tern-inspect: %s\n", last_error_message());
+    return 1;
+  }
+  const Bundle& b = *opened;
+  const schema::Bundle* root = b.root();
+  const ModelConfig& c = b.config();
+
+  std::printf("bundle     %s (format version %u, %zu bytes)\n", path.c_str(), b.format_version(), b.file_size());
+  if (const auto* p = root->provenance()) {
+    std::printf("source     %s  %s\n", str(p->source_format()), str(p->source_path()));
+    std::printf("converter  tern %s, %s, %s\n", str(p->converter_version()), str(p->created_utc()), str(p->options()));
+  }
+  std::printf("\nconfig\n");
+  std::printf("  family %s, activation %s, rope %s theta %g, norm eps %g\n", family_name(c.family),
+              c.activation == Activation::Relu2 ? "relu2" : "silu",
+              c.rope_style == RopeStyle::RotateHalf ? "rotate-half" : "adjacent-pairs", static_cast<double>(c.rope_theta),
+              static_cast<double>(c.norm_eps));
+  std::printf("  hidden %u, ffn %u, layers %u, heads %u, kv heads %u, head dim %u, vocab %u, context %u\n", c.hidden,
+              c.ffn_hidden, c.layers, c.heads, c.kv_heads, c.head_dim, c.vocab, c.max_context);
+  std::printf("  sub-norms %s, tied embeddings %s, bos %d, eos %d, eot %d\n", c.has_sub_norms ? "yes" : "no",
+              c.tied_embeddings ? "yes" : "no", c.bos_id, c.eos_id, c.eot_id);
+  const std::string chat = str(root->config()->chat_template());
+  std::printf("  chat template: %s\n", chat.empty() ? "(none)" : (std::to_string(chat.size()) + " bytes").c_str());
+
+  uint64_t ternary_bytes = 0, ternary_weights = 0, dense_bytes = 0;
+  if (!no_tensors) {
+    std::printf("\ntensors (%zu)\n  %-28s %-8s %-12s %-14s %12s %12s %10s\n", b.tensor_count(), "name", "type", "format",
+                "shape", "offset", "bytes", "scale");
+  }
+  for (size_t i = 0; i < b.tensor_count(); ++i) {
+    auto v = b.tensor_at(i);
+    if (!v.ok()) continue;
+    const schema::Tensor* t = root->tensors()->Get(static_cast<uint32_t>(i));
+    uint64_t n = 1;
+    std::string shape;
+    for (uint32_t d = 0; d < v->ndim; ++d) {
+      n *= v->shape[d];
+      shape += (d ? "x" : "") + std::to_string(v->shape[d]);
+    }
+    uint64_t bytes = v->size_bytes;
+    if (t->group_scales()) bytes += t->group_scales()->size();
+    const bool ternary = v->type == TensorType::Ternary;
+    std::string format = ternary ? to_string(v->layout) : convert::embed_type_name(v->dense_type);
+    if (!ternary && v->group) format += "/g" + std::to_string(v->group);
+    if (ternary) {
+      ternary_bytes += bytes;
+      ternary_weights += n;
+    } else {
+      dense_bytes += bytes;
+    }
+    if (!no_tensors) {
+      char scale[32] = "";
+      if (ternary) std::snprintf(scale, sizeof(scale), "%.6g", static_cast<double>(v->scale));
+      std::printf("  %-28s %-8s %-12s %-14s %12llu %12llu %10s\n", v->name, ternary ? "ternary" : "dense",
+                  format.c_str(), shape.c_str(), static_cast<unsigned long long>(t->data()->offset()),
+                  static_cast<unsigned long long>(bytes), scale);
+    }
+  }
+
+  const schema::Tokenizer* tok = b.tokenizer();
+  const uint32_t pieces = tok->piece_offsets() && tok->piece_offsets()->size() ? tok->piece_offsets()->size() - 1 : 0;
+  std::printf("\ntokenizer\n");
+  if (pieces == 0) {
+    std::printf("  (none: this bundle cannot run)\n");
+  } else {
+    const char* types[] = {"unknown", "byte-level BPE", "SentencePiece BPE"};
+    const unsigned type = static_cast<unsigned>(tok->type());
+    std::printf("  %s, %u pieces, %u merges, pre-tokenizer %s\n", type < 3 ? types[type] : "?", pieces,
+                tok->merges() ? tok->merges()->size() / 2 : 0,
+                tok->pretokenizer() == schema::PreTokenizer::Llama3 ? "llama3" : "none");
+    auto show = [&](const char* what, int32_t id) {
+      if (id >= 0 && static_cast<uint32_t>(id) < pieces) std::printf("  %s %d '%s'\n", what, id, printable_piece(tok, id).c_str());
+    };
+    show("bos", tok->bos_id());
+    show("eos", tok->eos_id());
+    show("eot", tok->eot_id());
+    show("unk", tok->unk_id());
+    std::printf("  add_bos %s, add_dummy_prefix %s, byte_fallback %s\n", tok->add_bos() ? "yes" : "no",
+                tok->add_dummy_prefix() ? "yes" : "no", tok->byte_fallback() ? "yes" : "no");
+  }
+
+  std::printf("\nKV profile\n");
+  if (const schema::KvProfile* kv = b.kv_profile()) {
+    const char* classes[] = {"sink", "focused", "moderate", "mixed", "diffuse"};
+    std::printf("  sink tokens %u, exact recent window %u, group %u, average %.2f bits\n  provenance: %s\n",
+                kv->sink_tokens(), kv->recent_window(), kv->group_size(), static_cast<double>(kv->average_bits()),
+                str(kv->provenance()));
+    if (kv->heads()) {
+      std::printf("  %5s %7s %9s %9s %-9s %5s %5s %4s\n", "layer", "kv head", "shannon", "renyi2", "class", "K bits",
+                  "V bits", "sink");
+      for (const auto* h : *kv->heads()) {
+        const unsigned cls = static_cast<unsigned>(h->class_());
+        std::printf("  %5u %7u %9.3f %9.3f %-9s %5u %5u %4s\n", h->layer(), h->kv_head(),
+                    static_cast<double>(h->shannon_entropy()), static_cast<double>(h->renyi2_entropy()),
+                    cls < 5 ? classes[cls] : "?", h->key_bits(), h->value_bits(), h->sink() ? "yes" : "");
+      }
+    }
+  } else {
+    std::printf("  (not calibrated)\n");
+  }
+
+  uint32_t fb_size;
+  std::memcpy(&fb_size, b.data(), 4);
+  std::printf("\nsizes\n  header (FlatBuffer) %12u bytes\n  ternary             %12llu bytes (%.3f bits/weight)\n"
+              "  dense               %12llu bytes\n  file                %12zu bytes (%.1f MB)\n",
+              fb_size + 4, static_cast<unsigned long long>(ternary_bytes),
+              ternary_weights ? 8.0 * static_cast<double>(ternary_bytes) / static_cast<double>(ternary_weights) : 0.0,
+              static_cast<unsigned long long>(dense_bytes), b.file_size(), b.file_size() / 1e6);
+  return 0;
+}
