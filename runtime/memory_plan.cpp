@@ -15,7 +15,7 @@ size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t c
   size_t scratch = 0;
   ForwardScratch unused;
   if (carve_forward_scratch(config, batch, context, nullptr, &unused, &scratch) != Error::Ok) scratch = 0;
-  scratch += align_up(static_cast<size_t>(context) * sizeof(int32_t), 64) + 64;  // token history
+  scratch += 2 * (align_up(static_cast<size_t>(context) * sizeof(int32_t), 64) + 64);  // history, prompt
   const size_t sampler = Sampler::required_arena_bytes(config.vocab) + 64;
   const size_t kv = kv_arena_bytes(kv_type, kv_shape_of(config), context);
   if (scratch_bytes != nullptr) *scratch_bytes = scratch;

@@ -85,6 +85,7 @@ class Model {
   size_t threads() const { return pool_.num_threads(); }
   const Bundle* bundle() const { return bundle_.get(); }
   KvType kv_type() const { return params_.kv_type; }
+  uint64_t budget_bytes() const { return params_.memory_budget_bytes; }
   // Null when the model was created from weights without a bundle.
   Tokenizer* tokenizer() { return has_tokenizer_ ? &tokenizer_ : nullptr; }
   const Tokenizer* tokenizer() const { return has_tokenizer_ ? &tokenizer_ : nullptr; }

@@ -2,7 +2,9 @@
 
 #include <cstring>
 
+#include "platform/clock.h"
 #include "runtime/model.h"
+#include "runtime/tokenizer.h"
 
 namespace tern {
 
@@ -14,6 +16,7 @@ Error Session::init(Model& model, const SamplerParams& sampler, ArenaAllocator& 
   size_t unused = 0;
   TERN_RETURN_IF_ERROR(carve_forward_scratch(model.config(), plan.batch_tokens, context_, &arena, &scratch_, &unused));
   TERN_ASSIGN_OR_RETURN(history_, arena.allocate_array<int32_t>(context_, ArenaPurpose::Scratch, 64));
+  TERN_ASSIGN_OR_RETURN(prompt_, arena.allocate_array<int32_t>(context_, ArenaPurpose::Scratch, 64));
   TERN_RETURN_IF_ERROR(validate(sampler));
   SamplerParams checked = sampler;
   TERN_RETURN_IF_ERROR(sampler_.init(model.config().vocab, arena));
@@ -36,7 +39,7 @@ Error Session::prefill(const int32_t* tokens, size_t count) {
   while (done < count) {
     const uint32_t n = static_cast<uint32_t>(count - done < scratch_.batch ? count - done : scratch_.batch);
     const bool last = done + n == count;
-    const Error e = forward(*model_, *kv_, scratch_, tokens + done, n, position_, last, abort_);
+    const Error e = forward(*model_, *kv_, scratch_, tokens + done, n, position_, last, &abort_);
     if (e != Error::Ok) {
       // Positions already written stay valid; the failed batch is dropped.
       has_logits_ = false;
@@ -65,7 +68,151 @@ Result<int32_t> Session::sample() {
 void Session::reset() {
   position_ = 0;
   has_logits_ = false;
-  sampler_.configure(sampler_.params());  // reseed: the same seed gives the same text again
+  clear_abort();
+  (void)sampler_.configure(sampler_.params());  // reseed: the same seed gives the same text again
+}
+
+namespace {
+
+// Holds back generated text that could still become a stop string, so a stop string is
+// never emitted (even partly) and everything else is emitted as early as possible.
+class StopStringFilter {
+ public:
+  StopStringFilter(const char* const* stops, size_t count) : stops_(stops), count_(count) {}
+
+  // Appends text; returns true when a stop string completed (text before it is emitted).
+  bool push(const char* text, size_t size, PieceCallback emit, void* user, bool* callback_stop) {
+    for (size_t i = 0; i < size; ++i) {
+      if (size_ == sizeof pending_) flush_bytes(1, emit, user, callback_stop);
+      pending_[size_++] = text[i];
+      for (size_t s = 0; s < count_; ++s) {
+        const size_t n = std::strlen(stops_[s]);
+        if (n > 0 && n <= size_ && std::memcmp(pending_ + size_ - n, stops_[s], n) == 0) {
+          flush_bytes(size_ - n, emit, user, callback_stop);
+          size_ = 0;
+          return true;
+        }
+      }
+    }
+    // Keep the longest tail that is a proper prefix of some stop string.
+    size_t keep = 0;
+    for (size_t s = 0; s < count_; ++s) {
+      const size_t n = std::strlen(stops_[s]);
+      for (size_t k = n > size_ ? size_ : n - 1; k > keep; --k) {
+        if (std::memcmp(pending_ + size_ - k, stops_[s], k) == 0) {
+          keep = k;
+          break;
+        }
+      }
+    }
+    flush_bytes(size_ - keep, emit, user, callback_stop);
+    return false;
+  }
+  void finish(PieceCallback emit, void* user, bool* callback_stop) { flush_bytes(size_, emit, user, callback_stop); }
+
+ private:
+  void flush_bytes(size_t n, PieceCallback emit, void* user, bool* callback_stop) {
+    if (n == 0) return;
+    if (emit != nullptr && !*callback_stop && !emit(pending_, n, user)) *callback_stop = true;
+    std::memmove(pending_, pending_ + n, size_ - n);
+    size_ -= n;
+  }
+
+  const char* const* stops_;
+  size_t count_;
+  char pending_[2 * kMaxStopStringBytes + 64];
+  size_t size_ = 0;
+};
+
+}  // namespace
+
+Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOptions& options,
+                        PieceCallback on_piece, void* user_data, GenerateStats* stats) {
+  GenerateStats local;
+  GenerateStats& st = stats != nullptr ? *stats : local;
+  st = GenerateStats{};
+  Tokenizer* tokenizer = model_->tokenizer();
+  TERN_CHECK_OR_RETURN(tokenizer != nullptr, Error::InvalidState, "the model has no tokenizer (not from a bundle)");
+  TERN_CHECK_OR_RETURN(prompt != nullptr || prompt_size == 0, Error::InvalidArgument, "null prompt");
+  TERN_CHECK_OR_RETURN(options.stop_string_count <= kMaxStopStrings, Error::InvalidArgument,
+                       "%zu stop strings (at most %zu)", options.stop_string_count, kMaxStopStrings);
+  for (size_t i = 0; i < options.stop_string_count; ++i) {
+    TERN_CHECK_OR_RETURN(options.stop_strings != nullptr && options.stop_strings[i] != nullptr &&
+                             std::strlen(options.stop_strings[i]) <= kMaxStopStringBytes,
+                         Error::InvalidArgument, "stop string %zu is null or longer than %zu bytes", i,
+                         kMaxStopStringBytes);
+  }
+
+  const uint64_t t0 = monotonic_ns();
+  const uint32_t free_positions = context_ - position_;
+  size_t needed = 0;
+  auto encoded = tokenizer->encode(prompt, prompt_size, options.add_bos && position_ == 0, options.parse_special,
+                                   prompt_, free_positions, &needed);
+  if (!encoded.ok()) {
+    if (encoded.error() == Error::OutOfRange) {
+      return fail(Error::PromptTooLong, "the prompt is %zu tokens; %u of the %u-token context are free", needed,
+                  free_positions, context_);
+    }
+    return encoded.error();
+  }
+  const size_t prompt_tokens = *encoded;
+  TERN_CHECK_OR_RETURN(prompt_tokens > 0 || position_ > 0, Error::InvalidArgument,
+                       "empty prompt on an empty session: nothing to condition on");
+  TERN_RETURN_IF_ERROR(prefill(prompt_, prompt_tokens));
+  st.prompt_tokens = static_cast<uint32_t>(prompt_tokens);
+  const uint64_t t1 = monotonic_ns();
+  st.prefill_seconds = seconds_between(t0, t1);
+
+  TokenDecoder decoder(*tokenizer);
+  StopStringFilter filter(options.stop_strings, options.stop_string_count);
+  bool callback_stop = false;
+  char piece[512];
+  Error result = Error::Ok;
+  st.stop_reason = StopReason::MaxTokens;
+  for (uint32_t i = 0; i < options.max_new_tokens; ++i) {
+    auto next = sample();
+    if (!next.ok()) {
+      result = next.error();
+      break;
+    }
+    const int32_t token = *next;
+    ++st.generated_tokens;
+    if (tokenizer->is_end_of_generation(token) || token == model_->config().eos_id ||
+        (model_->config().eot_id >= 0 && token == model_->config().eot_id)) {
+      st.stop_reason = StopReason::EndOfGeneration;
+      break;
+    }
+    auto bytes = decoder.push(token, piece, sizeof piece);
+    if (!bytes.ok()) {
+      result = bytes.error();
+      break;
+    }
+    if (filter.push(piece, *bytes, on_piece, user_data, &callback_stop)) {
+      st.stop_reason = StopReason::StopString;
+      break;
+    }
+    if (callback_stop) {
+      st.stop_reason = StopReason::Callback;
+      break;
+    }
+    if (i + 1 == options.max_new_tokens) break;  // the last token's logits are never used
+    if (position_ >= context_) {
+      st.stop_reason = StopReason::ContextFull;
+      break;
+    }
+    result = decode(token);
+    if (result != Error::Ok) break;
+    ++st.decoded_tokens;
+  }
+  if (result == Error::Ok && st.stop_reason != StopReason::StopString) {
+    auto rest = decoder.flush(piece, sizeof piece);
+    if (rest.ok() && filter.push(piece, *rest, on_piece, user_data, &callback_stop)) {
+      st.stop_reason = StopReason::StopString;
+    }
+    filter.finish(on_piece, user_data, &callback_stop);
+  }
+  st.decode_seconds = seconds_between(t1, monotonic_ns());
+  return result;
 }
 
 }  // namespace tern

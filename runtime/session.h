@@ -16,6 +16,38 @@ namespace tern {
 
 class Model;
 
+// Why generate() stopped. Ids appear in the C API: append only.
+enum class StopReason : int32_t {
+  MaxTokens = 0,    // produced max_new_tokens
+  EndOfGeneration,  // sampled EOS / end-of-turn
+  StopString,       // the text reached one of the stop strings (not emitted)
+  Callback,         // the piece callback asked to stop
+  ContextFull,      // no room for another token
+};
+
+inline constexpr size_t kMaxStopStrings = 8;
+inline constexpr size_t kMaxStopStringBytes = 64;
+
+struct GenerateOptions {
+  uint32_t max_new_tokens = 128;
+  bool add_bos = true;         // only applies when the session is empty
+  bool parse_special = true;   // "<|eot_id|>" in the prompt becomes the control token
+  const char* const* stop_strings = nullptr;
+  size_t stop_string_count = 0;
+};
+
+struct GenerateStats {
+  uint32_t prompt_tokens = 0;
+  uint32_t generated_tokens = 0;  // sampled tokens, the end token included
+  uint32_t decoded_tokens = 0;    // tokens run through decode()
+  double prefill_seconds = 0.0;
+  double decode_seconds = 0.0;    // sampling included
+  StopReason stop_reason = StopReason::MaxTokens;
+};
+
+// Receives UTF-8 text as it is generated (always whole characters). Return false to stop.
+using PieceCallback = bool (*)(const char* text, size_t size, void* user_data);
+
 class Session {
  public:
   // Runs the tokens after the current position, in batches. PromptTooLong (nothing run)
@@ -30,14 +62,22 @@ class Session {
   Error set_sampler(const SamplerParams& params) { return sampler_.configure(params); }
   const SamplerParams& sampler_params() const { return sampler_.params(); }
 
-  // Forgets the conversation (the memory stays).
+  // Tokenizes `prompt`, prefills it and generates until a stop condition, streaming text to
+  // `on_piece` (may be null). Needs a bundle's tokenizer. PromptTooLong when the prompt's
+  // tokens do not fit in the free context.
+  Error generate(const char* prompt, size_t prompt_size, const GenerateOptions& options, PieceCallback on_piece,
+                 void* user_data, GenerateStats* stats);
+
+  // Forgets the conversation (the memory stays) and clears an abort request.
   void reset();
   uint32_t position() const { return position_; }
   uint32_t context_tokens() const { return context_; }
   const int32_t* history() const { return history_; }
 
-  // While *flag is nonzero, prefill/decode stop with Aborted (checked per layer).
-  void set_abort_flag(const std::atomic<int>* flag) { abort_ = flag; }
+  // Makes a running prefill/decode/generate return Aborted soon (checked per layer). Safe
+  // to call from any thread; stays in effect until clear_abort() or reset().
+  void request_abort() { abort_.store(1, std::memory_order_relaxed); }
+  void clear_abort() { abort_.store(0, std::memory_order_relaxed); }
 
   Model& model() const { return *model_; }
   const KvCache& kv_cache() const { return *kv_; }
@@ -52,10 +92,11 @@ class Session {
   ForwardScratch scratch_;
   Sampler sampler_;
   int32_t* history_ = nullptr;  // tokens at positions [0, position_)
+  int32_t* prompt_ = nullptr;   // generate()'s tokenized prompt, context_ entries
   uint32_t context_ = 0;
   uint32_t position_ = 0;
   bool has_logits_ = false;
-  const std::atomic<int>* abort_ = nullptr;
+  std::atomic<int> abort_{0};
 };
 
 }  // namespace tern

@@ -1,0 +1,377 @@
+// The C API over Model and Session. tern_model is a Model and tern_session a Session
+// (opaque casts): nothing is allocated here beyond what load and session creation do.
+#include "runtime/include/tern.h"
+
+#include <cstring>
+
+#include "platform/error.h"
+#include "platform/log.h"
+#include "runtime/model.h"
+#include "runtime/session.h"
+#include "runtime/tokenizer.h"
+#include "runtime/version.h"
+
+namespace tern {
+namespace {
+
+#define TERN_CHECK_SAME_(name, cname, value, msg) \
+  static_assert(static_cast<int>(Error::name) == static_cast<int>(TERN_##cname), "tern_status differs from Error");
+TERN_ERROR_LIST(TERN_CHECK_SAME_)
+#undef TERN_CHECK_SAME_
+static_assert(static_cast<int>(KvType::F16) == TERN_KV_F16 && static_cast<int>(KvType::F32) == TERN_KV_F32, "kv");
+static_assert(static_cast<int>(LogLevel::Debug) == TERN_LOG_DEBUG && static_cast<int>(LogLevel::Off) == TERN_LOG_OFF,
+              "log levels");
+static_assert(static_cast<int>(StopReason::ContextFull) == TERN_STOP_CONTEXT_FULL, "stop reasons");
+
+Model* as_model(tern_model* m) { return reinterpret_cast<Model*>(m); }
+const Model* as_model(const tern_model* m) { return reinterpret_cast<const Model*>(m); }
+Session* as_session(tern_session* s) { return reinterpret_cast<Session*>(s); }
+const Session* as_session(const tern_session* s) { return reinterpret_cast<const Session*>(s); }
+
+tern_status status(Error e) { return static_cast<tern_status>(static_cast<int>(e)); }
+
+tern_status null_argument(const char* function, const char* argument) {
+  return status(fail(Error::InvalidArgument, "%s: %s is NULL", function, argument));
+}
+
+#define TERN_C_REQUIRE_(ptr) \
+  do {                        \
+    if ((ptr) == nullptr) return null_argument(__func__, #ptr); \
+  } while (0)
+
+SamplerParams to_cpp(const tern_sampler_params& p) {
+  SamplerParams s;
+  s.temperature = p.temperature;
+  s.top_k = p.top_k;
+  s.top_p = p.top_p;
+  s.min_p = p.min_p;
+  s.repeat_penalty = p.repeat_penalty;
+  s.repeat_last_n = p.repeat_last_n;
+  s.seed = p.seed;
+  return s;
+}
+
+struct CallbackAdapter {
+  tern_piece_callback callback;
+  void* user_data;
+  static bool call(const char* text, size_t size, void* self) {
+    const auto* a = static_cast<const CallbackAdapter*>(self);
+    return a->callback(text, size, a->user_data) == 0;
+  }
+};
+
+struct LogAdapter {
+  tern_log_callback callback = nullptr;
+  void* user_data = nullptr;
+  static void call(LogLevel level, const char* message, void* self) {
+    const auto* a = static_cast<const LogAdapter*>(self);
+    a->callback(static_cast<tern_log_level>(static_cast<int>(level)), message, a->user_data);
+  }
+};
+LogAdapter g_log_adapter;
+
+}  // namespace
+}  // namespace tern
+
+using namespace tern;
+
+extern "C" {
+
+tern_model_params tern_model_default_params(void) {
+  const ModelParams d;
+  tern_model_params p;
+  p.memory_budget_bytes = d.memory_budget_bytes;
+  p.arena_buffer = nullptr;
+  p.arena_buffer_bytes = 0;
+  p.n_threads = d.threads;
+  p.n_ctx = d.context_tokens;
+  p.n_batch = d.batch_tokens;
+  p.kv_type = static_cast<tern_kv_type>(d.kv_type);
+  return p;
+}
+
+tern_sampler_params tern_sampler_default_params(void) {
+  const SamplerParams d;
+  tern_sampler_params p;
+  p.temperature = d.temperature;
+  p.top_k = d.top_k;
+  p.top_p = d.top_p;
+  p.min_p = d.min_p;
+  p.repeat_penalty = d.repeat_penalty;
+  p.repeat_last_n = d.repeat_last_n;
+  p.seed = d.seed;
+  return p;
+}
+
+tern_session_params tern_session_default_params(void) {
+  tern_session_params p;
+  p.sampler = tern_sampler_default_params();
+  return p;
+}
+
+tern_generate_params tern_generate_default_params(void) {
+  const GenerateOptions d;
+  tern_generate_params p;
+  p.max_new_tokens = d.max_new_tokens;
+  p.add_bos = d.add_bos ? 1 : 0;
+  p.parse_special = d.parse_special ? 1 : 0;
+  p.stop_strings = nullptr;
+  p.n_stop_strings = 0;
+  return p;
+}
+
+const char* tern_status_string(tern_status s) {
+  switch (s) {
+#define TERN_C_NAME_(name, cname, value, msg) \
+  case TERN_##cname:                           \
+    return #cname;
+    TERN_ERROR_LIST(TERN_C_NAME_)
+#undef TERN_C_NAME_
+  }
+  return "UNKNOWN";
+}
+
+const char* tern_last_error_message(void) { return last_error_message(); }
+const char* tern_version(void) { return version_string(); }
+
+void tern_set_log_callback(tern_log_callback callback, void* user_data) {
+  if (callback == nullptr) {
+    set_log_callback(nullptr, nullptr);
+    return;
+  }
+  g_log_adapter.callback = callback;
+  g_log_adapter.user_data = user_data;
+  set_log_callback(&LogAdapter::call, &g_log_adapter);
+}
+
+void tern_set_log_level(tern_log_level level) { set_log_level(static_cast<LogLevel>(static_cast<int>(level))); }
+
+tern_status tern_model_load(const char* path, const tern_model_params* params, tern_model** out_model) {
+  TERN_C_REQUIRE_(out_model);
+  *out_model = nullptr;
+  TERN_C_REQUIRE_(path);
+  const tern_model_params p = params != nullptr ? *params : tern_model_default_params();
+  if (p.kv_type != TERN_KV_F16 && p.kv_type != TERN_KV_F32) {
+    return status(fail(Error::InvalidArgument, "tern_model_load: unknown kv_type %d", static_cast<int>(p.kv_type)));
+  }
+  if (p.n_batch == 0) return status(fail(Error::InvalidArgument, "tern_model_load: n_batch must be > 0"));
+  if ((p.arena_buffer == nullptr) != (p.arena_buffer_bytes == 0)) {
+    return status(fail(Error::InvalidArgument, "tern_model_load: arena_buffer and arena_buffer_bytes disagree"));
+  }
+  ModelParams mp;
+  mp.memory_budget_bytes = p.memory_budget_bytes;
+  mp.arena_buffer = p.arena_buffer;
+  mp.arena_buffer_bytes = p.arena_buffer_bytes;
+  mp.threads = p.n_threads;
+  mp.context_tokens = p.n_ctx;
+  mp.batch_tokens = p.n_batch;
+  mp.kv_type = static_cast<KvType>(p.kv_type);
+  auto model = Model::load(path, mp);
+  if (!model.ok()) return status(model.error());
+  *out_model = reinterpret_cast<tern_model*>(std::move(model).value().release());
+  return TERN_OK;
+}
+
+void tern_model_free(tern_model* model) { delete as_model(model); }
+
+tern_status tern_model_get_info(const tern_model* model, tern_model_info* out_info) {
+  TERN_C_REQUIRE_(model);
+  TERN_C_REQUIRE_(out_info);
+  const Model& m = *as_model(model);
+  const ModelConfig& c = m.config();
+  out_info->vocab_size = c.vocab;
+  out_info->context_tokens = m.plan().context_tokens;
+  out_info->max_context = c.max_context;
+  out_info->layers = c.layers;
+  out_info->hidden = c.hidden;
+  out_info->heads = c.heads;
+  out_info->kv_heads = c.kv_heads;
+  out_info->head_dim = c.head_dim;
+  const Tokenizer* t = m.tokenizer();
+  out_info->bos_id = t != nullptr ? t->bos_id() : c.bos_id;
+  out_info->eos_id = t != nullptr ? t->eos_id() : c.eos_id;
+  out_info->eot_id = t != nullptr ? t->eot_id() : c.eot_id;
+  out_info->chat_template = m.chat_template();
+  return TERN_OK;
+}
+
+tern_status tern_memory_report_get(const tern_model* model, tern_memory_report* r) {
+  TERN_C_REQUIRE_(model);
+  TERN_C_REQUIRE_(r);
+  const Model& m = *as_model(model);
+  const MemoryPlan& plan = m.plan();
+  const ArenaAllocator& arena = m.arena();
+  std::memset(r, 0, sizeof *r);
+  r->budget_bytes = 0;
+  r->planned_total_bytes = plan.total_bytes;
+  r->minimum_budget_bytes = plan.minimum_budget_bytes;
+  r->process_overhead_bytes = plan.overhead_bytes;
+  r->weights_bytes = plan.resident_weight_bytes;
+  r->arena_bytes = plan.arena_bytes;
+  r->arena_used_bytes = arena.used_bytes();
+  r->arena_weights_bytes = arena.used_bytes(ArenaPurpose::Weights);
+  r->arena_tokenizer_bytes = arena.used_bytes(ArenaPurpose::Tokenizer);
+  r->arena_scratch_bytes = arena.used_bytes(ArenaPurpose::Scratch);
+  r->arena_kv_cache_bytes = arena.used_bytes(ArenaPurpose::KvCache);
+  r->arena_sampler_bytes = arena.used_bytes(ArenaPurpose::Sampler);
+  r->arena_other_bytes = arena.used_bytes(ArenaPurpose::Other);
+  r->context_tokens = plan.context_tokens;
+  r->batch_tokens = plan.batch_tokens;
+  r->budget_bytes = m.budget_bytes();
+  return TERN_OK;
+}
+
+tern_status tern_tokenize(tern_model* model, const char* text, size_t text_size, int add_bos, int parse_special,
+                          int32_t* out_tokens, size_t capacity, size_t* out_count) {
+  TERN_C_REQUIRE_(model);
+  TERN_C_REQUIRE_(out_count);
+  *out_count = 0;
+  if (text == nullptr && text_size != 0) return null_argument(__func__, "text");
+  if (out_tokens == nullptr && capacity != 0) return null_argument(__func__, "out_tokens");
+  Tokenizer* t = as_model(model)->tokenizer();
+  if (t == nullptr) return status(fail(Error::InvalidState, "tern_tokenize: the model has no tokenizer"));
+  size_t needed = 0;
+  auto n = t->encode(text == nullptr ? "" : text, text_size, add_bos != 0, parse_special != 0, out_tokens, capacity,
+                     &needed);
+  if (!n.ok()) {
+    *out_count = needed;
+    return status(n.error());
+  }
+  *out_count = *n;
+  return TERN_OK;
+}
+
+tern_status tern_detokenize(const tern_model* model, const int32_t* tokens, size_t count, char* out_text,
+                            size_t capacity, size_t* out_size) {
+  TERN_C_REQUIRE_(model);
+  TERN_C_REQUIRE_(out_text);
+  TERN_C_REQUIRE_(out_size);
+  *out_size = 0;
+  if (tokens == nullptr && count != 0) return null_argument(__func__, "tokens");
+  if (capacity == 0) return status(fail(Error::OutOfRange, "tern_detokenize: no room for the NUL"));
+  out_text[0] = '\0';
+  const Tokenizer* t = as_model(model)->tokenizer();
+  if (t == nullptr) return status(fail(Error::InvalidState, "tern_detokenize: the model has no tokenizer"));
+  TokenDecoder decoder(*t);
+  size_t used = 0;
+  for (size_t i = 0; i <= count; ++i) {
+    auto n = i < count ? decoder.push(tokens[i], out_text + used, capacity - 1 - used)
+                       : decoder.flush(out_text + used, capacity - 1 - used);
+    if (!n.ok()) {
+      out_text[used] = '\0';
+      *out_size = used;
+      return status(n.error());
+    }
+    used += *n;
+  }
+  out_text[used] = '\0';
+  *out_size = used;
+  return TERN_OK;
+}
+
+tern_status tern_session_create(tern_model* model, const tern_session_params* params, tern_session** out_session) {
+  TERN_C_REQUIRE_(out_session);
+  *out_session = nullptr;
+  TERN_C_REQUIRE_(model);
+  const tern_session_params p = params != nullptr ? *params : tern_session_default_params();
+  auto session = as_model(model)->create_session(to_cpp(p.sampler));
+  if (!session.ok()) return status(session.error());
+  *out_session = reinterpret_cast<tern_session*>(*session);
+  return TERN_OK;
+}
+
+void tern_session_free(tern_session* session) {
+  if (session == nullptr) return;
+  Session* s = as_session(session);
+  s->model().destroy_session(s);
+}
+
+tern_status tern_session_reset(tern_session* session) {
+  TERN_C_REQUIRE_(session);
+  as_session(session)->reset();
+  return TERN_OK;
+}
+
+tern_status tern_session_set_sampler(tern_session* session, const tern_sampler_params* params) {
+  TERN_C_REQUIRE_(session);
+  TERN_C_REQUIRE_(params);
+  return status(as_session(session)->set_sampler(to_cpp(*params)));
+}
+
+tern_status tern_session_position(const tern_session* session, uint32_t* out_position) {
+  TERN_C_REQUIRE_(session);
+  TERN_C_REQUIRE_(out_position);
+  *out_position = as_session(session)->position();
+  return TERN_OK;
+}
+
+tern_status tern_prefill(tern_session* session, const int32_t* tokens, size_t count) {
+  TERN_C_REQUIRE_(session);
+  if (tokens == nullptr && count != 0) return null_argument(__func__, "tokens");
+  return status(as_session(session)->prefill(tokens, count));
+}
+
+tern_status tern_decode(tern_session* session, int32_t token) {
+  TERN_C_REQUIRE_(session);
+  return status(as_session(session)->decode(token));
+}
+
+tern_status tern_get_logits(const tern_session* session, const float** out_logits, size_t* out_vocab_size) {
+  TERN_C_REQUIRE_(session);
+  TERN_C_REQUIRE_(out_logits);
+  const Session* s = as_session(session);
+  *out_logits = s->logits();
+  if (out_vocab_size != nullptr) *out_vocab_size = s->model().config().vocab;
+  if (*out_logits == nullptr) return status(fail(Error::InvalidState, "no logits before a prefill or decode"));
+  return TERN_OK;
+}
+
+tern_status tern_sample(tern_session* session, int32_t* out_token) {
+  TERN_C_REQUIRE_(session);
+  TERN_C_REQUIRE_(out_token);
+  auto token = as_session(session)->sample();
+  if (!token.ok()) return status(token.error());
+  *out_token = *token;
+  return TERN_OK;
+}
+
+tern_status tern_generate(tern_session* session, const char* prompt, size_t prompt_size,
+                          const tern_generate_params* params, tern_piece_callback callback, void* user_data,
+                          tern_generate_stats* out_stats) {
+  TERN_C_REQUIRE_(session);
+  if (prompt == nullptr && prompt_size != 0) return null_argument(__func__, "prompt");
+  const tern_generate_params p = params != nullptr ? *params : tern_generate_default_params();
+  GenerateOptions o;
+  o.max_new_tokens = p.max_new_tokens;
+  o.add_bos = p.add_bos != 0;
+  o.parse_special = p.parse_special != 0;
+  o.stop_strings = p.stop_strings;
+  o.stop_string_count = p.n_stop_strings;
+  CallbackAdapter adapter{callback, user_data};
+  GenerateStats st;
+  const Error e = as_session(session)->generate(prompt == nullptr ? "" : prompt, prompt_size, o,
+                                                callback != nullptr ? &CallbackAdapter::call : nullptr, &adapter, &st);
+  if (out_stats != nullptr) {
+    out_stats->prompt_tokens = st.prompt_tokens;
+    out_stats->generated_tokens = st.generated_tokens;
+    out_stats->decoded_tokens = st.decoded_tokens;
+    out_stats->prefill_seconds = st.prefill_seconds;
+    out_stats->decode_seconds = st.decode_seconds;
+    out_stats->stop_reason = static_cast<tern_stop_reason>(static_cast<int>(st.stop_reason));
+  }
+  return status(e);
+}
+
+tern_status tern_session_request_abort(tern_session* session) {
+  TERN_C_REQUIRE_(session);
+  as_session(session)->request_abort();
+  return TERN_OK;
+}
+
+tern_status tern_session_clear_abort(tern_session* session) {
+  TERN_C_REQUIRE_(session);
+  as_session(session)->clear_abort();
+  return TERN_OK;
+}
+
+}  // extern "C"

@@ -1,0 +1,203 @@
+/* Tern: on-device inference for BitNet b1.58 (ternary) language models. Plain C API.
+ *
+ * Ownership
+ *   - tern_model_load() returns a model the caller frees with tern_model_free(). The model
+ *     maps the bundle file read-only and keeps it mapped until freed. If the caller passes
+ *     an arena buffer, it must stay valid until the model is freed.
+ *   - tern_session_create() returns a session that lives inside the model's arena; free it
+ *     with tern_session_free() before the model. A model has at most one session at a time
+ *     (TERN_INVALID_STATE otherwise); tern_session_reset() starts a new conversation.
+ *   - Pointers returned by the library (logits, strings) stay valid until the next call on
+ *     the same object, unless stated otherwise.
+ *
+ * Memory
+ *   The caller states memory_budget_bytes. Loading plans process overhead + resident
+ *   weights + one arena (tokenizer, scratch, sampler, KV cache) to fit, gives the KV cache
+ *   everything left (up to the model's context) and fails with TERN_BUDGET_TOO_SMALL, the
+ *   message stating the minimum, when not even a minimal context fits. After load, prefill,
+ *   decode, sample and generate allocate nothing.
+ *
+ * Threads
+ *   Functions on different models are independent. One model and its session must be used
+ *   from one thread at a time, except tern_session_request_abort(), which any thread may
+ *   call. tern_last_error_message() is per thread. tern_set_log_callback() must be called
+ *   before other threads use the library.
+ *
+ * Errors
+ *   Every fallible function returns a tern_status (TERN_OK == 0) whose values equal the C++
+ *   tern::Error codes; tern_last_error_message() says what went wrong on this thread.
+ *
+ * Prompts longer than the context
+ *   Never truncated: tern_prefill() and tern_generate() fail with TERN_PROMPT_TOO_LONG and
+ *   run nothing; the message states the prompt's length and the free context. */
+#ifndef TERN_H_
+#define TERN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "platform/tern_error_codes.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tern_status {
+#define TERN_C_STATUS_(name, cname, value, msg) TERN_##cname = value,
+  TERN_ERROR_LIST(TERN_C_STATUS_)
+#undef TERN_C_STATUS_
+} tern_status;
+
+typedef struct tern_model tern_model;
+typedef struct tern_session tern_session;
+
+typedef enum tern_kv_type { TERN_KV_F16 = 0, TERN_KV_F32 = 1 } tern_kv_type;
+
+typedef struct tern_model_params {
+  uint64_t memory_budget_bytes; /* 0: no limit */
+  void* arena_buffer;           /* optional caller-owned arena (64-byte aligned) */
+  size_t arena_buffer_bytes;
+  uint32_t n_threads;           /* 0: one per core */
+  uint32_t n_ctx;               /* 0: as many as the budget allows, up to the model's context */
+  uint32_t n_batch;             /* prefill batch */
+  tern_kv_type kv_type;
+} tern_model_params;
+
+typedef struct tern_sampler_params {
+  float temperature;     /* 0: greedy */
+  int32_t top_k;         /* 0: off */
+  float top_p;           /* in (0, 1]; 1: off */
+  float min_p;           /* in [0, 1]; 0: off */
+  float repeat_penalty;  /* > 0; 1: off */
+  int32_t repeat_last_n; /* >= 0 */
+  uint64_t seed;
+} tern_sampler_params;
+
+typedef struct tern_session_params {
+  tern_sampler_params sampler;
+} tern_session_params;
+
+typedef struct tern_model_info {
+  uint32_t vocab_size;
+  uint32_t context_tokens; /* the planned context */
+  uint32_t max_context;    /* what the model was trained for */
+  uint32_t layers, hidden, heads, kv_heads, head_dim;
+  int32_t bos_id, eos_id, eot_id;
+  const char* chat_template; /* the bundle's template text, or NULL */
+} tern_model_info;
+
+/* Where the memory goes (bytes). arena_used_bytes and the per-purpose fields are live. */
+typedef struct tern_memory_report {
+  uint64_t budget_bytes;
+  uint64_t planned_total_bytes;    /* overhead + weights + arena */
+  uint64_t minimum_budget_bytes;
+  uint64_t process_overhead_bytes;
+  uint64_t weights_bytes;          /* mapped bundle bytes */
+  uint64_t arena_bytes;
+  uint64_t arena_used_bytes;
+  uint64_t arena_weights_bytes;    /* weights converted into the arena */
+  uint64_t arena_tokenizer_bytes;
+  uint64_t arena_scratch_bytes;
+  uint64_t arena_kv_cache_bytes;
+  uint64_t arena_sampler_bytes;
+  uint64_t arena_other_bytes;
+  uint32_t context_tokens;
+  uint32_t batch_tokens;
+} tern_memory_report;
+
+typedef enum tern_stop_reason {
+  TERN_STOP_MAX_TOKENS = 0,
+  TERN_STOP_END_OF_GENERATION = 1,
+  TERN_STOP_STOP_STRING = 2,
+  TERN_STOP_CALLBACK = 3,
+  TERN_STOP_CONTEXT_FULL = 4
+} tern_stop_reason;
+
+typedef struct tern_generate_params {
+  uint32_t max_new_tokens;
+  int add_bos;                    /* prepend BOS when the session is empty */
+  int parse_special;              /* special-token text in the prompt becomes control tokens */
+  const char* const* stop_strings; /* at most 8, each at most 64 bytes */
+  size_t n_stop_strings;
+} tern_generate_params;
+
+typedef struct tern_generate_stats {
+  uint32_t prompt_tokens;
+  uint32_t generated_tokens;
+  uint32_t decoded_tokens;
+  double prefill_seconds;
+  double decode_seconds;
+  tern_stop_reason stop_reason;
+} tern_generate_stats;
+
+/* Receives generated text, whole UTF-8 characters, not NUL-terminated. Return nonzero to stop. */
+typedef int (*tern_piece_callback)(const char* text, size_t size, void* user_data);
+
+typedef enum tern_log_level {
+  TERN_LOG_DEBUG = 0,
+  TERN_LOG_INFO = 1,
+  TERN_LOG_WARNING = 2,
+  TERN_LOG_ERROR = 3,
+  TERN_LOG_OFF = 4
+} tern_log_level;
+typedef void (*tern_log_callback)(tern_log_level level, const char* message, void* user_data);
+
+tern_model_params tern_model_default_params(void);
+tern_session_params tern_session_default_params(void);
+tern_sampler_params tern_sampler_default_params(void);
+tern_generate_params tern_generate_default_params(void);
+
+/* "OK", "BUDGET_TOO_SMALL", ...; "UNKNOWN" for other values. Static storage. */
+const char* tern_status_string(tern_status status);
+/* The message of the last failure on this thread ("" if none). Valid until the next call. */
+const char* tern_last_error_message(void);
+const char* tern_version(void);
+
+/* NULL callback restores stderr. */
+void tern_set_log_callback(tern_log_callback callback, void* user_data);
+void tern_set_log_level(tern_log_level level);
+
+tern_status tern_model_load(const char* path, const tern_model_params* params, tern_model** out_model);
+void tern_model_free(tern_model* model);
+tern_status tern_model_get_info(const tern_model* model, tern_model_info* out_info);
+tern_status tern_memory_report_get(const tern_model* model, tern_memory_report* out_report);
+
+/* Text to token ids. *out_count receives the number of ids; with too small a capacity the
+ * call fails with TERN_OUT_OF_RANGE and *out_count holds the number needed. */
+tern_status tern_tokenize(tern_model* model, const char* text, size_t text_size, int add_bos, int parse_special,
+                          int32_t* out_tokens, size_t capacity, size_t* out_count);
+/* Token ids to text (control tokens skipped), NUL-terminated; *out_size excludes the NUL. */
+tern_status tern_detokenize(const tern_model* model, const int32_t* tokens, size_t count, char* out_text,
+                            size_t capacity, size_t* out_size);
+
+tern_status tern_session_create(tern_model* model, const tern_session_params* params, tern_session** out_session);
+void tern_session_free(tern_session* session);
+/* Forgets the conversation and clears an abort request. */
+tern_status tern_session_reset(tern_session* session);
+tern_status tern_session_set_sampler(tern_session* session, const tern_sampler_params* params);
+/* Tokens already in the context. */
+tern_status tern_session_position(const tern_session* session, uint32_t* out_position);
+
+/* Runs tokens after the current position (batched). */
+tern_status tern_prefill(tern_session* session, const int32_t* tokens, size_t count);
+/* Runs one token. TERN_CONTEXT_FULL when no position is free. */
+tern_status tern_decode(tern_session* session, int32_t token);
+/* Logits of the last token run (vocab_size floats), valid until the next prefill/decode/reset. */
+tern_status tern_get_logits(const tern_session* session, const float** out_logits, size_t* out_vocab_size);
+tern_status tern_sample(tern_session* session, int32_t* out_token);
+/* Tokenize + prefill + sample/decode loop, streaming text through `callback` (may be NULL). */
+tern_status tern_generate(tern_session* session, const char* prompt, size_t prompt_size,
+                          const tern_generate_params* params, tern_piece_callback callback, void* user_data,
+                          tern_generate_stats* out_stats);
+
+/* Asks a running prefill/decode/generate on `session` to stop with TERN_ABORTED (checked per
+ * layer). Any thread may call it; the request stays until tern_session_clear_abort() or
+ * tern_session_reset(). */
+tern_status tern_session_request_abort(tern_session* session);
+tern_status tern_session_clear_abort(tern_session* session);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TERN_H_ */
