@@ -52,6 +52,7 @@ struct TokenizerIR {
   bool ignore_merges = false;
   std::string chat_template;
   bool remove_extra_whitespaces = false;  // SentencePiece normalizer option
+  std::string unk_surface;                // SentencePiece: decoded text of <unk> ("" = default)
 };
 
 struct ModelIR {

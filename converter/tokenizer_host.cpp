@@ -34,9 +34,15 @@ Result<std::vector<int32_t>> HostTokenizer::encode(const std::string& text, bool
   std::vector<uint8_t> scratch(tokenizer_.encode_scratch_bytes(text.size()));
   std::vector<int32_t> ids(text.size() + 2);
   size_t needed = 0;
-  TERN_ASSIGN_OR_RETURN(size_t n, tokenizer_.encode(text.data(), text.size(), add_bos, parse_special, ids.data(),
-                                                    ids.size(), &needed, scratch.data(), scratch.size()));
-  ids.resize(n);
+  auto n = tokenizer_.encode(text.data(), text.size(), add_bos, parse_special, ids.data(), ids.size(), &needed,
+                             scratch.data(), scratch.size());
+  if (!n.ok() && n.error() == Error::OutOfRange) {  // byte fallback can give more ids than bytes
+    ids.resize(needed);
+    n = tokenizer_.encode(text.data(), text.size(), add_bos, parse_special, ids.data(), ids.size(), &needed,
+                          scratch.data(), scratch.size());
+  }
+  if (!n.ok()) return n.error();
+  ids.resize(*n);
   return ids;
 }
 

@@ -80,6 +80,7 @@ flatbuffers::Offset<schema::Tokenizer> write_tokenizer(flatbuffers::FlatBufferBu
   auto attrs_vec = fbb.CreateVector(attrs);
   auto merges_vec = fbb.CreateVector(merges);
   auto chat = fbb.CreateString(ir.chat_template);
+  auto unk_surface = ir.unk_surface.empty() ? 0 : fbb.CreateString(ir.unk_surface);
   schema::TokenizerBuilder b(fbb);
   b.add_type(static_cast<schema::TokenizerType>(ir.type));
   b.add_pretokenizer(static_cast<schema::PreTokenizer>(ir.pretokenizer));
@@ -99,6 +100,7 @@ flatbuffers::Offset<schema::Tokenizer> write_tokenizer(flatbuffers::FlatBufferBu
   b.add_ignore_merges(ir.ignore_merges);
   b.add_chat_template(chat);
   b.add_remove_extra_whitespaces(ir.remove_extra_whitespaces);
+  if (!ir.unk_surface.empty()) b.add_unk_surface(unk_surface);
   return b.Finish();
 }
 

@@ -70,6 +70,7 @@ struct SpmFlags {
   bool escape_whitespaces = true;
   bool treat_whitespace_as_suffix = false;
   std::string normalizer_name;
+  std::string unk_surface = " \xE2\x81\x87 ";
   size_t charsmap_size = 0;
   std::vector<int> piece_types;  // SentencePiece.Type per piece
 };
@@ -102,6 +103,7 @@ bool read_flags(const std::string& proto, SpmFlags* flags) {
         const char* dd;
         size_t nn;
         if (!sub.next(&f, &w, &x, &dd, &nn)) return false;
+        if (f == 44 && w == 2) flags->unk_surface.assign(dd, nn);
         if (w != 0) continue;
         if (f == 3) flags->model_type = static_cast<int>(x);
         if (f == 35) flags->byte_fallback = x != 0;
@@ -177,6 +179,7 @@ Result<TokenizerIR> import_sentencepiece_model(const std::string& path) {
   ir.add_dummy_prefix = flags.add_dummy_prefix;
   ir.remove_extra_whitespaces = flags.remove_extra_whitespaces;
   ir.byte_fallback = flags.byte_fallback;
+  ir.unk_surface = flags.unk_surface;
   return ir;
 }
 

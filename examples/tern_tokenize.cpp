@@ -76,8 +76,14 @@ int main(int argc, char** argv) {
     const std::string text = in["text"].get<std::string>();
     ids.resize(text.size() + 1);
     scratch.resize(tokenizer->encode_scratch_bytes(text.size()));
+    size_t needed = 0;
     auto n = tokenizer->encode(text.data(), text.size(), /*add_bos=*/false, parse_special, ids.data(), ids.size(),
-                               nullptr, scratch.data(), scratch.size());
+                               &needed, scratch.data(), scratch.size());
+    if (!n.ok() && n.error() == tern::Error::OutOfRange) {  // byte fallback: more ids than bytes
+      ids.resize(needed);
+      n = tokenizer->encode(text.data(), text.size(), false, parse_special, ids.data(), ids.size(), &needed,
+                            scratch.data(), scratch.size());
+    }
     if (!n.ok()) return die("encode");
     ids.resize(*n);
     nlohmann::json out;

@@ -18,9 +18,9 @@ constexpr uint8_t kAttrUnused = static_cast<uint8_t>(schema::TokenAttr::Unused);
 
 constexpr uint8_t kSpaceMark[3] = {0xE2, 0x96, 0x81};     // U+2581, SentencePiece's space
 constexpr uint8_t kReplacement[3] = {0xEF, 0xBF, 0xBD};   // U+FFFD
-constexpr char kUnknownSurface[] = " \xE2\x81\x87 ";      // SentencePiece's default for <unk>
 // Longest piece accepted; lets the decoder and the merge builder work in stack buffers.
 constexpr size_t kMaxPieceBytes = 1024;
+constexpr size_t kMaxUnknownSurface = 64;
 
 // Scratch cost per byte of a run: the run itself (after U+FFFD replacement), one symbol
 // (12 or 16 bytes) and up to three queued pairs of 16 bytes (one per initial pair, two
@@ -175,6 +175,8 @@ Error Tokenizer::plan(const schema::Tokenizer* fb, const TokenizerOptions& optio
                          "SentencePiece tokenizer needs one score per piece");
   }
   const uint32_t merges = fb->merges() ? fb->merges()->size() / 2 : 0;
+  TERN_CHECK_OR_RETURN(!fb->unk_surface() || fb->unk_surface()->size() <= kMaxUnknownSurface, Error::InvalidBundle,
+                       "tokenizer unk_surface is longer than %zu bytes", kMaxUnknownSurface);
   TERN_CHECK_OR_RETURN(!fb->merges() || fb->merges()->size() % 2 == 0, Error::InvalidBundle,
                        "tokenizer merges hold an odd number of ids");
   uint32_t specials = 0;
@@ -221,6 +223,10 @@ Result<Tokenizer> Tokenizer::create(const schema::Tokenizer* fb, ArenaAllocator&
   t.piece_offsets_ = fb->piece_offsets()->data();
   t.scores_ = fb->scores() && fb->scores()->size() == layout.vocab ? fb->scores()->data() : nullptr;
   t.attrs_ = fb->attrs()->data();
+  if (fb->unk_surface() != nullptr) {
+    t.unk_surface_ = fb->unk_surface()->c_str();
+    t.unk_surface_size_ = fb->unk_surface()->size();
+  }
 
   // piece bytes -> id; the first of duplicate pieces wins.
   TERN_ASSIGN_OR_RETURN(int32_t* pieces, arena.allocate_array<int32_t>(layout.piece_capacity, ArenaPurpose::Tokenizer, 64));
@@ -485,6 +491,8 @@ class Llama3Splitter {
 
 }  // namespace
 
+size_t llama3_pretoken_end(const uint8_t* text, size_t len, size_t pos) { return Llama3Splitter(text, len).next(pos); }
+
 Result<size_t> Tokenizer::encode(const char* text, size_t len, bool add_bos, bool parse_special, int32_t* out,
                                  size_t capacity, size_t* needed, void* scratch_memory, size_t scratch_bytes) {
   TERN_CHECK_OR_RETURN(piece_table_ != nullptr, Error::InvalidState, "tokenizer is not initialised");
@@ -622,7 +630,18 @@ Error Tokenizer::encode_spm_fragment(const uint8_t* text, size_t len, bool first
   // character, and each word goes through BPE on its own (see spm_split_words_).
   size_t pos = 0;
   if (remove_extra_whitespaces_) {
+    // Leading spaces go; so does the trailing run of spaces and U+2581 (SentencePiece
+    // strips it from the normalized text, where the two look the same).
     while (pos < len && text[pos] == ' ') ++pos;
+    for (;;) {
+      if (len > pos && text[len - 1] == ' ') {
+        --len;
+      } else if (len >= pos + 3 && std::memcmp(text + len - 3, kSpaceMark, 3) == 0) {
+        len -= 3;
+      } else {
+        break;
+      }
+    }
     if (pos == len) return Error::Ok;
   }
   scratch.prev_unknown = false;
@@ -770,12 +789,19 @@ size_t Tokenizer::token_text(int32_t id, bool first, uint8_t* buf, size_t capaci
     return 1;
   }
   if (a == kAttrUnknown) {
-    const size_t n = std::min(sizeof kUnknownSurface - 1, capacity);
-    std::memcpy(buf, kUnknownSurface, n);
+    const size_t n = std::min(unk_surface_size_, capacity);
+    std::memcpy(buf, unk_surface_, n);
     return n;
   }
   size_t i = 0, n = 0;
-  if (first && add_dummy_prefix_ && p.size >= 3 && std::memcmp(s, kSpaceMark, 3) == 0) i = 3;
+  if (first && add_dummy_prefix_) {
+    // SentencePiece drops the dummy-prefix space; with remove_extra_whitespaces it drops
+    // every leading space (the decoder keeps `first` until something else comes out).
+    do {
+      if (p.size < i + 3 || std::memcmp(s + i, kSpaceMark, 3) != 0) break;
+      i += 3;
+    } while (remove_extra_whitespaces_);
+  }
   while (i < p.size && n < capacity) {
     if (i + 3 <= p.size && std::memcmp(s + i, kSpaceMark, 3) == 0) {
       buf[n++] = ' ';
@@ -826,15 +852,14 @@ Result<size_t> TokenDecoder::push(int32_t id, char* out, size_t capacity) {
   const Tokenizer& t = *tokenizer_;
   TERN_CHECK_OR_RETURN(id >= 0 && id < t.vocab_size_, Error::InvalidToken, "token id %d outside vocabulary of %d", id,
                        t.vocab_size_);
-  const PieceView p = t.piece(id);
-  // Worst case: every byte of the piece text and of the pending bytes becomes U+FFFD.
-  const size_t worst = 3 * (p.size + 9);
+  if (t.attrs_[id] == kAttrControl) return size_t{0};
+  uint8_t raw[kMaxPieceBytes + kMaxUnknownSurface];
+  const size_t raw_size = t.token_text(id, first_, raw, sizeof raw);
+  // Worst case: every new and pending byte becomes a 3-byte U+FFFD.
+  const size_t worst = 3 * (raw_size + pending_size_);
   TERN_CHECK_OR_RETURN(capacity >= worst, Error::OutOfRange, "decoder output of %zu bytes is too small (need %zu)",
                        capacity, worst);
-  if (t.attrs_[id] == kAttrControl) return size_t{0};
-  uint8_t raw[kMaxPieceBytes + sizeof kUnknownSurface];
-  const size_t raw_size = t.token_text(id, first_, raw, sizeof raw);
-  first_ = false;
+  if (raw_size > 0 || !t.remove_extra_whitespaces_) first_ = false;
   return drain(raw, raw_size, false, reinterpret_cast<uint8_t*>(out));
 }
 

@@ -131,6 +131,8 @@ class Tokenizer {
   uint32_t piece_table_mask_ = 0;
   const MergeEntry* merge_table_ = nullptr;  // (left id, right id) -> rank, merged id
   uint32_t merge_table_mask_ = 0;
+  const char* unk_surface_ = " \xE2\x81\x87 ";  // SentencePiece's default
+  size_t unk_surface_size_ = 5;
   int32_t byte_ids_[256] = {};  // byte -> token (byte-level BPE: the byte; SentencePiece: <0xXX>)
   const Special* specials_ = nullptr;  // longest first
   uint32_t special_count_ = 0;
@@ -138,6 +140,13 @@ class Tokenizer {
   uint8_t* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
 };
+
+// The LLaMA-3 pre-tokenizer: end of the pre-token starting at byte `pos` (< len) of
+// `text`, matching the Hugging Face split regex
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+//   \s*[\r\n]+|\s+(?!\S)|\s+
+// with an invalid UTF-8 byte counting as one U+FFFD character.
+size_t llama3_pretoken_end(const uint8_t* text, size_t len, size_t pos);
 
 // Turns ids back into text as they are generated: emits only complete UTF-8 characters
 // (a character split over several byte tokens comes out once its last byte arrives),
@@ -150,7 +159,7 @@ class TokenDecoder {
 
   // Appends the text completed by `id` to out; returns the bytes written. InvalidToken
   // for an id outside the vocabulary; OutOfRange when `capacity` is too small (nothing is
-  // consumed then; 3 * (longest piece + 9) bytes are always enough).
+  // consumed then; 3 * (piece bytes + 3) is enough, 3 * 1091 always).
   Result<size_t> push(int32_t id, char* out, size_t capacity);
   // Emits what is left (an incomplete character becomes U+FFFD per byte) and resets.
   Result<size_t> flush(char* out, size_t capacity);

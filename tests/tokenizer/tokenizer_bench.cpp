@@ -1,0 +1,64 @@
+// Encode throughput on a large text (Austen's six novels, ~4 MB): tokens/s and bytes/s.
+//   tokenizer_bench [--benchmark_filter=Llama3]
+#include <benchmark/benchmark.h>
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "converter/tokenizer_host.h"
+#include "runtime/tokenizer.h"
+#include "tests/test_util.h"
+
+namespace {
+
+const std::string& corpus() {
+  static const std::string text = [] {
+    std::ifstream in(tern::testing::shared_path("corpus/austen_all.txt"), std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }();
+  return text;
+}
+
+void encode_corpus(benchmark::State& state, const char* tokenizer_path) {
+  const std::string& text = corpus();
+  auto host = tern::convert::HostTokenizer::load(tern::testing::shared_path(tokenizer_path));
+  if (text.empty() || !host.ok()) {
+    state.SkipWithError("shared corpus or tokenizer missing");
+    return;
+  }
+  tern::Tokenizer& tok = (*host)->tokenizer();
+  std::vector<int32_t> ids(text.size() + 1);
+  size_t tokens = 0;
+  for (auto _ : state) {
+    // The arena scratch, as a session would use it.
+    auto n = tok.encode(text.data(), text.size(), false, false, ids.data(), ids.size());
+    if (!n.ok()) {
+      state.SkipWithError(tern::last_error_message());
+      return;
+    }
+    tokens = *n;
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.counters["tokens"] = static_cast<double>(tokens);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(tokens) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.SetBytesProcessed(static_cast<int64_t>(text.size()) * static_cast<int64_t>(state.iterations()));
+}
+
+void BM_EncodeAusten_Llama3(benchmark::State& state) { encode_corpus(state, "tokenizers/llama3/tokenizer.json"); }
+void BM_EncodeAusten_Llama2(benchmark::State& state) { encode_corpus(state, "tokenizers/llama2/tokenizer.model"); }
+void BM_EncodeAusten_TinyAusten(benchmark::State& state) {
+  encode_corpus(state, "models/tiny-austen/packed/tokenizer.json");
+}
+BENCHMARK(BM_EncodeAusten_Llama3)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_EncodeAusten_Llama2)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_EncodeAusten_TinyAusten)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+
+}  // namespace
+
+BENCHMARK_MAIN();
