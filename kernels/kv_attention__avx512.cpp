@@ -1,5 +1,9 @@
 // AVX-512 mixed-precision attention loops (built with -mavx512f -mavx512bw -mavx512vl on this file only).
+// GCC 12 reports its own _mm512_undefined_* helpers as maybe-uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 
 #include <cstring>
 
@@ -34,7 +38,8 @@ inline __m256 codes8(const uint8_t* row, uint32_t c) {
 
 template <uint32_t B>
 inline __m512 codes16(const uint8_t* row, uint32_t c) {
-  return _mm512_insertf32x8(_mm512_castps256_ps512(codes8<B>(row, c)), codes8<B>(row, c + 8), 1);
+  const __m512d lo = _mm512_castps_pd(_mm512_castps256_ps512(codes8<B>(row, c)));
+  return _mm512_castpd_ps(_mm512_insertf64x4(lo, _mm256_castps_pd(codes8<B>(row, c + 8)), 1));
 }
 
 inline float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }

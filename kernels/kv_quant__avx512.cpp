@@ -1,5 +1,9 @@
 // AVX-512 KV quantization loops (built with -mavx512f -mavx512bw -mavx512vl on this file only).
+// GCC 12 reports its own _mm512_undefined_* helpers as maybe-uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 
 #include <cmath>
 

@@ -1,0 +1,203 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/dense_matmul.h"
+#include "kernels/kv_quant.h"
+#include "tests/kv/kv_test_util.h"
+
+namespace tern {
+namespace {
+
+using testing::kv_random_rows;
+
+TEST(KvPackTest, HandPackedBitStreams) {
+  // Code i sits at bits [i*bits, (i+1)*bits) of a little-endian stream.
+  const uint8_t c3[8] = {1, 2, 3, 4, 5, 6, 7, 0};
+  uint8_t p3[3];
+  kv_pack_codes(c3, 8, 3, p3);
+  // 1 + 2<<3 + 3<<6 + 4<<9 + 5<<12 + 6<<15 + 7<<18 = 0x1F58D1
+  EXPECT_EQ(p3[0], 0xD1);
+  EXPECT_EQ(p3[1], 0x58);
+  EXPECT_EQ(p3[2], 0x1F);
+  const uint8_t c2[4] = {1, 2, 3, 0};
+  uint8_t p2[1];
+  kv_pack_codes(c2, 4, 2, p2);
+  EXPECT_EQ(p2[0], 0x39);  // 1 + 2<<2 + 3<<4
+  const uint8_t c4[3] = {0xA, 0x5, 0xF};
+  uint8_t p4[2];
+  kv_pack_codes(c4, 3, 4, p4);
+  EXPECT_EQ(p4[0], 0x5A);
+  EXPECT_EQ(p4[1], 0x0F);
+  EXPECT_EQ(kv_packed_bytes(3, 100), 38u);  // 300 bits
+}
+
+TEST(KvPackTest, RoundTripsEveryWidthAndLength) {
+  std::mt19937 rng(7);
+  for (uint32_t bits : {2u, 3u, 4u, 8u}) {
+    for (size_t n = 1; n <= 70; ++n) {
+      std::vector<uint8_t> codes(n), back(n);
+      for (auto& c : codes) c = static_cast<uint8_t>(rng() & ((1u << bits) - 1));
+      std::vector<uint8_t> packed(kv_packed_bytes(bits, n));
+      kv_pack_codes(codes.data(), n, bits, packed.data());
+      kv_unpack_codes(packed.data(), n, bits, back.data());
+      ASSERT_EQ(codes, back) << bits << " bits, " << n << " codes";
+    }
+  }
+}
+
+TEST(KvQuantParamsTest, CoversTheRangeOutward) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-50.0f, 50.0f);
+  for (int i = 0; i < 2000; ++i) {
+    float lo = u(rng), hi = u(rng);
+    if (lo > hi) std::swap(lo, hi);
+    if (i % 10 == 0) hi = lo;  // constant channel
+    for (uint32_t bits : {2u, 3u, 4u, 8u}) {
+      uint16_t mh, sh;
+      float mf, sf;
+      kv_quant_params(lo, hi, bits, &mh, &sh, &mf, &sf);
+      const float levels = static_cast<float>((1u << bits) - 1);
+      EXPECT_LE(mf, lo);
+      EXPECT_GE(mf + levels * sf, hi);
+      EXPECT_EQ(f16_to_f32(mh), mf);
+      EXPECT_EQ(f16_to_f32(sh), sf);
+      // Outward rounding costs at most a couple of f16 ulps of the range.
+      const double ideal = (static_cast<double>(hi) - mf) / levels;
+      EXPECT_LE(sf, ideal * (1.0 + 1.0 / 512) + 1e-7) << lo << " " << hi << " " << bits;
+    }
+  }
+}
+
+struct Shape {
+  uint32_t head_dim, block_tokens, group;
+};
+const Shape kShapes[] = {{64, 32, 32}, {100, 32, 32}, {128, 64, 64}, {32, 7, 8}, {20, 1, 16}, {128, 16, 128},
+                         {3, 5, 8}};
+
+class KvQuantIsaTest : public ::testing::TestWithParam<KvIsa> {
+ protected:
+  void SetUp() override {
+    if (!kv_isa_supported(GetParam())) GTEST_SKIP() << to_string(GetParam()) << " not supported here";
+  }
+};
+
+TEST_P(KvQuantIsaTest, KeyBlockBytesEqualScalar) {
+  uint32_t seed = 1;
+  for (const Shape& s : kShapes) {
+    for (uint32_t bits : {2u, 3u, 4u, 8u}) {
+      const auto keys = kv_random_rows(s.block_tokens, s.head_dim, seed++);
+      const size_t bytes = kv_key_block_bytes(bits, s.head_dim, s.block_tokens);
+      std::vector<uint8_t> want(bytes), got(bytes, 0xAB);
+      kv_quantize_key_block(KvIsa::Scalar, keys.data(), s.block_tokens, s.head_dim, bits, want.data());
+      kv_quantize_key_block(GetParam(), keys.data(), s.block_tokens, s.head_dim, bits, got.data());
+      ASSERT_EQ(want, got) << "dim " << s.head_dim << " block " << s.block_tokens << " bits " << bits;
+    }
+  }
+}
+
+TEST_P(KvQuantIsaTest, ValueRowBytesEqualScalar) {
+  uint32_t seed = 100;
+  for (const Shape& s : kShapes) {
+    for (uint32_t bits : {2u, 3u, 4u, 8u}) {
+      const auto rows = kv_random_rows(9, s.head_dim, seed++);
+      const size_t bytes = kv_value_row_bytes(bits, s.head_dim, s.group);
+      for (uint32_t r = 0; r < 9; ++r) {
+        std::vector<uint8_t> want(bytes), got(bytes, 0xCD);
+        kv_quantize_value_row(KvIsa::Scalar, rows.data() + r * s.head_dim, s.head_dim, s.group, bits, want.data());
+        kv_quantize_value_row(GetParam(), rows.data() + r * s.head_dim, s.head_dim, s.group, bits, got.data());
+        ASSERT_EQ(want, got) << "dim " << s.head_dim << " group " << s.group << " bits " << bits;
+      }
+    }
+  }
+}
+
+// Reads the stored f16 pair and codes back independently of the library's dequantizer
+// and checks every element lies within half a step of its reconstruction.
+TEST_P(KvQuantIsaTest, KeyErrorWithinHalfStep) {
+  uint32_t seed = 200;
+  for (const Shape& s : kShapes) {
+    for (uint32_t bits : {2u, 3u, 4u, 8u}) {
+      const auto keys = kv_random_rows(s.block_tokens, s.head_dim, seed++);
+      std::vector<uint8_t> block(kv_key_block_bytes(bits, s.head_dim, s.block_tokens));
+      kv_quantize_key_block(GetParam(), keys.data(), s.block_tokens, s.head_dim, bits, block.data());
+      const size_t row_bytes = kv_packed_bytes(bits, s.head_dim);
+      std::vector<float> deq(keys.size());
+      kv_dequantize_key_block(block.data(), s.block_tokens, s.head_dim, bits, 0, s.block_tokens, deq.data());
+      for (uint32_t c = 0; c < s.head_dim; ++c) {
+        uint16_t mh, sh;
+        std::memcpy(&mh, &block[2 * c], 2);
+        std::memcpy(&sh, &block[2 * (s.head_dim + c)], 2);
+        const double mn = f16_to_f32(mh), st = f16_to_f32(sh);
+        for (uint32_t t = 0; t < s.block_tokens; ++t) {
+          const uint8_t* row = block.data() + 4 * s.head_dim + t * row_bytes;
+          const size_t bit = static_cast<size_t>(c) * bits;
+          uint32_t code = 0;
+          for (uint32_t b = 0; b < bits; ++b) code |= ((row[(bit + b) / 8] >> ((bit + b) % 8)) & 1u) << b;
+          const double x = keys[t * s.head_dim + c], rec = mn + code * st;
+          ASSERT_LE(std::fabs(x - rec), st / 2 * (1 + 1e-5) + 1e-6 * std::fabs(x))
+              << "dim " << s.head_dim << " bits " << bits << " c " << c << " t " << t;
+          ASSERT_NEAR(deq[t * s.head_dim + c], rec, 1e-6 * (1 + std::fabs(rec)));
+        }
+      }
+    }
+  }
+}
+
+TEST_P(KvQuantIsaTest, ValueErrorWithinHalfStep) {
+  uint32_t seed = 300;
+  for (const Shape& s : kShapes) {
+    for (uint32_t bits : {2u, 3u, 4u, 8u}) {
+      const auto v = kv_random_rows(1, s.head_dim, seed++);
+      std::vector<uint8_t> row(kv_value_row_bytes(bits, s.head_dim, s.group));
+      kv_quantize_value_row(GetParam(), v.data(), s.head_dim, s.group, bits, row.data());
+      std::vector<float> deq(s.head_dim);
+      kv_dequantize_value_row(row.data(), s.head_dim, s.group, bits, deq.data());
+      const uint32_t groups = (s.head_dim + s.group - 1) / s.group;
+      for (uint32_t c = 0; c < s.head_dim; ++c) {
+        uint16_t mh, sh;
+        std::memcpy(&mh, &row[4 * (c / s.group)], 2);
+        std::memcpy(&sh, &row[4 * (c / s.group) + 2], 2);
+        const double st = f16_to_f32(sh);
+        ASSERT_LE(std::fabs(v[c] - deq[c]), st / 2 * (1 + 1e-5) + 1e-6 * std::fabs(v[c]));
+        EXPECT_GE(v[c], f16_to_f32(mh));
+      }
+      EXPECT_EQ(row.size(), groups * 4 + (s.head_dim * bits + 7) / 8);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, KvQuantIsaTest, ::testing::ValuesIn(testing::all_kv_isas()), testing::kv_isa_name);
+
+TEST(KvRotationTest, MatchesExplicitSylvesterMatrixAndInvertsItself) {
+  for (uint32_t n : {2u, 8u, 64u, 128u}) {
+    ASSERT_TRUE(kv_rotation_supported(n));
+    const auto x = kv_random_rows(1, n, n);
+    std::vector<float> y = x;
+    kv_hadamard_rotate(y.data(), n);
+    for (uint32_t i = 0; i < n; ++i) {
+      double want = 0;
+      for (uint32_t j = 0; j < n; ++j) want += (__builtin_popcount(i & j) % 2 ? -1.0 : 1.0) * x[j];
+      want /= std::sqrt(static_cast<double>(n));
+      ASSERT_NEAR(y[i], want, 1e-4 * (1 + std::fabs(want)));
+    }
+    kv_hadamard_rotate(y.data(), n);
+    for (uint32_t i = 0; i < n; ++i) ASSERT_NEAR(y[i], x[i], 1e-5 * (1 + std::fabs(x[i])));
+  }
+  EXPECT_FALSE(kv_rotation_supported(100));
+  EXPECT_FALSE(kv_rotation_supported(96));
+}
+
+TEST(KvFormatTest, RejectsBadFormats) {
+  EXPECT_EQ(kv_format_validate(4, 2, 128, 32, 32), Error::Ok);
+  EXPECT_EQ(kv_format_validate(5, 2, 128, 32, 32), Error::InvalidArgument);
+  EXPECT_EQ(kv_format_validate(4, 2, 128, 32, 12), Error::InvalidArgument);
+  EXPECT_EQ(kv_format_validate(4, 2, 0, 32, 32), Error::InvalidArgument);
+  EXPECT_EQ(kv_format_validate(4, 2, 128, 0, 32), Error::InvalidArgument);
+}
+
+}  // namespace
+}  // namespace tern
