@@ -3,6 +3,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/dense_ukernels.h"
+#include "kernels/ternary_matmul.h"
+
 namespace tern {
 
 const char* to_string(DenseType type) {
@@ -154,29 +157,62 @@ void dense_row_slice_f32(const DenseMatrix& m, size_t row, size_t c0, size_t n, 
   }
 }
 
-}  // namespace
+// The SIMD kernel for the ISA the ternary kernels run (one choice for the whole library).
+DenseGemvKernel dense_kernel_for(Isa isa) {
+  switch (isa) {
+#if defined(__x86_64__)
+    case Isa::Avx2: return dense_gemv__avx2;
+    case Isa::Avx512Vnni: return dense_gemv__avx512;
+#endif
+#if defined(__aarch64__)
+    case Isa::Neon:
+    case Isa::NeonDot:
+    case Isa::NeonI8mm: return dense_gemv__neon;
+#endif
+    default: return nullptr;
+  }
+}
 
-void dense_row_f32(const DenseMatrix& m, size_t row, float* out) { dense_row_slice_f32(m, row, 0, m.cols, out); }
-
-void dense_gemv_f32(const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool) {
+void dense_gemv_scalar_rows(const DenseMatrix& m, const float* x, float* y, size_t start, size_t count) {
   constexpr size_t kSlice = 512;  // stack buffer: no allocation, any row width
-  auto rows_task = [&](size_t start, size_t count) {
-    float buf[kSlice];
-    for (size_t r = start; r < start + count; ++r) {
-      float acc = 0.0f;
-      for (size_t c0 = 0; c0 < m.cols; c0 += kSlice) {
-        const size_t n = m.cols - c0 < kSlice ? m.cols - c0 : kSlice;
-        dense_row_slice_f32(m, r, c0, n, buf);
-        for (size_t c = 0; c < n; ++c) acc += buf[c] * x[c0 + c];
-      }
-      y[r] = acc;
+  float buf[kSlice];
+  for (size_t r = start; r < start + count; ++r) {
+    float acc = 0.0f;
+    for (size_t c0 = 0; c0 < m.cols; c0 += kSlice) {
+      const size_t n = m.cols - c0 < kSlice ? m.cols - c0 : kSlice;
+      dense_row_slice_f32(m, r, c0, n, buf);
+      for (size_t c = 0; c < n; ++c) acc += buf[c] * x[c0 + c];
     }
+    y[r] = acc;
+  }
+}
+
+void dense_gemv_with(DenseGemvKernel kernel, const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool) {
+  auto rows_task = [&](size_t start, size_t count) {
+    if (kernel == nullptr || !kernel(m, x, y, start, start + count)) dense_gemv_scalar_rows(m, x, y, start, count);
   };
-  if (pool != nullptr) {
+  if (pool != nullptr && pool->num_threads() > 1) {
     pool->parallel_for_tiles(m.rows, 256, rows_task);
   } else {
     rows_task(0, m.rows);
   }
+}
+
+}  // namespace
+
+Error dense_gemv_f32_isa(Isa isa, const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool) {
+  if (!isa_supported(isa, cpu_features())) {
+    return fail(Error::UnsupportedCpu, "no %s dense kernels can run here", to_string(isa));
+  }
+  dense_gemv_with(dense_kernel_for(isa), m, x, y, pool);
+  return Error::Ok;
+}
+
+void dense_row_f32(const DenseMatrix& m, size_t row, float* out) { dense_row_slice_f32(m, row, 0, m.cols, out); }
+
+void dense_gemv_f32(const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool) {
+  static const DenseGemvKernel kernel = dense_kernel_for(ternary_active_isa());
+  dense_gemv_with(kernel, m, x, y, pool);
 }
 
 void quantize_dense_q8(const float* w, size_t rows, size_t cols, size_t group, int8_t* q, float* scales) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/isa.h"
 #include "platform/error.h"
 #include "platform/thread_pool.h"
 
@@ -38,7 +39,11 @@ Error dense_matrix_validate(const DenseMatrix& m);
 // out[c] = W[row][c] (dequantized): the embedding lookup.
 void dense_row_f32(const DenseMatrix& m, size_t row, float* out);
 // y[r] = Σ_c W[r][c] * x[c] for every row: the lm_head for one token.
+// SIMD for the selected ISA (f32/f16/bf16, and q8 when the group is a multiple of the
+// vector width); other cases run the scalar reference.
 void dense_gemv_f32(const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool);
+// The same with the kernels of a given ISA (tests, benchmarks); UnsupportedCpu if it cannot run.
+Error dense_gemv_f32_isa(Isa isa, const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool);
 
 // Host-side quantizers used by the converter (and tests).
 void quantize_dense_q8(const float* w, size_t rows, size_t cols, size_t group, int8_t* q, float* scales);
