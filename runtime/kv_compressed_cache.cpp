@@ -1,0 +1,286 @@
+#include "runtime/kv_compressed_cache.h"
+
+#include <cstring>
+#include <new>
+
+#include "kernels/dense_matmul.h"
+#include "kernels/kv_quant.h"
+
+namespace tern {
+
+struct CompressedKvCache::HeadState {
+  uint8_t* base = nullptr;
+  KvHeadLayout layout;
+  KvHeadBits bits;
+  bool rotated = false;
+  uint32_t next_pos = 0;
+  uint32_t window_start = 0;  // ring index of the oldest window token
+  uint32_t window_count = 0;
+  uint32_t middle_start = 0;  // ring index of the oldest middle block
+  uint32_t middle_count = 0;
+};
+
+size_t kv_compressed_object_bytes() { return sizeof(CompressedKvCache); }
+size_t kv_compressed_head_state_bytes() { return sizeof(CompressedKvCache::HeadState); }
+
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t exact_bytes(KvType type) { return type == KvType::F16 ? 2 : 4; }
+
+void store_exact(KvType type, const float* x, uint32_t n, uint8_t* dst) {
+  if (type == KvType::F32) {
+    std::memcpy(dst, x, n * sizeof(float));
+    return;
+  }
+  uint16_t* h = reinterpret_cast<uint16_t*>(dst);
+  for (uint32_t i = 0; i < n; ++i) h[i] = f32_to_f16(x[i]);
+}
+
+void load_exact(KvType type, const uint8_t* src, uint32_t n, float* out) {
+  if (type == KvType::F32) {
+    std::memcpy(out, src, n * sizeof(float));
+    return;
+  }
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
+  for (uint32_t i = 0; i < n; ++i) out[i] = f16_to_f32(h[i]);
+}
+
+}  // namespace
+
+CompressedKvCache::CompressedKvCache(const KvCacheProfile& profile, uint32_t capacity, uint32_t middle_blocks)
+    : KvCache(profile.shape, capacity), profile_(profile), isa_(kv_best_isa()), middle_blocks_(middle_blocks) {
+  layout_.block_tokens = profile.block_tokens;
+  layout_.value_group = profile.value_group;
+}
+
+Result<CompressedKvCache*> CompressedKvCache::create(const KvCacheProfile& profile, uint64_t tokens,
+                                                     ArenaAllocator& arena) {
+  TERN_RETURN_IF_ERROR(kv_profile_validate(profile));
+  const uint64_t blocks = kv_blocks_for_tokens(profile, tokens);
+  const uint64_t capacity = kv_tokens_for_blocks(profile, blocks);
+  TERN_CHECK_OR_RETURN(capacity <= UINT32_MAX, Error::OutOfRange, "KV cache of %llu positions",
+                       static_cast<unsigned long long>(capacity));
+  const KvShape& s = profile.shape;
+  const size_t heads = static_cast<size_t>(s.layers) * s.kv_heads;
+  TERN_ASSIGN_OR_RETURN(void* object, arena.allocate(align_up(sizeof(CompressedKvCache), kAlign), kAlign,
+                                                     ArenaPurpose::KvCache));
+  TERN_ASSIGN_OR_RETURN(void* states, arena.allocate(align_up(heads * sizeof(HeadState), kAlign), kAlign,
+                                                     ArenaPurpose::KvCache));
+  TERN_ASSIGN_OR_RETURN(void* bits, arena.allocate(align_up(heads * sizeof(KvHeadBits), kAlign), kAlign,
+                                                   ArenaPurpose::KvCache));
+  TERN_ASSIGN_OR_RETURN(void* flush,
+                        arena.allocate(align_up(static_cast<size_t>(profile.block_tokens) * s.head_dim * 8, kAlign),
+                                       kAlign, ArenaPurpose::KvCache));
+  auto* cache = new (object) CompressedKvCache(profile, static_cast<uint32_t>(capacity), static_cast<uint32_t>(blocks));
+  cache->heads_ = static_cast<HeadState*>(states);
+  cache->flush_ = static_cast<float*>(flush);
+  KvHeadBits* table = static_cast<KvHeadBits*>(bits);
+  for (uint32_t l = 0; l < s.layers; ++l) {
+    for (uint32_t h = 0; h < s.kv_heads; ++h) {
+      const size_t i = static_cast<size_t>(l) * s.kv_heads + h;
+      table[i] = profile.bits_of(l, h);
+      HeadState* st = new (&cache->heads_[i]) HeadState();
+      st->bits = table[i];
+      st->rotated = profile.rotate && !table[i].exact() && kv_rotation_supported(s.head_dim);
+      st->layout = kv_head_layout(profile, table[i], blocks);
+      TERN_ASSIGN_OR_RETURN(void* base, arena.allocate(st->layout.total, kAlign, ArenaPurpose::KvCache));
+      st->base = static_cast<uint8_t*>(base);
+    }
+  }
+  cache->profile_.head_bits = table;
+  return cache;
+}
+
+uint32_t CompressedKvCache::next_position(uint32_t layer, uint32_t kv_head) const {
+  return heads_[static_cast<size_t>(layer) * shape_.kv_heads + kv_head].next_pos;
+}
+
+void CompressedKvCache::flush_block(HeadState& h) {
+  const uint32_t D = shape_.head_dim, G = profile_.block_tokens, ring = profile_.recent_window + G;
+  const size_t row = static_cast<size_t>(D) * exact_bytes(profile_.exact_type);
+  if (h.middle_count == middle_blocks_) {
+    if (profile_.eviction == KvEviction::None) {
+      write_error_ = fail(Error::ContextFull, "KV cache full at %u positions (eviction off)", capacity_);
+      return;
+    }
+    ++evicted_blocks_;
+    if (middle_blocks_ > 0) {
+      h.middle_start = (h.middle_start + 1) % middle_blocks_;
+      --h.middle_count;
+    }
+  }
+  if (middle_blocks_ > 0) {
+    uint8_t* block = h.base + h.layout.middle + ((h.middle_start + h.middle_count) % middle_blocks_) * h.layout.block_bytes;
+    for (uint32_t t = 0; t < G; ++t) {
+      const size_t slot = (h.window_start + t) % ring;
+      const uint8_t* k = h.base + h.layout.window_keys + slot * row;
+      const uint8_t* v = h.base + h.layout.window_values + slot * row;
+      if (h.bits.exact()) {
+        std::memcpy(block + t * row, k, row);
+        std::memcpy(block + (G + t) * row, v, row);
+      } else {
+        load_exact(profile_.exact_type, k, D, flush_ + static_cast<size_t>(t) * D);
+        load_exact(profile_.exact_type, v, D, flush_ + static_cast<size_t>(G + t) * D);
+      }
+    }
+    if (!h.bits.exact()) {
+      kv_quantize_key_block(isa_, flush_, G, D, h.bits.key_bits, block);
+      uint8_t* values = block + kv_key_block_bytes(h.bits.key_bits, D, G);
+      const size_t value_row = kv_value_row_bytes(h.bits.value_bits, D, profile_.value_group);
+      for (uint32_t t = 0; t < G; ++t)
+        kv_quantize_value_row(isa_, flush_ + static_cast<size_t>(G + t) * D, D, profile_.value_group,
+                              h.bits.value_bits, values + t * value_row);
+    }
+    ++h.middle_count;
+  }
+  h.window_start = (h.window_start + G) % ring;
+  h.window_count -= G;
+}
+
+void CompressedKvCache::write(uint32_t layer, uint32_t kv_head, uint32_t pos, const float* key, const float* value) {
+  HeadState& h = heads_[static_cast<size_t>(layer) * shape_.kv_heads + kv_head];
+  if (pos != h.next_pos) {
+    write_error_ = fail(Error::InvalidArgument, "KV head %u.%u: write of position %u, expected %u", layer, kv_head,
+                        pos, h.next_pos);
+    return;
+  }
+  const uint32_t D = shape_.head_dim, ring = profile_.recent_window + profile_.block_tokens;
+  const size_t row = static_cast<size_t>(D) * exact_bytes(profile_.exact_type);
+  float k[kKvMaxHeadDim], v[kKvMaxHeadDim];
+  if (h.rotated) {
+    std::memcpy(k, key, D * sizeof(float));
+    std::memcpy(v, value, D * sizeof(float));
+    kv_hadamard_rotate(k, D);
+    kv_hadamard_rotate(v, D);
+    key = k;
+    value = v;
+  }
+  if (pos < profile_.sink_tokens) {
+    store_exact(profile_.exact_type, key, D, h.base + h.layout.sink_keys + pos * row);
+    store_exact(profile_.exact_type, value, D, h.base + h.layout.sink_values + pos * row);
+  } else {
+    if (h.window_count == ring) {
+      flush_block(h);
+      if (h.window_count == ring) return;  // full, eviction off
+    }
+    const size_t slot = (h.window_start + h.window_count) % ring;
+    store_exact(profile_.exact_type, key, D, h.base + h.layout.window_keys + slot * row);
+    store_exact(profile_.exact_type, value, D, h.base + h.layout.window_values + slot * row);
+    ++h.window_count;
+  }
+  ++h.next_pos;
+}
+
+template <typename Fn>
+void CompressedKvCache::for_each_segment(const HeadState& h, uint32_t end_pos, Fn&& fn) const {
+  const uint32_t D = shape_.head_dim, G = profile_.block_tokens, ring = profile_.recent_window + G;
+  const size_t row = static_cast<size_t>(D) * exact_bytes(profile_.exact_type);
+  const KvSegmentKind exact = profile_.exact_type == KvType::F16 ? KvSegmentKind::ExactF16 : KvSegmentKind::ExactF32;
+  const uint32_t limit = end_pos < h.next_pos ? end_pos : h.next_pos;
+  const uint32_t sinks = limit < profile_.sink_tokens ? limit : profile_.sink_tokens;
+  if (sinks > 0) fn(KvSegment{exact, sinks, h.base + h.layout.sink_keys, h.base + h.layout.sink_values}, 0u);
+  const uint32_t window_first = h.next_pos - h.window_count;
+  const uint32_t middle_first = window_first - h.middle_count * G;
+  for (uint32_t i = 0; i < h.middle_count; ++i) {
+    const uint32_t first = middle_first + i * G;
+    if (first >= limit) return;
+    const uint32_t n = limit - first < G ? limit - first : G;
+    const uint8_t* block = h.base + h.layout.middle + ((h.middle_start + i) % middle_blocks_) * h.layout.block_bytes;
+    if (h.bits.exact()) {
+      fn(KvSegment{exact, n, block, block + static_cast<size_t>(G) * row}, first);
+    } else {
+      fn(KvSegment{KvSegmentKind::Quantized, n, block, block + kv_key_block_bytes(h.bits.key_bits, D, G)}, first);
+    }
+  }
+  if (limit <= window_first) return;
+  const uint32_t n = limit - window_first;
+  const uint32_t first_part = n < ring - h.window_start ? n : ring - h.window_start;
+  fn(KvSegment{exact, first_part, h.base + h.layout.window_keys + h.window_start * row,
+               h.base + h.layout.window_values + h.window_start * row},
+     window_first);
+  if (n > first_part) {
+    fn(KvSegment{exact, n - first_part, h.base + h.layout.window_keys, h.base + h.layout.window_values},
+       window_first + first_part);
+  }
+}
+
+void CompressedKvCache::attend(uint32_t layer, uint32_t kv_head, const float* q, uint32_t query_heads,
+                               uint32_t end_pos, float scale, float* scores, float* out) const {
+  const HeadState& h = heads_[static_cast<size_t>(layer) * shape_.kv_heads + kv_head];
+  const uint32_t D = shape_.head_dim;
+  KvQuantLayout layout = layout_;
+  layout.key_bits = h.bits.exact() ? 8 : h.bits.key_bits;
+  layout.value_bits = h.bits.exact() ? 8 : h.bits.value_bits;
+  float qr[kKvMaxHeadDim];
+  for (uint32_t qi = 0; qi < query_heads; ++qi) {
+    const float* query = q + static_cast<size_t>(qi) * D;
+    float* o = out + static_cast<size_t>(qi) * D;
+    if (h.rotated) {
+      std::memcpy(qr, query, D * sizeof(float));
+      kv_hadamard_rotate(qr, D);
+      query = qr;
+    }
+    size_t total = 0;
+    for_each_segment(h, end_pos, [&](const KvSegment& seg, uint32_t) {
+      kv_segment_scores(isa_, seg, layout, D, query, scale, scores + total);
+      total += seg.tokens;
+    });
+    kv_softmax(scores, total);
+    std::memset(o, 0, D * sizeof(float));
+    total = 0;
+    for_each_segment(h, end_pos, [&](const KvSegment& seg, uint32_t) {
+      kv_segment_accumulate(isa_, seg, layout, D, scores + total, o);
+      total += seg.tokens;
+    });
+    if (h.rotated) kv_hadamard_rotate(o, D);
+  }
+}
+
+uint32_t CompressedKvCache::resident_positions(uint32_t layer, uint32_t kv_head, uint32_t* out) const {
+  const HeadState& h = heads_[static_cast<size_t>(layer) * shape_.kv_heads + kv_head];
+  uint32_t n = 0;
+  for_each_segment(h, UINT32_MAX, [&](const KvSegment& seg, uint32_t first) {
+    for (uint32_t t = 0; t < seg.tokens; ++t) out[n++] = first + t;
+  });
+  return n;
+}
+
+void CompressedKvCache::read_rows(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, bool keys,
+                                  float* out) const {
+  const HeadState& h = heads_[static_cast<size_t>(layer) * shape_.kv_heads + kv_head];
+  const uint32_t D = shape_.head_dim, G = profile_.block_tokens;
+  std::memset(out, 0, static_cast<size_t>(count) * D * sizeof(float));
+  const size_t row = static_cast<size_t>(D) * exact_bytes(profile_.exact_type);
+  const uint32_t end = begin + count;
+  for_each_segment(h, end, [&](const KvSegment& seg, uint32_t first) {
+    for (uint32_t t = 0; t < seg.tokens; ++t) {
+      const uint32_t pos = first + t;
+      if (pos < begin) continue;
+      float* dst = out + static_cast<size_t>(pos - begin) * D;
+      const void* base = keys ? seg.keys : seg.values;
+      if (seg.kind != KvSegmentKind::Quantized) {
+        load_exact(profile_.exact_type, static_cast<const uint8_t*>(base) + t * row, D, dst);
+      } else if (keys) {
+        kv_dequantize_key_block(static_cast<const uint8_t*>(base), G, D, h.bits.key_bits, t, 1, dst);
+      } else {
+        kv_dequantize_value_row(static_cast<const uint8_t*>(base) + t * kv_value_row_bytes(h.bits.value_bits, D,
+                                                                                          profile_.value_group),
+                                D, profile_.value_group, h.bits.value_bits, dst);
+      }
+      if (h.rotated) kv_hadamard_rotate(dst, D);
+    }
+  });
+}
+
+void CompressedKvCache::read_keys(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const {
+  read_rows(layer, kv_head, begin, count, true, out);
+}
+
+void CompressedKvCache::read_values(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count,
+                                    float* out) const {
+  read_rows(layer, kv_head, begin, count, false, out);
+}
+
+}  // namespace tern

@@ -1,0 +1,70 @@
+// A KvCache that stores each (layer, kv head) at its own precision (runtime/kv_policy.h
+// has the token layout, byte math and eviction policy), and attends over it directly
+// with the mixed-precision kernels (kernels/kv_attention.h).
+//
+// Quantized heads with rotation on keep everything (sinks and window included) in the
+// Hadamard-rotated basis; attend() rotates the query in and the output back, read_*()
+// rotate rows back, so callers always see the original basis.
+//
+// Threads: write() is not thread-safe (it shares one flush buffer); attend() and read_*()
+// on different heads may run concurrently once writes for the step are done.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/kv_attention.h"
+#include "runtime/kv_cache.h"
+#include "runtime/kv_policy.h"
+
+namespace tern {
+
+class CompressedKvCache final : public KvCache {
+ public:
+  // Builds a cache holding at least `tokens` positions without eviction, entirely in
+  // `arena` (object, tables, storage); it uses at most kv_bytes_for_tokens(profile, tokens).
+  static Result<CompressedKvCache*> create(const KvCacheProfile& profile, uint64_t tokens, ArenaAllocator& arena);
+
+  // Appends `pos` (must be the head's next position). Past the capacity it evicts by
+  // the profile's policy, or records Error::ContextFull (see write_error()) with eviction off.
+  void write(uint32_t layer, uint32_t kv_head, uint32_t pos, const float* key, const float* value) override;
+  // Rows of positions [begin, begin + count) in the original basis; evicted positions read as zeros.
+  void read_keys(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const override;
+  void read_values(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const override;
+
+  // Attention of `query_heads` query rows (head_dim floats each, stride head_dim) over the
+  // head's kept positions < end_pos; out gets query_heads rows. `scores` holds at least
+  // resident_capacity() floats.
+  void attend(uint32_t layer, uint32_t kv_head, const float* q, uint32_t query_heads, uint32_t end_pos, float scale,
+              float* scores, float* out) const;
+
+  // Positions the head currently keeps, ascending; returns the count (<= resident_capacity()).
+  uint32_t resident_positions(uint32_t layer, uint32_t kv_head, uint32_t* out) const;
+  uint32_t resident_capacity() const { return capacity_; }
+  // The next position each head expects (the number of positions written so far).
+  uint32_t next_position(uint32_t layer, uint32_t kv_head) const;
+  uint64_t evicted_blocks() const { return evicted_blocks_; }
+  Error write_error() const { return write_error_; }
+  const KvCacheProfile& profile() const { return profile_; }
+  void set_isa(KvIsa isa) { isa_ = isa; }
+
+  struct HeadState;  // per (layer, kv head) storage and counters
+
+ private:
+  CompressedKvCache(const KvCacheProfile& profile, uint32_t capacity, uint32_t middle_blocks);
+  template <typename Fn>
+  void for_each_segment(const HeadState& h, uint32_t end_pos, Fn&& fn) const;
+  void read_rows(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, bool keys, float* out) const;
+  void flush_block(HeadState& h);
+
+  KvCacheProfile profile_;
+  KvQuantLayout layout_;
+  KvIsa isa_;
+  uint32_t middle_blocks_;
+  HeadState* heads_ = nullptr;
+  float* flush_ = nullptr;  // G x head_dim keys, then values
+  uint64_t evicted_blocks_ = 0;
+  Error write_error_ = Error::Ok;
+};
+
+}  // namespace tern

@@ -1,0 +1,120 @@
+#include "runtime/kv_policy.h"
+
+#include "kernels/kv_quant.h"
+
+namespace tern {
+
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t exact_bytes(KvType type) { return type == KvType::F16 ? 2 : 4; }
+
+}  // namespace
+
+Error kv_profile_validate(const KvCacheProfile& p) {
+  const KvShape& s = p.shape;
+  TERN_CHECK_OR_RETURN(s.layers > 0 && s.kv_heads > 0 && s.head_dim > 0 && s.head_dim <= kKvMaxHeadDim,
+                       Error::InvalidArgument, "KV shape %u layers x %u heads x %u dims", s.layers, s.kv_heads,
+                       s.head_dim);
+  TERN_CHECK_OR_RETURN(p.block_tokens > 0, Error::InvalidArgument, "KV block of 0 tokens");
+  TERN_CHECK_OR_RETURN(p.value_group > 0 && p.value_group % 8 == 0, Error::InvalidArgument,
+                       "KV value group %u is not a positive multiple of 8", p.value_group);
+  for (uint32_t l = 0; l < s.layers; ++l) {
+    for (uint32_t h = 0; h < s.kv_heads; ++h) {
+      const KvHeadBits b = p.bits_of(l, h);
+      if (b.exact()) continue;
+      TERN_CHECK_OR_RETURN(kv_bits_supported(b.key_bits) && kv_bits_supported(b.value_bits), Error::InvalidArgument,
+                           "KV head %u.%u: %u/%u bits (supported: 2, 3, 4, 8, or 0/0 for exact)", l, h, b.key_bits,
+                           b.value_bits);
+    }
+  }
+  return Error::Ok;
+}
+
+size_t kv_head_block_bytes(const KvCacheProfile& p, KvHeadBits bits) {
+  const uint32_t D = p.shape.head_dim, G = p.block_tokens;
+  if (bits.exact()) return 2 * static_cast<size_t>(G) * D * exact_bytes(p.exact_type);
+  return kv_key_block_bytes(bits.key_bits, D, G) + G * kv_value_row_bytes(bits.value_bits, D, p.value_group);
+}
+
+KvHeadLayout kv_head_layout(const KvCacheProfile& p, KvHeadBits bits, uint64_t middle_blocks) {
+  const size_t row = static_cast<size_t>(p.shape.head_dim) * exact_bytes(p.exact_type);
+  KvHeadLayout l;
+  size_t at = 0;
+  l.sink_keys = at;
+  at += p.sink_tokens * row;
+  l.sink_values = at;
+  at += p.sink_tokens * row;
+  l.window_keys = at;
+  at += (static_cast<size_t>(p.recent_window) + p.block_tokens) * row;
+  l.window_values = at;
+  at += (static_cast<size_t>(p.recent_window) + p.block_tokens) * row;
+  l.middle = at;
+  l.block_bytes = kv_head_block_bytes(p, bits);
+  at += middle_blocks * l.block_bytes;
+  l.total = align_up(at + kKvReadPadding, kAlign);
+  return l;
+}
+
+uint64_t kv_tokens_for_blocks(const KvCacheProfile& p, uint64_t middle_blocks) {
+  return p.sink_tokens + middle_blocks * p.block_tokens + p.recent_window + p.block_tokens;
+}
+
+uint64_t kv_blocks_for_tokens(const KvCacheProfile& p, uint64_t tokens) {
+  const uint64_t fixed = kv_tokens_for_blocks(p, 0);
+  return tokens <= fixed ? 0 : (tokens - fixed + p.block_tokens - 1) / p.block_tokens;
+}
+
+namespace {
+
+// Object + per-head table + storage for M middle blocks, plus worst-case alignment slack.
+size_t bytes_for_blocks(const KvCacheProfile& p, uint64_t blocks, size_t object_bytes, size_t head_state_bytes) {
+  const size_t heads = static_cast<size_t>(p.shape.layers) * p.shape.kv_heads;
+  size_t total = kAlign + align_up(object_bytes, kAlign) + align_up(heads * head_state_bytes, kAlign) +
+                 align_up(heads * sizeof(KvHeadBits), kAlign);
+  total += align_up(static_cast<size_t>(p.block_tokens) * p.shape.head_dim * sizeof(float) * 2, kAlign);  // flush
+  for (uint32_t l = 0; l < p.shape.layers; ++l)
+    for (uint32_t h = 0; h < p.shape.kv_heads; ++h) total += kv_head_layout(p, p.bits_of(l, h), blocks).total;
+  return total;
+}
+
+}  // namespace
+
+// Defined in kv_compressed_cache.cpp (sizes of its object and per-head state).
+size_t kv_compressed_object_bytes();
+size_t kv_compressed_head_state_bytes();
+
+size_t kv_bytes_for_tokens(const KvCacheProfile& p, uint64_t tokens) {
+  return bytes_for_blocks(p, kv_blocks_for_tokens(p, tokens), kv_compressed_object_bytes(),
+                          kv_compressed_head_state_bytes());
+}
+
+uint64_t kv_tokens_for_bytes(const KvCacheProfile& p, size_t bytes) {
+  const size_t obj = kv_compressed_object_bytes(), st = kv_compressed_head_state_bytes();
+  const size_t fixed = bytes_for_blocks(p, 0, obj, st);
+  if (bytes < fixed) return 0;
+  // Storage grows by exactly Σ block bytes per block, up to each head's 64-byte rounding:
+  // estimate, then step to the exact answer.
+  size_t per_block = 0;
+  for (uint32_t l = 0; l < p.shape.layers; ++l)
+    for (uint32_t h = 0; h < p.shape.kv_heads; ++h) per_block += kv_head_block_bytes(p, p.bits_of(l, h));
+  uint64_t blocks = per_block == 0 ? 0 : (bytes - fixed) / per_block;
+  while (blocks > 0 && bytes_for_blocks(p, blocks, obj, st) > bytes) --blocks;
+  while (bytes_for_blocks(p, blocks + 1, obj, st) <= bytes) ++blocks;
+  return kv_tokens_for_blocks(p, blocks);
+}
+
+double kv_bytes_per_token(const KvCacheProfile& p) {
+  double total = 0;
+  for (uint32_t l = 0; l < p.shape.layers; ++l)
+    for (uint32_t h = 0; h < p.shape.kv_heads; ++h) total += static_cast<double>(kv_head_block_bytes(p, p.bits_of(l, h)));
+  return total / p.block_tokens;
+}
+
+double kv_average_bits(const KvCacheProfile& p) {
+  const double elements = 2.0 * p.shape.layers * p.shape.kv_heads * p.shape.head_dim;
+  return kv_bytes_per_token(p) * 8.0 / elements;
+}
+
+}  // namespace tern

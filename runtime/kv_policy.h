@@ -1,0 +1,84 @@
+// The shape of a compressed KV cache and its byte math: how many bytes a given number
+// of positions costs at a per-head precision profile, how many positions fit in a
+// byte budget, and which positions are kept when the context outgrows it.
+//
+// Token layout (the same for every (layer, kv head), so eviction keeps heads aligned):
+//   [S sink tokens, exact] [M quantized blocks of G tokens] [window ring of W+G exact slots]
+// A token enters the window; when a write finds the window full (W+G tokens), the oldest
+// G leave it as one quantized block, so the most recent W..W+G tokens are always exact.
+//
+// Eviction (StreamingLLM): when a block must enter a full middle, the oldest middle block
+// is dropped. Sinks (positions 0..S-1) are never dropped, so position 0 always stays.
+// Keys are cached after RoPE at their original positions: relative distances between
+// the query and every kept token stay right after eviction, with nothing to re-rotate.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "platform/error.h"
+#include "runtime/kv_cache.h"
+
+namespace tern {
+
+// Bits of one (layer, kv head). {0, 0} = exact head (unquantized, the cache's exact type).
+struct KvHeadBits {
+  uint8_t key_bits = 4;
+  uint8_t value_bits = 4;
+  bool exact() const { return key_bits == 0 && value_bits == 0; }
+};
+
+enum class KvEviction : uint32_t {
+  None = 0,       // writes past the capacity fail
+  Streaming = 1,  // keep sinks + recent window, drop the oldest middle block
+};
+
+struct KvCacheProfile {
+  KvShape shape;
+  KvType exact_type = KvType::F16;  // sinks, the recent window and exact heads
+  uint32_t sink_tokens = 4;
+  uint32_t recent_window = 32;
+  uint32_t block_tokens = 32;  // G: key block length and the window's flush unit
+  uint32_t value_group = 32;   // channels per value scale (multiple of 8)
+  bool rotate = true;          // Hadamard rotation on quantized heads when head_dim is a power of two
+  KvEviction eviction = KvEviction::Streaming;
+  // layers * kv_heads entries, [layer][kv_head]; null: every head at `uniform`.
+  const KvHeadBits* head_bits = nullptr;
+  KvHeadBits uniform;
+
+  KvHeadBits bits_of(uint32_t layer, uint32_t kv_head) const {
+    return head_bits ? head_bits[static_cast<size_t>(layer) * shape.kv_heads + kv_head] : uniform;
+  }
+};
+
+Error kv_profile_validate(const KvCacheProfile& profile);
+
+// Bytes one middle block of G tokens costs in one head (keys + values).
+size_t kv_head_block_bytes(const KvCacheProfile& profile, KvHeadBits bits);
+// Positions held without eviction for `middle_blocks` blocks: S + M*G + W + G.
+uint64_t kv_tokens_for_blocks(const KvCacheProfile& profile, uint64_t middle_blocks);
+// Fewest middle blocks holding `tokens` positions.
+uint64_t kv_blocks_for_tokens(const KvCacheProfile& profile, uint64_t tokens);
+
+// Arena bytes (object, tables, storage, alignment slack included) for a cache holding
+// `tokens` positions without eviction: creating it in an arena with this many free
+// bytes always succeeds, whatever the arena's alignment.
+size_t kv_bytes_for_tokens(const KvCacheProfile& profile, uint64_t tokens);
+// The most positions whose kv_bytes_for_tokens fits in `bytes` (0 if none).
+uint64_t kv_tokens_for_bytes(const KvCacheProfile& profile, size_t bytes);
+// Marginal bytes per position over all layers and heads (middle storage / G).
+double kv_bytes_per_token(const KvCacheProfile& profile);
+// Marginal bits per stored element (keys and values, scales included).
+double kv_average_bits(const KvCacheProfile& profile);
+
+// Where each part of one head's storage lives (offsets from the head's base, in bytes).
+struct KvHeadLayout {
+  size_t sink_keys = 0, sink_values = 0;      // S rows each
+  size_t window_keys = 0, window_values = 0;  // W+G rows each
+  size_t middle = 0;                          // M blocks of block_bytes
+  size_t block_bytes = 0;
+  size_t total = 0;                           // padded for SIMD over-reads, 64-aligned
+};
+KvHeadLayout kv_head_layout(const KvCacheProfile& profile, KvHeadBits bits, uint64_t middle_blocks);
+
+}  // namespace tern
