@@ -14,7 +14,7 @@ struct ConvertOptions {
   DenseType embed_type = DenseType::F16;
   uint32_t embed_group = 64;  // Q8/Q4 group size in columns
   // Layout ternary matrices are packed in.
-  TernaryLayout ternary_layout = TernaryLayout::T2RowMajor;
+  TernaryLayout ternary_layout = ternary_default_layout();  // what the kernels read fastest
   // Without a tokenizer the bundle cannot run; only tests and format work may skip it.
   bool require_tokenizer = true;
   // Explicit tokenizer path overriding the one found beside the checkpoint.

@@ -128,26 +128,21 @@ Result<BundleContents> synthetic_contents(const std::string& preset, const Conve
     s.scale = 0.02f + 0.06f * scale_rng.uniform();
     const TernaryLayout layout = s.layout;
     s.produce = [=](SegmentSink& sink, std::vector<float>&) -> Error {
+      // One tensor at a time (at most ffn x hidden codes): tiled layouts need whole row blocks.
       Rng rng{tseed};
-      const uint64_t chunk_rows = std::max<uint64_t>(1, (1u << 20) / cols);
-      std::vector<int8_t> codes(chunk_rows * cols);
-      std::vector<uint8_t> packed(ternary_packed_size(layout, chunk_rows, cols));
-      for (uint64_t r = 0; r < rows; r += chunk_rows) {
-        const uint64_t m = std::min(chunk_rows, rows - r);
-        uint64_t bits = 0;
-        int left = 0;
-        for (uint64_t i = 0; i < m * cols; ++i) {
-          // P(0) = 1/2, P(+1) = P(-1) = 1/4: close to trained BitNet sparsity.
-          if (left == 0) bits = rng.next(), left = 32;
-          const unsigned v = bits & 3u;
-          bits >>= 2, --left;
-          codes[i] = v == 1 ? 1 : (v == 3 ? -1 : 0);
-        }
-        const size_t bytes = ternary_packed_size(layout, m, cols);
-        TERN_RETURN_IF_ERROR(ternary_pack(layout, codes.data(), m, cols, packed.data(), bytes));
-        TERN_RETURN_IF_ERROR(sink.write(packed.data(), bytes));
+      std::vector<int8_t> codes(rows * cols);
+      uint64_t bits = 0;
+      int left = 0;
+      for (auto& code : codes) {
+        // P(0) = 1/2, P(+1) = P(-1) = 1/4: close to trained BitNet sparsity.
+        if (left == 0) bits = rng.next(), left = 32;
+        const unsigned v = bits & 3u;
+        bits >>= 2, --left;
+        code = v == 1 ? 1 : (v == 3 ? -1 : 0);
       }
-      return Error::Ok;
+      std::vector<uint8_t> packed(ternary_packed_size(layout, rows, cols));
+      TERN_RETURN_IF_ERROR(ternary_pack(layout, codes.data(), rows, cols, packed.data(), packed.size()));
+      return sink.write(packed.data(), packed.size());
     };
     out.tensors.push_back(std::move(s));
   };
