@@ -207,7 +207,7 @@ Error read_value(Cursor& in, ValueType type, Value* out, int depth, const std::s
       uint8_t v = 0;
       TERN_RETURN_IF_ERROR(in.scalar(&v, "a bool value"));
       if (v > 1) {
-        return fail(Error::InvalidArgument, "%s: key '%s': bool value %u is neither 0 nor 1", name.c_str(),
+        return fail(Error::CorruptFile, "%s: key '%s': bool value %u is neither 0 nor 1", name.c_str(),
                     key.c_str(), v);
       }
       out->u = v;
@@ -224,7 +224,7 @@ Error read_value(Cursor& in, ValueType type, Value* out, int depth, const std::s
       uint64_t count = 0;
       TERN_RETURN_IF_ERROR(in.scalar(&element_type, "an array element type"));
       if (!valid_value_type(element_type)) {
-        return fail(Error::InvalidArgument, "%s: key '%s': unknown array element type %u", name.c_str(),
+        return fail(Error::CorruptFile, "%s: key '%s': unknown array element type %u", name.c_str(),
                     key.c_str(), element_type);
       }
       TERN_RETURN_IF_ERROR(in.scalar(&count, "an array length"));
@@ -243,7 +243,7 @@ Error read_value(Cursor& in, ValueType type, Value* out, int depth, const std::s
       return Error::Ok;
     }
   }
-  return fail(Error::InvalidArgument, "%s: key '%s': unknown value type %u", name.c_str(), key.c_str(),
+  return fail(Error::CorruptFile, "%s: key '%s': unknown value type %u", name.c_str(), key.c_str(),
               static_cast<uint32_t>(type));
 }
 
@@ -300,7 +300,7 @@ Result<File> File::parse(const uint8_t* data, size_t size, const std::string& na
   uint32_t magic = 0;
   TERN_RETURN_IF_ERROR(in.scalar(&magic, "the magic"));
   if (magic != kMagic) {
-    return fail(Error::BadIdentifier, "%s: not a GGUF file (magic 0x%08x, expected 'GGUF')", fname.c_str(), magic);
+    return fail(Error::BadMagic, "%s: not a GGUF file (magic 0x%08x, expected 'GGUF')", fname.c_str(), magic);
   }
   TERN_RETURN_IF_ERROR(in.scalar(&file.version_, "the version"));
   if (file.version_ != 2 && file.version_ != 3) {
@@ -321,12 +321,12 @@ Result<File> File::parse(const uint8_t* data, size_t size, const std::string& na
     KeyValue kv;
     TERN_RETURN_IF_ERROR(in.string(&kv.key, "a metadata key"));
     if (!seen.insert(kv.key).second) {
-      return fail(Error::InvalidArgument, "%s: duplicate metadata key '%s'", fname.c_str(), kv.key.c_str());
+      return fail(Error::CorruptFile, "%s: duplicate metadata key '%s'", fname.c_str(), kv.key.c_str());
     }
     uint32_t type = 0;
     TERN_RETURN_IF_ERROR(in.scalar(&type, "a metadata value type"));
     if (!valid_value_type(type)) {
-      return fail(Error::InvalidArgument, "%s: key '%s' has unknown value type %u", fname.c_str(), kv.key.c_str(),
+      return fail(Error::CorruptFile, "%s: key '%s' has unknown value type %u", fname.c_str(), kv.key.c_str(),
                   type);
     }
     TERN_RETURN_IF_ERROR(read_value(in, static_cast<ValueType>(type), &kv.value, 0, fname, kv.key));
@@ -335,11 +335,11 @@ Result<File> File::parse(const uint8_t* data, size_t size, const std::string& na
 
   if (const Value* a = file.find("general.alignment")) {
     if (a->type != ValueType::U32) {
-      return fail(Error::InvalidArgument, "%s: general.alignment must be a u32, found %s", fname.c_str(),
+      return fail(Error::CorruptFile, "%s: general.alignment must be a u32, found %s", fname.c_str(),
                   value_type_name(a->type));
     }
     if (a->u == 0 || (a->u & (a->u - 1)) != 0) {
-      return fail(Error::InvalidArgument, "%s: general.alignment %llu is not a power of two", fname.c_str(),
+      return fail(Error::CorruptFile, "%s: general.alignment %llu is not a power of two", fname.c_str(),
                   static_cast<unsigned long long>(a->u));
     }
     file.alignment_ = a->u;
@@ -355,7 +355,7 @@ Result<File> File::parse(const uint8_t* data, size_t size, const std::string& na
     TensorInfo info;
     TERN_RETURN_IF_ERROR(in.string(&info.name, "a tensor name"));
     if (!seen.insert(info.name).second) {
-      return fail(Error::InvalidArgument, "%s: duplicate tensor '%s'", fname.c_str(), info.name.c_str());
+      return fail(Error::CorruptFile, "%s: duplicate tensor '%s'", fname.c_str(), info.name.c_str());
     }
     uint32_t n_dims = 0;
     TERN_RETURN_IF_ERROR(in.scalar(&n_dims, "a tensor's dimension count"));
@@ -385,7 +385,7 @@ Result<File> File::parse(const uint8_t* data, size_t size, const std::string& na
                   traits->block_elements);
     }
     if (info.offset % file.alignment_ != 0) {
-      return fail(Error::InvalidBundle, "%s: tensor '%s' offset %llu is not a multiple of the alignment %llu",
+      return fail(Error::CorruptFile, "%s: tensor '%s' offset %llu is not a multiple of the alignment %llu",
                   fname.c_str(), info.name.c_str(), static_cast<unsigned long long>(info.offset),
                   static_cast<unsigned long long>(file.alignment_));
     }

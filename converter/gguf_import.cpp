@@ -97,7 +97,7 @@ Error decode_tq2_0_block(const uint8_t* block, int8_t* codes) {
     for (int l = 0; l < 4; ++l) {
       for (int m = 0; m < 32; ++m) {
         const int q = (block[chunk * 32 + m] >> (2 * l)) & 3;
-        if (q == 3) return Error::InvalidArgument;
+        if (q == 3) return Error::CorruptFile;
         codes[chunk * 128 + l * 32 + m] = static_cast<int8_t>(q - 1);
       }
     }
@@ -138,7 +138,7 @@ void decode_tq1_0_block(const uint8_t* block, int8_t* codes) {
 Error merge_block_scale(const gguf::File& file, const TensorInfo& t, uint64_t block, float d, bool block_nonzero,
                         float* scale, bool* have_scale) {
   if (!std::isfinite(d)) {
-    return fail(Error::InvalidArgument, "%s: tensor '%s' (%s) block %llu has a non-finite scale", file.name().c_str(),
+    return fail(Error::CorruptFile, "%s: tensor '%s' (%s) block %llu has a non-finite scale", file.name().c_str(),
                 t.name.c_str(), type_name(t), static_cast<unsigned long long>(block));
   }
   if (!block_nonzero || d == 0.0f) return Error::Ok;  // an all-zero block carries no scale
@@ -217,7 +217,7 @@ Result<TernaryTensor> gguf_decode_ternary(const gguf::File& file, const TensorIn
         int8_t* block_codes = codes + 256 * b;
         if (tq2) {
           if (decode_tq2_0_block(block, block_codes) != Error::Ok) {
-            return fail(Error::InvalidArgument, "%s: tensor '%s' (tq2_0) block %llu holds the 2-bit code 3, not a ternary value",
+            return fail(Error::CorruptFile, "%s: tensor '%s' (tq2_0) block %llu holds the 2-bit code 3, not a ternary value",
                         fname, t.name.c_str(), static_cast<unsigned long long>(b));
           }
         } else {
@@ -241,7 +241,7 @@ Result<TernaryTensor> gguf_decode_ternary(const gguf::File& file, const TensorIn
         for (int j = 0; j < 128; ++j) {
           const int q = (block[j % 32] >> (6 - 2 * (j / 32))) & 3;
           if (q == 3) {
-            return fail(Error::InvalidArgument, "%s: tensor '%s' (i2_s) weight %llu holds the 2-bit code 3, not a ternary value",
+            return fail(Error::CorruptFile, "%s: tensor '%s' (i2_s) weight %llu holds the 2-bit code 3, not a ternary value",
                         fname, t.name.c_str(), static_cast<unsigned long long>(128 * b + j));
           }
           codes[128 * b + j] = static_cast<int8_t>(q - 1);
@@ -249,7 +249,7 @@ Result<TernaryTensor> gguf_decode_ternary(const gguf::File& file, const TensorIn
       }
       out.scale = load_f32(p + t.elements / 4);
       if (!std::isfinite(out.scale) || out.scale < 0.0f) {
-        return fail(Error::InvalidArgument, "%s: tensor '%s' (i2_s) has an invalid scale %g", fname, t.name.c_str(),
+        return fail(Error::CorruptFile, "%s: tensor '%s' (i2_s) has an invalid scale %g", fname, t.name.c_str(),
                     static_cast<double>(out.scale));
       }
       return out;
@@ -262,7 +262,7 @@ Result<TernaryTensor> gguf_decode_ternary(const gguf::File& file, const TensorIn
       float s = 0.0f;
       for (float v : values) {
         if (!std::isfinite(v)) {
-          return fail(Error::InvalidArgument, "%s: tensor '%s' (%s) holds a non-finite value", fname, t.name.c_str(),
+          return fail(Error::CorruptFile, "%s: tensor '%s' (%s) holds a non-finite value", fname, t.name.c_str(),
                       type_name(t));
         }
         s = std::max(s, std::fabs(v));
@@ -387,7 +387,7 @@ Result<TokenizerIR> gguf_import_tokenizer(const gguf::File& file) {
   TokenizerIR tok;
   TERN_ASSIGN_OR_RETURN(std::string model, file.get_string("tokenizer.ggml.model"));
   TERN_ASSIGN_OR_RETURN(std::vector<std::string> tokens, file.get_string_array("tokenizer.ggml.tokens"));
-  if (tokens.empty()) return fail(Error::InvalidArgument, "%s: tokenizer.ggml.tokens is empty", fname);
+  if (tokens.empty()) return fail(Error::CorruptFile, "%s: tokenizer.ggml.tokens is empty", fname);
   const size_t vocab = tokens.size();
 
   std::vector<double> types;
@@ -423,7 +423,7 @@ Result<TokenizerIR> gguf_import_tokenizer(const gguf::File& file) {
       if (tok.attrs[i] == TokenAttr::Control || tok.attrs[i] == TokenAttr::UserDefined) {
         tok.pieces[i] = tokens[i];
       } else if (!gpt2_unicode_to_bytes(tokens[i], &tok.pieces[i])) {
-        return fail(Error::InvalidArgument, "%s: token %zu is not spelled in GPT-2 byte-level characters", fname, i);
+        return fail(Error::CorruptFile, "%s: token %zu is not spelled in GPT-2 byte-level characters", fname, i);
       }
     }
     if (file.find("tokenizer.ggml.merges") != nullptr) {
@@ -435,7 +435,7 @@ Result<TokenizerIR> gguf_import_tokenizer(const gguf::File& file) {
         auto left = space == std::string::npos ? id_of.end() : id_of.find(merge.substr(0, space));
         auto right = space == std::string::npos ? id_of.end() : id_of.find(merge.substr(space + 1));
         if (left == id_of.end() || right == id_of.end()) {
-          return fail(Error::InvalidArgument, "%s: merge %zu ('%s') does not name two tokens of the vocabulary", fname,
+          return fail(Error::CorruptFile, "%s: merge %zu ('%s') does not name two tokens of the vocabulary", fname,
                       m, merge.c_str());
         }
         tok.merges.emplace_back(left->second, right->second);
@@ -499,6 +499,31 @@ constexpr LayerTensorName kLayerTensors[] = {
     {"ffn_sub_norm", tensor_names::kFfnSubNorm, false},
     {"ffn_down", tensor_names::kWDown, true},
 };
+
+// "token_embd.weight", "output_norm.weight", "output.weight" or "blk.<N>.<kind>.weight"
+// with N < layers and a kind from kLayerTensors.
+bool is_known_tensor(const std::string& name, uint32_t layers) {
+  if (name == "token_embd.weight" || name == "output_norm.weight" || name == "output.weight") return true;
+  const std::string prefix = "blk.", suffix = ".weight";
+  if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return false;
+  }
+  size_t i = prefix.size();
+  uint64_t layer = 0;
+  const size_t digits_start = i;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9' && i - digits_start < 10) {
+    layer = layer * 10 + static_cast<uint64_t>(name[i] - '0');
+    ++i;
+  }
+  if (i == digits_start || i >= name.size() || name[i] != '.' || layer >= layers) return false;
+  if (i - digits_start > 1 && name[digits_start] == '0') return false;  // no leading zeros
+  const std::string kind = name.substr(i + 1, name.size() - suffix.size() - i - 1);
+  for (const auto& lt : kLayerTensors) {
+    if (kind == lt.gguf) return true;
+  }
+  return false;
+}
 
 Result<uint32_t> get_u32(const gguf::File& file, const std::string& key) {
   TERN_ASSIGN_OR_RETURN(uint64_t v, file.get_uint(key));
@@ -625,19 +650,15 @@ Result<ModelIR> import_gguf(const gguf::File& file, const ConvertOptions& option
     return fail(Error::UnsupportedModel, "%s: hidden activation '%s' is not supported (relu2, silu)", fname, act.c_str());
   }
 
-  // Tensors: every GGUF tensor must map to a canonical name (nothing silently dropped).
-  std::map<std::string, std::pair<std::string, bool>> wanted;  // gguf name -> (tern name, ternary)
-  wanted["token_embd.weight"] = {tensor_names::kTokEmbeddings, false};
-  wanted["output_norm.weight"] = {tensor_names::kFinalNorm, false};
-  wanted["output.weight"] = {tensor_names::kLmHead, false};
-  for (uint32_t l = 0; l < c.layers; ++l) {
-    for (const auto& lt : kLayerTensors) {
-      wanted["blk." + std::to_string(l) + "." + lt.gguf + ".weight"] = {
-          "layers." + std::to_string(l) + "." + lt.tern, lt.ternary};
-    }
+  // Every layer has at least 9 tensors; a block_count the file cannot hold is corrupt
+  // (and must not drive any work).
+  if (c.layers > file.tensors().size() / 9) {
+    return fail(Error::CorruptFile, "%s: %sblock_count is %u but the file has only %zu tensors", fname, p.c_str(),
+                c.layers, file.tensors().size());
   }
+  // Every GGUF tensor must map to a canonical name: nothing is silently dropped.
   for (const auto& t : file.tensors()) {
-    if (wanted.find(t.name) == wanted.end()) {
+    if (!is_known_tensor(t.name, c.layers)) {
       return fail(Error::UnknownTensor, "%s: unexpected tensor '%s' for arch %s with %u layers", fname, t.name.c_str(),
                   arch.c_str(), c.layers);
     }

@@ -15,8 +15,9 @@ namespace tern::fuzz {
 class ShmDir {
  public:
   static ShmDir& get() {
-    static ShmDir dir;
-    return dir;
+    // Never destroyed: the atexit cleanup below must still find the path.
+    static ShmDir* dir = new ShmDir;
+    return *dir;
   }
   const std::string& path() const { return path_; }
   // Writes `data` to <dir>/<name> and returns that path.

@@ -184,6 +184,7 @@ struct MiniModel {
   std::string pre = "llama-bpe";
   std::vector<uint64_t> k_dims = {256, 128};
   std::string extra_tensor;
+  uint32_t layers = 1;
 };
 
 // hidden 256, ffn 256, 1 layer, 2 heads of 128, 1 KV head, vocab 8.
@@ -193,7 +194,7 @@ std::vector<uint8_t> mini_model(const MiniModel& m = {}) {
   b.kv_str("general.architecture", a);
   b.kv_u32(a + ".context_length", 128);
   b.kv_u32(a + ".embedding_length", 256);
-  b.kv_u32(a + ".block_count", 1);
+  b.kv_u32(a + ".block_count", m.layers);
   b.kv_u32(a + ".feed_forward_length", 256);
   b.kv_u32(a + ".attention.head_count", 2);
   b.kv_u32(a + ".attention.head_count_kv", 1);
@@ -329,6 +330,9 @@ TEST(GgufImport, RejectsBadModels) {
   MiniModel extra;
   extra.extra_tensor = "blk.1.attn_norm.weight";
   expect_import_error(mini_model(extra), Error::UnknownTensor, "unexpected tensor 'blk.1.attn_norm.weight'");
+  MiniModel layers;  // must fail fast, not plan a billion layers
+  layers.layers = 1u << 30;
+  expect_import_error(mini_model(layers), Error::CorruptFile, "block_count is 1073741824 but the file has only 13 tensors");
   MiniModel pre;
   pre.pre = "qwen2";
   expect_import_error(mini_model(pre), Error::NotSupported, "pre-tokenizer 'qwen2'");

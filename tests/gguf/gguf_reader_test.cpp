@@ -152,7 +152,7 @@ TEST(GgufReader, RejectsEveryTruncation) {
 TEST(GgufReader, RejectsWrongMagicAndVersions) {
   auto bytes = all_types_file();
   bytes[0] = 'X';
-  expect_rejected(bytes, Error::BadIdentifier, "not a GGUF file");
+  expect_rejected(bytes, Error::BadMagic, "not a GGUF file");
   for (uint32_t version : {0u, 1u, 4u, 0xffffffffu}) {
     auto v = all_types_file();
     std::memcpy(&v[4], &version, 4);
@@ -190,7 +190,7 @@ TEST(GgufReader, RejectsBadTypesShapesAndOffsets) {
 
   fx::Builder vt;
   vt.kv("k", 13, fx::Bytes().put<uint32_t>(0));
-  expect_rejected(vt.build(), Error::InvalidArgument, "unknown value type 13");
+  expect_rejected(vt.build(), Error::CorruptFile, "unknown value type 13");
 
   fx::Builder blocks;  // tq2_0 rows must be whole 256-weight blocks
   blocks.tensor("t", {100}, fx::kTypeTQ2_0, std::vector<uint8_t>(66));
@@ -202,19 +202,19 @@ TEST(GgufReader, RejectsBadTypesShapesAndOffsets) {
 
   fx::Builder align;
   align.kv("general.alignment", fx::kU32, fx::Bytes().put<uint32_t>(24));
-  expect_rejected(align.build(), Error::InvalidArgument, "not a power of two");
+  expect_rejected(align.build(), Error::CorruptFile, "not a power of two");
 
   fx::Builder dup;
   dup.kv_u32("k", 1).kv_u32("k", 2);
-  expect_rejected(dup.build(), Error::InvalidArgument, "duplicate metadata key 'k'");
+  expect_rejected(dup.build(), Error::CorruptFile, "duplicate metadata key 'k'");
 
   fx::Builder dup_t;
   dup_t.tensor("t", {1}, fx::kTypeF32, fx::f32_payload({1})).tensor("t", {1}, fx::kTypeF32, fx::f32_payload({1}));
-  expect_rejected(dup_t.build(), Error::InvalidArgument, "duplicate tensor 't'");
+  expect_rejected(dup_t.build(), Error::CorruptFile, "duplicate tensor 't'");
 
   fx::Builder boolean;
   boolean.kv("b", fx::kBool, fx::Bytes().put<uint8_t>(2));
-  expect_rejected(boolean.build(), Error::InvalidArgument, "bool value 2");
+  expect_rejected(boolean.build(), Error::CorruptFile, "bool value 2");
 }
 
 TEST(GgufReader, RejectsMisalignedOffsetAndDataPastEof) {
@@ -233,7 +233,7 @@ TEST(GgufReader, RejectsMisalignedOffsetAndDataPastEof) {
   auto misaligned = good;
   const uint64_t off = 36;
   std::memcpy(&misaligned[b_offset_field], &off, 8);
-  expect_rejected(misaligned, Error::InvalidBundle, "not a multiple of the alignment");
+  expect_rejected(misaligned, Error::CorruptFile, "not a multiple of the alignment");
 
   auto past = good;
   const uint64_t far = 1ull << 20;
