@@ -1,0 +1,34 @@
+# Converts the shared models the runtime tests need into OUT with the native converter
+# CONVERT. Run as a CTest fixture: cmake -DCONVERT=... -DSHARED=... -DOUT=... -P make_bundles.cmake
+# A model whose source is absent is skipped (the tests then skip, or fail under CI).
+file(MAKE_DIRECTORY "${OUT}")
+# bitllama2c keeps f32 embeddings: they are also its classifier, and f16 rounding moves
+# its logits enough to flip the reference text's 0.021-gap decision.
+set(models
+  "bitllama2c-3M.tern|models/bitllama2c-3M/bit_model.bin|--embed,f32"
+  "tiny-austen-bf16.tern|models/tiny-austen/bf16"
+  "tiny-austen-packed.tern|models/tiny-austen/packed"
+  "tiny-f16.tern|models/synthetic-tiny-gguf/tiny-f16.gguf"
+  "tiny-tq2_0.tern|models/synthetic-tiny-gguf/tiny-tq2_0.gguf"
+  "tiny-tq1_0.tern|models/synthetic-tiny-gguf/tiny-tq1_0.gguf"
+  "tiny-i2_s.tern|models/synthetic-tiny-gguf/tiny-b158-i2_s.gguf")
+foreach(entry ${models})
+  string(REPLACE "|" ";" parts "${entry}")
+  list(GET parts 0 name)
+  list(GET parts 1 source)
+  set(extra "")
+  list(LENGTH parts n_parts)
+  if(n_parts GREATER 2)
+    list(GET parts 2 extra)
+    string(REPLACE "," ";" extra "${extra}")
+  endif()
+  if(NOT EXISTS "${SHARED}/${source}")
+    message(STATUS "skip ${name}: ${SHARED}/${source} not present")
+    continue()
+  endif()
+  execute_process(COMMAND "${CONVERT}" -q ${extra} "${SHARED}/${source}" -o "${OUT}/${name}"
+                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "tern-convert ${source} -> ${name} failed (${rc}): ${err}")
+  endif()
+endforeach()
