@@ -30,8 +30,8 @@ void kv_segment_scores(KvIsa isa, const KvSegment& seg, const KvQuantLayout& lay
         uint16_t mh, sh;
         std::memcpy(&mh, block + 2 * c, 2);
         std::memcpy(&sh, block + 2 * (head_dim + c), 2);
-        bias += q[c] * f16_to_f32(mh);
-        qs[c] = q[c] * f16_to_f32(sh);
+        bias += q[c] * kv_half_to_float(mh);
+        qs[c] = q[c] * kv_half_to_float(sh);
       }
       uk.code_row_dots(qs, bias, block + 4 * static_cast<size_t>(head_dim), kv_packed_bytes(layout.key_bits, head_dim),
                        seg.tokens, head_dim, layout.key_bits, scale, scores);

@@ -76,6 +76,8 @@ void value_rows_accumulate_t(const float* p, const uint8_t* rows, uint32_t token
                              float* out) {
   const uint32_t groups = kv_value_groups(head_dim, group);
   const size_t row_bytes = kv_value_row_bytes(B, head_dim, group);
+  // Σ_t p*min per group is added once at the end instead of once per token and chunk.
+  float bias[kKvMaxHeadDim / 8] = {};
   for (uint32_t t = 0; t < tokens; ++t) {
     const uint8_t* row = rows + t * row_bytes;
     const uint8_t* codes = row + 4 * static_cast<size_t>(groups);
@@ -83,21 +85,24 @@ void value_rows_accumulate_t(const float* p, const uint8_t* rows, uint32_t token
       uint16_t mh, sh;
       std::memcpy(&mh, row + 4 * g, 2);
       std::memcpy(&sh, row + 4 * g + 2, 2);
-      const float a = p[t] * f16_to_f32(sh), b = p[t] * f16_to_f32(mh);
-      const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
-      const __m512 va16 = _mm512_set1_ps(a), vb16 = _mm512_set1_ps(b);
+      const float a = p[t] * kv_half_to_float(sh), b = p[t] * kv_half_to_float(mh);
+      const __m256 va = _mm256_set1_ps(a);
+      const __m512 va16 = _mm512_set1_ps(a);
       const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
       uint32_t c = g * group;
       for (; c + 16 <= end; c += 16) {
-        const __m512 o = _mm512_add_ps(_mm512_loadu_ps(out + c), vb16);
-        _mm512_storeu_ps(out + c, _mm512_fmadd_ps(va16, codes16<B>(codes, c), o));
+        _mm512_storeu_ps(out + c, _mm512_fmadd_ps(va16, codes16<B>(codes, c), _mm512_loadu_ps(out + c)));
       }
       for (; c + 8 <= end; c += 8) {
-        const __m256 o = _mm256_add_ps(_mm256_loadu_ps(out + c), vb);
-        _mm256_storeu_ps(out + c, _mm256_fmadd_ps(va, codes8<B>(codes, c), o));
+        _mm256_storeu_ps(out + c, _mm256_fmadd_ps(va, codes8<B>(codes, c), _mm256_loadu_ps(out + c)));
       }
-      for (; c < end; ++c) out[c] += a * static_cast<float>(kv_code_at(codes, c, B)) + b;
+      for (; c < end; ++c) out[c] += a * static_cast<float>(kv_code_at(codes, c, B));
+      bias[g] += b;
     }
+  }
+  for (uint32_t g = 0; g < groups; ++g) {
+    const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
+    for (uint32_t c = g * group; c < end; ++c) out[c] += bias[g];
   }
 }
 
@@ -136,7 +141,7 @@ void exact_scores_f16(const float* q, const uint16_t* keys, uint32_t tokens, uin
     uint32_t c = 0;
     for (; c + 16 <= head_dim; c += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), load_f16x16(k + c), acc);
     float s = hsum16(acc);
-    for (; c < head_dim; ++c) s += q[c] * f16_to_f32(k[c]);
+    for (; c < head_dim; ++c) s += q[c] * kv_half_to_float(k[c]);
     scores[t] = scale * s;
   }
 }
@@ -159,7 +164,7 @@ void exact_accumulate_f16(const float* p, const uint16_t* values, uint32_t token
     uint32_t c = 0;
     for (; c + 16 <= head_dim; c += 16)
       _mm512_storeu_ps(out + c, _mm512_fmadd_ps(w, load_f16x16(v + c), _mm512_loadu_ps(out + c)));
-    for (; c < head_dim; ++c) out[c] += p[t] * f16_to_f32(v[c]);
+    for (; c < head_dim; ++c) out[c] += p[t] * kv_half_to_float(v[c]);
   }
 }
 

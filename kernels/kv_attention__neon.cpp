@@ -64,6 +64,8 @@ void value_rows_accumulate_t(const float* p, const uint8_t* rows, uint32_t token
                              float* out) {
   const uint32_t groups = kv_value_groups(head_dim, group);
   const size_t row_bytes = kv_value_row_bytes(B, head_dim, group);
+  // Σ_t p*min per group is added once at the end instead of once per token and chunk.
+  float bias[kKvMaxHeadDim / 8] = {};
   for (uint32_t t = 0; t < tokens; ++t) {
     const uint8_t* row = rows + t * row_bytes;
     const uint8_t* codes = row + 4 * static_cast<size_t>(groups);
@@ -71,18 +73,22 @@ void value_rows_accumulate_t(const float* p, const uint8_t* rows, uint32_t token
       uint16_t mh, sh;
       std::memcpy(&mh, row + 4 * g, 2);
       std::memcpy(&sh, row + 4 * g + 2, 2);
-      const float a = p[t] * f16_to_f32(sh), b = p[t] * f16_to_f32(mh);
-      const float32x4_t vb = vdupq_n_f32(b);
+      const float a = p[t] * kv_half_to_float(sh), b = p[t] * kv_half_to_float(mh);
       const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
       uint32_t c = g * group;
       for (; c + 8 <= end; c += 8) {
         float32x4_t lo, hi;
         codes8<B>(codes, c, &lo, &hi);
-        vst1q_f32(out + c, vfmaq_n_f32(vaddq_f32(vld1q_f32(out + c), vb), lo, a));
-        vst1q_f32(out + c + 4, vfmaq_n_f32(vaddq_f32(vld1q_f32(out + c + 4), vb), hi, a));
+        vst1q_f32(out + c, vfmaq_n_f32(vld1q_f32(out + c), lo, a));
+        vst1q_f32(out + c + 4, vfmaq_n_f32(vld1q_f32(out + c + 4), hi, a));
       }
-      for (; c < end; ++c) out[c] += a * static_cast<float>(kv_code_at(codes, c, B)) + b;
+      for (; c < end; ++c) out[c] += a * static_cast<float>(kv_code_at(codes, c, B));
+      bias[g] += b;
     }
+  }
+  for (uint32_t g = 0; g < groups; ++g) {
+    const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
+    for (uint32_t c = g * group; c < end; ++c) out[c] += bias[g];
   }
 }
 
@@ -119,7 +125,7 @@ void exact_scores_f16(const float* q, const uint16_t* keys, uint32_t tokens, uin
     uint32_t c = 0;
     for (; c + 4 <= head_dim; c += 4) acc = vfmaq_f32(acc, vld1q_f32(q + c), load_f16x4(k + c));
     float s = vaddvq_f32(acc);
-    for (; c < head_dim; ++c) s += q[c] * f16_to_f32(k[c]);
+    for (; c < head_dim; ++c) s += q[c] * kv_half_to_float(k[c]);
     scores[t] = scale * s;
   }
 }
@@ -138,7 +144,7 @@ void exact_accumulate_f16(const float* p, const uint16_t* values, uint32_t token
     const uint16_t* v = values + static_cast<size_t>(t) * head_dim;
     uint32_t c = 0;
     for (; c + 4 <= head_dim; c += 4) vst1q_f32(out + c, vfmaq_n_f32(vld1q_f32(out + c), load_f16x4(v + c), p[t]));
-    for (; c < head_dim; ++c) out[c] += p[t] * f16_to_f32(v[c]);
+    for (; c < head_dim; ++c) out[c] += p[t] * kv_half_to_float(v[c]);
   }
 }
 

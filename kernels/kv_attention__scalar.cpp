@@ -23,8 +23,8 @@ void value_rows_accumulate(const float* p, const uint8_t* rows, uint32_t tokens,
     const uint8_t* row = rows + t * row_bytes;
     const uint8_t* codes = row + 4 * static_cast<size_t>(groups);
     for (uint32_t g = 0; g < groups; ++g) {
-      const float mn = f16_to_f32(static_cast<uint16_t>(row[4 * g] | (row[4 * g + 1] << 8)));
-      const float st = f16_to_f32(static_cast<uint16_t>(row[4 * g + 2] | (row[4 * g + 3] << 8)));
+      const float mn = kv_half_to_float(static_cast<uint16_t>(row[4 * g] | (row[4 * g + 1] << 8)));
+      const float st = kv_half_to_float(static_cast<uint16_t>(row[4 * g + 2] | (row[4 * g + 3] << 8)));
       const float a = p[t] * st, b = p[t] * mn;
       const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
       for (uint32_t c = g * group; c < end; ++c) out[c] += a * static_cast<float>(kv_code_at(codes, c, bits)) + b;
@@ -47,7 +47,7 @@ void exact_scores_f16(const float* q, const uint16_t* keys, uint32_t tokens, uin
   for (uint32_t t = 0; t < tokens; ++t) {
     const uint16_t* k = keys + static_cast<size_t>(t) * head_dim;
     float acc = 0.0f;
-    for (uint32_t c = 0; c < head_dim; ++c) acc += q[c] * f16_to_f32(k[c]);
+    for (uint32_t c = 0; c < head_dim; ++c) acc += q[c] * kv_half_to_float(k[c]);
     scores[t] = scale * acc;
   }
 }
@@ -62,7 +62,7 @@ void exact_accumulate_f32(const float* p, const float* values, uint32_t tokens, 
 void exact_accumulate_f16(const float* p, const uint16_t* values, uint32_t tokens, uint32_t head_dim, float* out) {
   for (uint32_t t = 0; t < tokens; ++t) {
     const uint16_t* v = values + static_cast<size_t>(t) * head_dim;
-    for (uint32_t c = 0; c < head_dim; ++c) out[c] += p[t] * f16_to_f32(v[c]);
+    for (uint32_t c = 0; c < head_dim; ++c) out[c] += p[t] * kv_half_to_float(v[c]);
   }
 }
 

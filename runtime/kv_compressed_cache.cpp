@@ -112,14 +112,16 @@ void CompressedKvCache::flush_block(HeadState& h) {
     }
   }
   if (middle_blocks_ > 0) {
-    uint8_t* block = h.base + h.layout.middle + ((h.middle_start + h.middle_count) % middle_blocks_) * h.layout.block_bytes;
+    const size_t slot_index = (h.middle_start + h.middle_count) % middle_blocks_;
+    uint8_t* block = h.base + h.layout.middle_keys + slot_index * h.layout.key_block_bytes;
+    uint8_t* values = h.base + h.layout.middle_values + slot_index * h.layout.value_block_bytes;
     for (uint32_t t = 0; t < G; ++t) {
       const size_t slot = (h.window_start + t) % ring;
       const uint8_t* k = h.base + h.layout.window_keys + slot * row;
       const uint8_t* v = h.base + h.layout.window_values + slot * row;
       if (h.bits.exact()) {
         std::memcpy(block + t * row, k, row);
-        std::memcpy(block + (G + t) * row, v, row);
+        std::memcpy(values + t * row, v, row);
       } else {
         load_exact(profile_.exact_type, k, D, flush_ + static_cast<size_t>(t) * D);
         load_exact(profile_.exact_type, v, D, flush_ + static_cast<size_t>(G + t) * D);
@@ -127,7 +129,6 @@ void CompressedKvCache::flush_block(HeadState& h) {
     }
     if (!h.bits.exact()) {
       kv_quantize_key_block(isa_, flush_, G, D, h.bits.key_bits, block);
-      uint8_t* values = block + kv_key_block_bytes(h.bits.key_bits, D, G);
       const size_t value_row = kv_value_row_bytes(h.bits.value_bits, D, profile_.value_group);
       for (uint32_t t = 0; t < G; ++t)
         kv_quantize_value_row(isa_, flush_ + static_cast<size_t>(G + t) * D, D, profile_.value_group,
@@ -187,12 +188,10 @@ void CompressedKvCache::for_each_segment(const HeadState& h, uint32_t end_pos, F
     const uint32_t first = middle_first + i * G;
     if (first >= limit) return;
     const uint32_t n = limit - first < G ? limit - first : G;
-    const uint8_t* block = h.base + h.layout.middle + ((h.middle_start + i) % middle_blocks_) * h.layout.block_bytes;
-    if (h.bits.exact()) {
-      fn(KvSegment{exact, n, block, block + static_cast<size_t>(G) * row}, first);
-    } else {
-      fn(KvSegment{KvSegmentKind::Quantized, n, block, block + kv_key_block_bytes(h.bits.key_bits, D, G)}, first);
-    }
+    const size_t slot = (h.middle_start + i) % middle_blocks_;
+    const uint8_t* keys = h.base + h.layout.middle_keys + slot * h.layout.key_block_bytes;
+    const uint8_t* values = h.base + h.layout.middle_values + slot * h.layout.value_block_bytes;
+    fn(KvSegment{h.bits.exact() ? exact : KvSegmentKind::Quantized, n, keys, values}, first);
   }
   if (limit <= window_first) return;
   const uint32_t n = limit - window_first;

@@ -50,9 +50,17 @@ KvHeadLayout kv_head_layout(const KvCacheProfile& p, KvHeadBits bits, uint64_t m
   at += (static_cast<size_t>(p.recent_window) + p.block_tokens) * row;
   l.window_values = at;
   at += (static_cast<size_t>(p.recent_window) + p.block_tokens) * row;
-  l.middle = at;
-  l.block_bytes = kv_head_block_bytes(p, bits);
-  at += middle_blocks * l.block_bytes;
+  const uint32_t D = p.shape.head_dim, G = p.block_tokens;
+  if (bits.exact()) {
+    l.key_block_bytes = l.value_block_bytes = static_cast<size_t>(G) * row;
+  } else {
+    l.key_block_bytes = kv_key_block_bytes(bits.key_bits, D, G);
+    l.value_block_bytes = G * kv_value_row_bytes(bits.value_bits, D, p.value_group);
+  }
+  l.middle_keys = at;
+  at += middle_blocks * l.key_block_bytes;
+  l.middle_values = at;
+  at += middle_blocks * l.value_block_bytes;
   l.total = align_up(at + kKvReadPadding, kAlign);
   return l;
 }

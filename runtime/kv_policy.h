@@ -75,8 +75,10 @@ double kv_average_bits(const KvCacheProfile& profile);
 struct KvHeadLayout {
   size_t sink_keys = 0, sink_values = 0;      // S rows each
   size_t window_keys = 0, window_values = 0;  // W+G rows each
-  size_t middle = 0;                          // M blocks of block_bytes
-  size_t block_bytes = 0;
+  // M key blocks, then M value blocks: attention's score pass and value pass each
+  // stream one contiguous region (interleaving them halved the streamed bandwidth).
+  size_t middle_keys = 0, middle_values = 0;
+  size_t key_block_bytes = 0, value_block_bytes = 0;
   size_t total = 0;                           // padded for SIMD over-reads, 64-aligned
 };
 KvHeadLayout kv_head_layout(const KvCacheProfile& profile, KvHeadBits bits, uint64_t middle_blocks);

@@ -201,3 +201,22 @@ TEST(KvFormatTest, RejectsBadFormats) {
 
 }  // namespace
 }  // namespace tern
+
+#include "kernels/kv_ukernels.h"
+
+namespace tern {
+namespace {
+
+TEST(KvHalfTest, FastConversionMatchesReferenceForEveryHalf) {
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    const float want = f16_to_f32(static_cast<uint16_t>(h)), got = kv_half_to_float(static_cast<uint16_t>(h));
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << h;
+    } else {
+      ASSERT_EQ(std::memcmp(&want, &got, 4), 0) << std::hex << h;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tern

@@ -1,0 +1,147 @@
+// Mixed-precision KV attention: one query head over a 2k-token history (2B-4T head
+// dim 128), all-f16 vs 4 exact sinks + quantized 32-token blocks + 32 exact recent.
+//   tern-kv-bench --benchmark_filter=Attend
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/dense_matmul.h"
+#include "kernels/kv_attention.h"
+
+namespace tern {
+namespace {
+
+constexpr uint32_t kHeadDim = 128, kTokens = 2048, kSinks = 4, kRecent = 32, kBlock = 32, kGroup = 32;
+
+struct History {
+  std::vector<uint16_t> exact_k, exact_v;  // f16: sinks + recent (or everything in f16 mode)
+  std::vector<uint8_t> blocks;
+  std::vector<KvSegment> segs;
+  KvQuantLayout layout;
+};
+
+std::vector<float> random_rows(size_t rows, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> x(rows * kHeadDim);
+  for (auto& v : x) v = n(rng);
+  return x;
+}
+
+History make_history(uint32_t bits, KvIsa isa) {
+  History h;
+  h.layout = KvQuantLayout{bits, bits, kBlock, kGroup};
+  const auto k = random_rows(kTokens, 1), v = random_rows(kTokens, 2);
+  if (bits == 16) {
+    for (float x : k) h.exact_k.push_back(f32_to_f16(x));
+    for (float x : v) h.exact_v.push_back(f32_to_f16(x));
+    h.segs.push_back({KvSegmentKind::ExactF16, kTokens, h.exact_k.data(), h.exact_v.data()});
+    return h;
+  }
+  const uint32_t middle = kTokens - kSinks - kRecent, blocks = middle / kBlock;
+  for (uint32_t i = 0; i < (kSinks + kRecent) * kHeadDim; ++i) {
+    const size_t src = i < kSinks * kHeadDim ? i : (kTokens - kSinks - kRecent) * kHeadDim + i;
+    h.exact_k.push_back(f32_to_f16(k[src]));
+    h.exact_v.push_back(f32_to_f16(v[src]));
+  }
+  const size_t key_bytes = kv_key_block_bytes(bits, kHeadDim, kBlock);
+  const size_t row_bytes = kv_value_row_bytes(bits, kHeadDim, kGroup);
+  // Key blocks contiguous, then value blocks: each pass streams one region.
+  h.blocks.resize(blocks * (key_bytes + kBlock * row_bytes) + kKvReadPadding);
+  uint8_t* value_base = h.blocks.data() + blocks * key_bytes;
+  h.segs.push_back({KvSegmentKind::ExactF16, kSinks, h.exact_k.data(), h.exact_v.data()});
+  for (uint32_t b = 0; b < blocks; ++b) {
+    uint8_t* block = h.blocks.data() + b * key_bytes;
+    uint8_t* values = value_base + b * kBlock * row_bytes;
+    const size_t first = (kSinks + static_cast<size_t>(b) * kBlock) * kHeadDim;
+    kv_quantize_key_block(isa, k.data() + first, kBlock, kHeadDim, bits, block);
+    for (uint32_t t = 0; t < kBlock; ++t)
+      kv_quantize_value_row(isa, v.data() + first + t * kHeadDim, kHeadDim, kGroup, bits, values + t * row_bytes);
+    h.segs.push_back({KvSegmentKind::Quantized, kBlock, block, values});
+  }
+  h.segs.push_back({KvSegmentKind::ExactF16, kRecent, h.exact_k.data() + kSinks * kHeadDim,
+                    h.exact_v.data() + kSinks * kHeadDim});
+  return h;
+}
+
+void BM_Attend(benchmark::State& state) {
+  const uint32_t bits = static_cast<uint32_t>(state.range(0));
+  const KvIsa isa = static_cast<KvIsa>(state.range(1));
+  if (!kv_isa_supported(isa)) {
+    state.SkipWithError("ISA not supported");
+    return;
+  }
+  const History h = make_history(bits, isa);
+  uint32_t tokens = 0;
+  for (const auto& s : h.segs) tokens += s.tokens;
+  const auto q = random_rows(1, 3);
+  std::vector<float> scores(tokens), out(kHeadDim);
+  for (auto _ : state) {
+    kv_attend(isa, h.segs.data(), h.segs.size(), h.layout, kHeadDim, q.data(), 0.088f, scores.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(tokens) * state.iterations(),
+                                                  benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(to_string(isa)) + (bits == 16 ? " f16" : " q" + std::to_string(bits)));
+}
+
+void attend_args(benchmark::internal::Benchmark* b) {
+  for (int isa : {0, 1, 2, 3})
+    for (int bits : {16, 8, 4, 3, 2}) b->Args({bits, isa});
+}
+BENCHMARK(BM_Attend)->Apply(attend_args);
+
+// One decode step's attention reads for bitnet-b1.58-2B-4T at 2k context: 30 layers x 5
+// KV heads, one query each, every history a separate allocation, 157 MB in f16 — far
+// beyond the caches, so this is the memory-bound regime a phone decodes in.
+void BM_AttendAllHeads(benchmark::State& state) {
+  const uint32_t bits = static_cast<uint32_t>(state.range(0));
+  const KvIsa isa = kv_best_isa();
+  constexpr int kHeads = 150;
+  std::vector<History> heads;
+  heads.reserve(kHeads);
+  size_t bytes = 0;
+  for (int i = 0; i < kHeads; ++i) {
+    heads.push_back(make_history(bits, isa));
+    bytes += heads.back().exact_k.size() * 4 + heads.back().blocks.size();
+  }
+  const auto q = random_rows(1, 3);
+  std::vector<float> scores(kTokens), out(kHeadDim);
+  for (auto _ : state) {
+    for (const History& h : heads) {
+      kv_attend(isa, h.segs.data(), h.segs.size(), h.layout, kHeadDim, q.data(), 0.088f, scores.data(), out.data());
+      benchmark::DoNotOptimize(out.data());
+    }
+  }
+  state.counters["cache_MB"] = static_cast<double>(bytes) / 1e6;
+  state.counters["steps/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(to_string(isa)) + (bits == 16 ? " f16" : " q" + std::to_string(bits)));
+}
+BENCHMARK(BM_AttendAllHeads)->Arg(16)->Arg(8)->Arg(4)->Arg(2)->Unit(benchmark::kMillisecond);
+
+void BM_QuantizeBlock(benchmark::State& state) {
+  const uint32_t bits = static_cast<uint32_t>(state.range(0));
+  const KvIsa isa = static_cast<KvIsa>(state.range(1));
+  if (!kv_isa_supported(isa)) {
+    state.SkipWithError("ISA not supported");
+    return;
+  }
+  const auto k = random_rows(kBlock, 4), v = random_rows(kBlock, 5);
+  const size_t key_bytes = kv_key_block_bytes(bits, kHeadDim, kBlock), row_bytes = kv_value_row_bytes(bits, kHeadDim, kGroup);
+  std::vector<uint8_t> block(key_bytes + kBlock * row_bytes);
+  for (auto _ : state) {
+    kv_quantize_key_block(isa, k.data(), kBlock, kHeadDim, bits, block.data());
+    for (uint32_t t = 0; t < kBlock; ++t)
+      kv_quantize_value_row(isa, v.data() + t * kHeadDim, kHeadDim, kGroup, bits, block.data() + key_bytes + t * row_bytes);
+    benchmark::DoNotOptimize(block.data());
+  }
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(kBlock) * state.iterations(),
+                                                  benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(to_string(isa)) + " q" + std::to_string(bits));
+}
+BENCHMARK(BM_QuantizeBlock)->Args({4, 0})->Args({4, 1})->Args({4, 2})->Args({4, 3})->Args({2, 2});
+
+}  // namespace
+}  // namespace tern
