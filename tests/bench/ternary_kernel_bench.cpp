@@ -8,12 +8,16 @@
 // cache (kStreamBytes); the "hot" variant reuses one copy to show the compute ceiling.
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
 
+#include <xnnpack.h>
+
+#include "kernels/dense_matmul.h"
 #include "kernels/ternary_matmul.h"
 
 namespace tern {
@@ -192,6 +196,116 @@ void BM_MemRead(benchmark::State& state) {
 }
 BENCHMARK(BM_MemRead)->Arg(1)->ArgName("threads")->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MemRead)->Arg(2)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The tied lm_head of 2B-4T: 128256 x 2560, one token. Ours through dense_gemv_f32_isa
+// (arg 0: 0 = f32, 1 = f16, 2 = q8 group 64; arg 1: 1 = selected ISA, 0 = scalar).
+constexpr size_t kVocab = 128256, kDim = 2560;
+
+std::vector<float> lm_head_activation() {
+  std::vector<float> x(kDim);
+  for (size_t i = 0; i < kDim; ++i) x[i] = static_cast<float>((i * 7919) % 255) / 127.0f - 1.0f;
+  return x;
+}
+
+void BM_LmHead(benchmark::State& state) {
+  const DenseType types[] = {DenseType::F32, DenseType::F16, DenseType::Q8};
+  const DenseType type = types[state.range(0)];
+  const Isa isa = state.range(1) != 0 ? ternary_active_isa() : Isa::Scalar;
+  DenseMatrix m;
+  m.type = type;
+  m.rows = kVocab;
+  m.cols = kDim;
+  m.group = type == DenseType::Q8 ? 64 : 0;
+  m.size_bytes = dense_data_size(type, kVocab, kDim);
+  AlignedBytes data = aligned_bytes(m.size_bytes);
+  for (size_t i = 0; i < m.size_bytes; ++i) data[i] = static_cast<uint8_t>((i * 131) >> 3);
+  if (type == DenseType::F32) {  // keep the values finite
+    float* f = reinterpret_cast<float*>(data.get());
+    for (size_t i = 0; i < kVocab * kDim; ++i) f[i] = static_cast<float>(i % 97) * 0.01f;
+  } else if (type == DenseType::F16) {
+    uint16_t* h = reinterpret_cast<uint16_t*>(data.get());
+    for (size_t i = 0; i < kVocab * kDim; ++i) h[i] = static_cast<uint16_t>(0x2000 + i % 0x1000);
+  }
+  std::vector<float> scales(dense_scale_count(type, kVocab, kDim, m.group), 0.01f);
+  m.data = data.get();
+  m.scales = scales.empty() ? nullptr : scales.data();
+  const std::vector<float> x = lm_head_activation();
+  std::vector<float> y(kVocab);
+  ThreadPool* pool = pool_for(static_cast<size_t>(state.range(2)));
+  for (auto _ : state) {
+    if (dense_gemv_f32_isa(isa, m, x.data(), y.data(), pool) != Error::Ok) {
+      state.SkipWithError("kernel failed");
+      break;
+    }
+    benchmark::ClobberMemory();
+  }
+  state.counters["weight_B/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * m.size_bytes,
+                                                    benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  state.SetLabel(std::string(to_string(type)) + " " + to_string(isa));
+}
+BENCHMARK(BM_LmHead)->ArgNames({"type", "simd", "threads"})
+    ->Args({0, 1, 1})->Args({1, 1, 1})->Args({2, 1, 1})->Args({2, 0, 1})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LmHead)->ArgNames({"type", "simd", "threads"})->Args({1, 1, 2})->Args({2, 1, 2})
+    ->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// XNNPACK fully-connected on the same shape: f32 (f32 weights) and qs8 (int8 weights,
+// one scale per tensor, int8 input and int8 output). XNNPACK packs its own copy of the
+// weights at create time, so this is after that copy.
+void BM_XnnLmHead(benchmark::State& state) {
+  const bool qs8 = state.range(0) != 0;
+  if (xnn_initialize(nullptr) != xnn_status_success) {
+    state.SkipWithError("xnn_initialize failed");
+    return;
+  }
+  xnn_operator_t op = nullptr;
+  std::vector<float> wf;
+  std::vector<int8_t> wq;
+  if (qs8) {
+    wq.resize(kVocab * kDim);
+    for (size_t i = 0; i < wq.size(); ++i) wq[i] = static_cast<int8_t>((i * 131) >> 3);
+    if (xnn_create_fully_connected_nc_qs8(kDim, kVocab, kDim, kVocab, 0, 0.02f, 0.01f, wq.data(), nullptr, 0, 1.0f,
+                                          -127, 127, 0, &op) != xnn_status_success) {
+      state.SkipWithError("create qs8 failed");
+      return;
+    }
+  } else {
+    wf.resize(kVocab * kDim);
+    for (size_t i = 0; i < wf.size(); ++i) wf[i] = static_cast<float>(i % 97) * 0.01f;
+    if (xnn_create_fully_connected_nc_f32(kDim, kVocab, kDim, kVocab, wf.data(), nullptr, -INFINITY, INFINITY, 0,
+                                          &op) != xnn_status_success) {
+      state.SkipWithError("create f32 failed");
+      return;
+    }
+  }
+  // Only the packed copy is used from here on.
+  std::vector<float>().swap(wf);
+  std::vector<int8_t>().swap(wq);
+  const std::vector<float> x = lm_head_activation();
+  std::vector<int8_t> xq(kDim);
+  for (size_t i = 0; i < kDim; ++i) xq[i] = static_cast<int8_t>(x[i] * 100.0f);
+  std::vector<float> y(kVocab);
+  std::vector<int8_t> yq(kVocab);
+  ThreadPool* pool = pool_for(static_cast<size_t>(state.range(1)));
+  const pthreadpool_t threads = pool == nullptr ? nullptr : pool->handle();
+  const xnn_status setup = qs8 ? xnn_setup_fully_connected_nc_qs8(op, 1, xq.data(), yq.data(), threads)
+                               : xnn_setup_fully_connected_nc_f32(op, 1, x.data(), y.data(), threads);
+  if (setup != xnn_status_success) {
+    state.SkipWithError("setup failed");
+    xnn_delete_operator(op);
+    return;
+  }
+  for (auto _ : state) {
+    xnn_run_operator(op, threads);
+    benchmark::ClobberMemory();
+  }
+  xnn_delete_operator(op);
+  const double bytes = static_cast<double>(kVocab * kDim) * (qs8 ? 1 : 4);
+  state.counters["weight_B/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * bytes,
+                                                    benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  state.SetLabel(qs8 ? "xnnpack qs8 (int8 out)" : "xnnpack f32");
+}
+BENCHMARK(BM_XnnLmHead)->ArgNames({"qs8", "threads"})->Args({0, 1})->Args({1, 1})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace tern
