@@ -134,6 +134,9 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
   params_ = params;
   weights_ = weights;
   TERN_ASSIGN_OR_RETURN(pool_, ThreadPool::create(params.threads));
+  // Kernel dispatch initializes on first use (CPU detection allocates): do it at load,
+  // never inside the first prefill.
+  (void)ternary_active_isa();
 
   const bool layer_norms = config.family != ModelFamily::Bitllama2c;
   size_t arena_weights = 2 * kAlign + config.layers * (sizeof(LayerWeights) + sizeof(LayerRuntime)) + 2 * kAlign +
