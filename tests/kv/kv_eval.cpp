@@ -1,0 +1,215 @@
+// Perplexity and greedy agreement of bitllama2c-3M with each KV mode, teacher-forced one
+// token at a time through the runtime's forward pass (which reads the cache back through
+// the KvCache interface, so it sees exactly what the compressed cache keeps).
+//   tern-kv-eval [--text FILE] [--context 512] [--chunks 4]
+#include <CLI/CLI.hpp>
+#include <sentencepiece_processor.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/forward.h"
+#include "runtime/kv_compressed_cache.h"
+#include "tests/runtime/bitllama2c_reader.h"
+#include "tests/test_util.h"
+
+namespace tern {
+namespace {
+
+struct Mode {
+  std::string name;
+  bool dense = false;
+  KvType dense_type = KvType::F32;
+  KvCacheProfile profile;
+  std::vector<KvHeadBits> bits;  // per head when non-empty
+};
+
+struct RunResult {
+  double nll = 0;
+  size_t predictions = 0;
+  std::vector<int32_t> argmax;
+};
+
+RunResult run(const Model& model, Mode& mode, const std::vector<int32_t>& ids, uint32_t context, uint32_t chunks) {
+  const ModelConfig& c = model.config();
+  size_t scratch_bytes = 0;
+  ForwardScratch scratch;
+  (void)carve_forward_scratch(c, 1, context, nullptr, &scratch, &scratch_bytes);
+  if (!mode.bits.empty()) mode.profile.head_bits = mode.bits.data();
+  const size_t kv_bytes =
+      mode.dense ? kv_arena_bytes(mode.dense_type, kv_shape_of(c), context) : kv_bytes_for_tokens(mode.profile, context);
+  std::vector<uint8_t> buffer(scratch_bytes + kv_bytes + 4096);
+  RunResult r;
+  for (uint32_t chunk = 0; chunk < chunks; ++chunk) {
+    if (static_cast<size_t>(chunk + 1) * context > ids.size()) break;
+    ArenaAllocator arena(buffer.data(), buffer.size());
+    if (carve_forward_scratch(c, 1, context, &arena, &scratch, &scratch_bytes) != Error::Ok) std::abort();
+    KvCache* kv = nullptr;
+    if (mode.dense) {
+      kv = *create_kv_cache(mode.dense_type, kv_shape_of(c), context, arena);
+    } else {
+      auto made = CompressedKvCache::create(mode.profile, context, arena);
+      if (!made.ok()) {
+        std::fprintf(stderr, "%s: %s\n", mode.name.c_str(), last_error_message());
+        std::abort();
+      }
+      kv = *made;
+    }
+    const int32_t* tokens = ids.data() + static_cast<size_t>(chunk) * context;
+    for (uint32_t pos = 0; pos + 1 < context; ++pos) {
+      if (forward(model, *kv, scratch, tokens + pos, 1, pos, true, nullptr) != Error::Ok) std::abort();
+      const float* logits = scratch.logits;
+      float mx = logits[0];
+      int32_t best = 0;
+      for (uint32_t i = 1; i < c.vocab; ++i)
+        if (logits[i] > mx) mx = logits[i], best = static_cast<int32_t>(i);
+      double sum = 0;
+      for (uint32_t i = 0; i < c.vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+      r.nll += -(logits[tokens[pos + 1]] - mx - std::log(sum));
+      ++r.predictions;
+      r.argmax.push_back(best);
+    }
+  }
+  return r;
+}
+
+void print_sizes() {
+  struct Shape {
+    const char* name;
+    KvShape shape;
+  };
+  const Shape shapes[] = {{"bitnet-b1.58-2B-4T", {30, 5, 128}}, {"bitllama2c-3M", {8, 4, 32}}};
+  std::printf("| model | mode | block G | value group | bytes/token | bits/element | vs fp16 |\n");
+  std::printf("| --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
+  for (const Shape& s : shapes) {
+    const double fp16 = static_cast<double>(kv_bytes_per_token(KvType::F16, s.shape));
+    std::printf("| %s | fp16 | - | - | %.0f | 16.00 | 1.00x |\n", s.name, fp16);
+    for (uint32_t g : {32u, 128u}) {
+      for (uint8_t b : {8, 4, 3, 2}) {
+        KvCacheProfile p;
+        p.shape = s.shape;
+        p.block_tokens = g;
+        p.value_group = std::min(g, s.shape.head_dim);
+        p.uniform = KvHeadBits{b, b};
+        const double bpt = kv_bytes_per_token(p);
+        std::printf("| %s | q%u | %u | %u | %.1f | %.3f | %.2fx |\n", s.name, b, g, p.value_group, bpt,
+                    kv_average_bits(p), fp16 / bpt);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tern
+
+int main(int argc, char** argv) {
+  using namespace tern;
+  CLI::App app{"KV-mode quality on bitllama2c-3M"};
+  std::string text_path = tern::testing::shared_path("corpus/tinystories-sample-a.txt");
+  std::string model_path = tern::testing::shared_path("models/bitllama2c-3M/bit_model.bin");
+  std::string spm_path = tern::testing::shared_path("models/bitllama2c-3M/tokenizer.model");
+  uint32_t context = 512, chunks = 4;
+  std::string only;
+  bool sizes = false;
+  app.add_flag("--sizes", sizes, "print KV bytes per token per mode for 2B-4T and bitllama2c-3M, then exit");
+  app.add_option("--text", text_path);
+  app.add_option("--model", model_path);
+  app.add_option("--context", context);
+  app.add_option("--chunks", chunks);
+  app.add_option("--only", only, "evaluate only modes whose name contains this");
+  CLI11_PARSE(app, argc, argv);
+
+  if (sizes) {
+    print_sizes();
+    return 0;
+  }
+  sentencepiece::SentencePieceProcessor spm;
+  if (!spm.Load(spm_path).ok()) return 1;
+  std::ifstream in(text_path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::vector<int> pieces;
+  // Stories are separated by blank lines; each starts with BOS like the training data.
+  std::vector<int32_t> ids;
+  std::string story, line;
+  std::istringstream lines(ss.str());
+  auto flush = [&] {
+    if (story.empty()) return;
+    spm.Encode(story, &pieces);
+    ids.push_back(1);
+    ids.insert(ids.end(), pieces.begin(), pieces.end());
+    story.clear();
+  };
+  while (std::getline(lines, line)) {
+    if (line.empty()) flush();
+    else story += (story.empty() ? "" : "\n") + line;
+  }
+  flush();
+
+  auto w = tern::testing::read_bitllama2c(model_path);
+  if (!w) return 1;
+  ModelParams params;
+  auto model = Model::create(w->config, w->weights, params, w->bytes);
+  if (!model.ok()) return 1;
+  const ModelConfig& c = w->config;
+  std::printf("bitllama2c-3M: %u layers x %u kv heads x %u dims; %zu tokens of %s; context %u x %u chunks\n",
+              c.layers, c.kv_heads, c.head_dim, ids.size(), text_path.c_str(), context, chunks);
+
+  std::vector<Mode> modes;
+  Mode f32{"f32", true, KvType::F32, {}, {}};
+  Mode f16{"fp16", true, KvType::F16, {}, {}};
+  modes.push_back(f32);
+  modes.push_back(f16);
+  auto quant = [&](const std::string& name, uint8_t kb, uint8_t vb, std::function<void(KvCacheProfile&)> tweak) {
+    Mode m;
+    m.name = name;
+    m.profile.shape = kv_shape_of(c);
+    m.profile.exact_type = KvType::F16;
+    m.profile.sink_tokens = 4;
+    m.profile.recent_window = 32;
+    m.profile.block_tokens = 32;
+    m.profile.value_group = 32;
+    m.profile.rotate = true;
+    m.profile.eviction = KvEviction::None;
+    m.profile.uniform = KvHeadBits{kb, vb};
+    if (tweak) tweak(m.profile);
+    modes.push_back(m);
+  };
+  for (uint8_t b : {8, 4, 3, 2}) quant("q" + std::to_string(b), b, b, nullptr);
+  quant("q2 no-rotation", 2, 2, [](KvCacheProfile& p) { p.rotate = false; });
+  quant("q2 window 0", 2, 2, [](KvCacheProfile& p) { p.recent_window = 0; });
+  quant("q2 block 16", 2, 2, [](KvCacheProfile& p) { p.block_tokens = 16; });
+  quant("q2 vgroup 16", 2, 2, [](KvCacheProfile& p) { p.value_group = 16; });
+  quant("k4v2", 4, 2, nullptr);
+  quant("k2v4", 2, 4, nullptr);
+  quant("q3 window 0", 3, 3, [](KvCacheProfile& p) { p.recent_window = 0; });
+  quant("q4 window 0", 4, 4, [](KvCacheProfile& p) { p.recent_window = 0; });
+
+  RunResult reference;
+  std::printf("| mode | KV bytes/token | bits/element | PPL | ΔPPL vs f32 | greedy agreement | seconds |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (Mode& m : modes) {
+    if (!only.empty() && m.name.find(only) == std::string::npos && m.name != "f32") continue;
+    const auto t0 = std::chrono::steady_clock::now();
+    const RunResult r = run(**model, m, ids, context, chunks);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (m.name == "f32") reference = r;
+    const double ppl = std::exp(r.nll / r.predictions), ref_ppl = std::exp(reference.nll / reference.predictions);
+    size_t agree = 0;
+    for (size_t i = 0; i < r.argmax.size(); ++i) agree += r.argmax[i] == reference.argmax[i];
+    const double bpt = m.dense ? static_cast<double>(kv_bytes_per_token(m.dense_type, kv_shape_of(c)))
+                               : kv_bytes_per_token(m.profile);
+    const double bits = bpt * 8 / (2.0 * c.layers * c.kv_heads * c.head_dim);
+    std::printf("| %s | %.0f | %.2f | %.4f | %+.2f %% | %.2f %% | %.1f |\n", m.name.c_str(), bpt, bits, ppl,
+                100.0 * (ppl / ref_ppl - 1), 100.0 * agree / r.argmax.size(), seconds);
+    std::fflush(stdout);
+  }
+  return 0;
+}
