@@ -717,12 +717,10 @@ Result<ModelIR> import_gguf(const gguf::File& file, const ConvertOptions& option
     return fail(Error::NotFound, "%s: no tokenizer.ggml.* metadata and no tokenizer given", fname);
   }
   if (ir.tokenizer.type != TokenizerType::Unknown) {
-    if (ir.tokenizer.pieces.size() != c.vocab) {
-      // Embedding tables are often padded past the tokenizer (never the other way round).
-      if (ir.tokenizer.pieces.size() > c.vocab) {
-        return fail(Error::ShapeMismatch, "%s: tokenizer has %zu tokens but token_embd only %u rows", fname,
-                    ir.tokenizer.pieces.size(), c.vocab);
-      }
+    // Embedding tables may be padded past the tokenizer, never the other way round.
+    if (ir.tokenizer.pieces.size() > c.vocab) {
+      return fail(Error::ShapeMismatch, "%s: tokenizer has %zu tokens but token_embd only %u rows", fname,
+                  ir.tokenizer.pieces.size(), c.vocab);
     }
     c.bos_id = ir.tokenizer.bos_id;
     c.eos_id = ir.tokenizer.eos_id;

@@ -5,8 +5,20 @@
 //   row-major [out][in], Tern's order.
 // - q/k rows are NOT permuted: llama.cpp runs arch `bitnet` with NEOX (rotate-half) RoPE
 //   and its converter keeps the Hugging Face row order, so RopeStyle::RotateHalf.
+//   (Checked end to end: the forward pass on the shared files matches the reference logits
+//   at cosine 0.9993; with q/k permuted as for llama-arch GGUF it drops to 0.84.)
 // - Ternary scales use the multiply convention (weight = code * scale): tq1_0/tq2_0 block
 //   scales and the i2_s tensor scale are all the block/tensor absmax, i.e. s itself.
+//   tq1_0/tq2_0 blocks must share one scale within f16 precision (all-zero blocks aside).
+// - i2_s is decoded in the layout bitnet.cpp writes on x86 (128-weight blocks, 32 bytes,
+//   weight j at byte j % 32, bits 6 - 2*(j/32)). Its ARM build packs 64-weight blocks under
+//   the same type id; nothing in the file tells them apart, so such files decode wrongly.
+// - Activation: `<arch>.hidden_activation` when present; otherwise relu² for bitnet-b1.58
+//   (bitnet.cpp's 2B-4T) and SiLU for `bitnet` (upstream llama.cpp's 1bitLLM models).
+// - Tokenizer: "gpt2" -> byte-level BPE with the GPT-2 byte spelling undone; only the
+//   llama-bpe/llama3 pre-tokenizer is accepted (others would split text differently with
+//   no error). "llama" -> SentencePiece BPE with scores. Control/user-defined tokens keep
+//   their literal text.
 #pragma once
 
 #include <cstdint>

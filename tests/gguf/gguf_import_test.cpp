@@ -157,6 +157,44 @@ TEST(GgufTokenizer, Gpt2ByteMappingRoundTrips) {
   EXPECT_FALSE(gpt2_unicode_to_bytes("\xC4", &bytes));      // truncated UTF-8
 }
 
+TEST(GgufTokenizer, SentencePieceVocabulary) {
+  fx::Builder b;
+  b.kv_str("tokenizer.ggml.model", "llama");
+  b.kv_strs("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "<0x41>", "\xE2\x96\x81" "a"});  // "▁a"
+  b.kv_f32s("tokenizer.ggml.scores", {0.0f, 0.0f, 0.0f, -1.0f, -2.5f});
+  b.kv_i32s("tokenizer.ggml.token_type", {2, 3, 3, 6, 1});
+  b.kv_u32("tokenizer.ggml.unknown_token_id", 0);
+  b.kv_u32("tokenizer.ggml.bos_token_id", 1);
+  b.kv_u32("tokenizer.ggml.eos_token_id", 2);
+  b.kv_bool("tokenizer.ggml.add_space_prefix", false);
+  auto bytes = b.build();
+  auto f = parse(bytes);
+  ASSERT_TRUE(f.ok()) << last_error_message();
+  auto tok = gguf_import_tokenizer(*f);
+  ASSERT_TRUE(tok.ok()) << last_error_message();
+  EXPECT_EQ(tok->type, TokenizerType::SentencePieceBpe);
+  EXPECT_EQ(tok->pieces[4], "\xE2\x96\x81" "a");  // SentencePiece pieces stay as spelled
+  EXPECT_EQ(tok->scores, (std::vector<float>{0.0f, 0.0f, 0.0f, -1.0f, -2.5f}));
+  EXPECT_EQ(tok->attrs, (std::vector<TokenAttr>{TokenAttr::Unknown, TokenAttr::Control, TokenAttr::Control,
+                                                TokenAttr::Byte, TokenAttr::Normal}));
+  EXPECT_EQ(tok->unk_id, 0);
+  EXPECT_EQ(tok->bos_id, 1);
+  EXPECT_EQ(tok->eos_id, 2);
+  EXPECT_FALSE(tok->add_dummy_prefix);
+  EXPECT_TRUE(tok->byte_fallback);
+
+  // A BOS id outside the vocabulary is an error naming the key.
+  fx::Builder bad;
+  bad.kv_str("tokenizer.ggml.model", "llama");
+  bad.kv_strs("tokenizer.ggml.tokens", {"a"});
+  bad.kv_u32("tokenizer.ggml.bos_token_id", 5);
+  auto bad_bytes = bad.build();
+  auto bf = parse(bad_bytes);
+  auto bt = gguf_import_tokenizer(*bf);
+  ASSERT_FALSE(bt.ok());
+  EXPECT_NE(std::string(last_error_message()).find("tokenizer.ggml.bos_token_id"), std::string::npos);
+}
+
 // ---- a whole mini model written byte by byte ----
 
 // A pseudo-random ternary pattern (Knuth multiplicative hash), different per seed.
