@@ -1,5 +1,6 @@
 #include "runtime/bundle.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -77,6 +78,9 @@ Error check_tensor(const Ctx& ctx, const schema::Tensor* t) {
       if (!is_known_layout(t->ternary_layout())) {
         return fail(Error::UnsupportedType, "%s: tensor '%s' has unknown ternary layout id %u", ctx.label, name,
                     t->ternary_layout());
+      }
+      if (!std::isfinite(t->scale())) {
+        return fail(Error::InvalidBundle, "%s: ternary tensor '%s' has a non-finite scale", ctx.label, name);
       }
       const size_t need = ternary_packed_size(static_cast<TernaryLayout>(t->ternary_layout()), rows, cols);
       if (need == 0) return fail(Error::ShapeMismatch, "%s: tensor '%s' is too large", ctx.label, name);
@@ -214,6 +218,11 @@ Error check_tokenizer(const Ctx& ctx, const schema::Tokenizer* tok) {
     }
     return Error::Ok;  // empty tokenizer (format tests); the runtime refuses to run it
   }
+  if (static_cast<uint32_t>(tok->type()) > static_cast<uint32_t>(schema::TokenizerType::MAX) ||
+      static_cast<uint32_t>(tok->pretokenizer()) > static_cast<uint32_t>(schema::PreTokenizer::MAX)) {
+    return fail(Error::InvalidBundle, "%s: unknown tokenizer type %u or pre-tokenizer %u", ctx.label,
+                static_cast<unsigned>(tok->type()), static_cast<unsigned>(tok->pretokenizer()));
+  }
   uint32_t prev = 0;
   for (uint32_t i = 0; i < offsets->size(); ++i) {
     const uint32_t o = offsets->Get(i);
@@ -227,6 +236,13 @@ Error check_tokenizer(const Ctx& ctx, const schema::Tokenizer* tok) {
   if (tok->attrs() && tok->attrs()->size() != 0 && tok->attrs()->size() != pieces) {
     return fail(Error::InvalidBundle, "%s: tokenizer has %u attrs for %u pieces", ctx.label, tok->attrs()->size(),
                 pieces);
+  }
+  if (const auto* attrs = tok->attrs()) {
+    for (uint32_t i = 0; i < attrs->size(); ++i) {
+      if (attrs->Get(i) > static_cast<uint8_t>(schema::TokenAttr::MAX)) {
+        return fail(Error::InvalidBundle, "%s: tokenizer piece %u has unknown attribute %u", ctx.label, i, attrs->Get(i));
+      }
+    }
   }
   if (tok->scores() && tok->scores()->size() != 0 && tok->scores()->size() != pieces) {
     return fail(Error::InvalidBundle, "%s: tokenizer has %u scores for %u pieces", ctx.label, tok->scores()->size(),
@@ -410,7 +426,10 @@ TensorView make_view(const uint8_t* file, uint64_t data_start, const schema::Ten
   v.layout = static_cast<TernaryLayout>(t->ternary_layout());
   v.scale = t->scale();
   v.dense_type = static_cast<DenseType>(t->dense_type());
-  if (t->group_scales() != nullptr && t->group_scales()->size() != 0) {
+  // Only Q8/Q4 scale segments were checked against the file; ignore any other.
+  const bool quantized = t->type() == schema::TensorType::Dense &&
+                         (v.dense_type == DenseType::Q8 || v.dense_type == DenseType::Q4);
+  if (quantized && t->group_scales() != nullptr && t->group_scales()->size() != 0) {
     v.group_scales = reinterpret_cast<const float*>(file + data_start + t->group_scales()->offset());
   }
   v.group = t->group_size();
