@@ -8,7 +8,7 @@
 namespace tern {
 namespace {
 
-constexpr size_t kMaxTokens = 8;
+constexpr size_t kMaxTokens = 16;
 
 inline __m512i broadcast4(const int8_t* p) {
   int32_t v;
@@ -17,17 +17,28 @@ inline __m512i broadcast4(const int8_t* p) {
 }
 
 // Decode keeps 4 accumulators per token (one per plane) to hide VPDPBUSD latency;
-// wider token tiles have independent chains already and need the registers.
+// wider token tiles have independent chains already and need the registers (16 tokens
+// x 1 accumulator + 4 planes fit the 32 zmm registers).
 template <size_t NT>
-void block_t2i16_avx512vnni_n(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride, int32_t* out) {
-  constexpr size_t kAcc = NT <= 2 ? 4 : 2;
+__attribute__((noinline)) void block_t2i16_avx512vnni_n(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride, int32_t* out) {
+  constexpr size_t kAcc = NT <= 2 ? 4 : (NT <= 8 ? 2 : 1);
   const __m512i mask = _mm512_set1_epi8(3);
   __m512i acc[NT][kAcc];
   for (size_t t = 0; t < NT; ++t)
     for (size_t a = 0; a < kAcc; ++a) acc[t][a] = _mm512_setzero_si512();
 
-  auto tile = [&](const uint8_t* w, const int8_t* qp, size_t stride) {
-    const __m512i packed = _mm512_loadu_si512(w);
+
+  // One loop over every tile, the last one reading zero-padded activations when K is
+  // not a multiple of 16: a single copy of the body keeps the accumulators in registers.
+  const size_t full = cols / kT2iBlockCols;
+  const size_t k_tiles = (cols + kT2iBlockCols - 1) / kT2iBlockCols;
+  int8_t tail[NT * kT2iBlockCols];
+  if (k_tiles != full) t2i_copy_tail(q, q_stride, NT, cols, tail);
+  for (size_t kt = 0; kt < k_tiles; ++kt) {
+    const bool padded = kt == full;
+    const int8_t* qp = padded ? tail : q + kt * kT2iBlockCols;
+    const size_t stride = padded ? kT2iBlockCols : q_stride;
+    const __m512i packed = _mm512_loadu_si512(block + kt * kT2iTileBytes);
     const __m512i w0 = _mm512_and_si512(packed, mask);
     const __m512i w1 = _mm512_and_si512(_mm512_srli_epi16(packed, 2), mask);
     const __m512i w2 = _mm512_and_si512(_mm512_srli_epi16(packed, 4), mask);
@@ -39,14 +50,6 @@ void block_t2i16_avx512vnni_n(const uint8_t* block, size_t cols, const int8_t* q
       acc[t][2 % kAcc] = _mm512_dpbusd_epi32(acc[t][2 % kAcc], w2, broadcast4(a + 8));
       acc[t][3 % kAcc] = _mm512_dpbusd_epi32(acc[t][3 % kAcc], w3, broadcast4(a + 12));
     }
-  };
-
-  const size_t full = cols / kT2iBlockCols;
-  for (size_t kt = 0; kt < full; ++kt) tile(block + kt * kT2iTileBytes, q + kt * kT2iBlockCols, q_stride);
-  if (cols % kT2iBlockCols != 0) {
-    int8_t tail[NT * kT2iBlockCols];
-    t2i_copy_tail(q, q_stride, NT, cols, tail);
-    tile(block + full * kT2iTileBytes, tail, kT2iBlockCols);
   }
   for (size_t t = 0; t < NT; ++t) {
     __m512i sum = acc[t][0];
@@ -65,7 +68,15 @@ void block_t2i16_avx512vnni(const uint8_t* block, size_t cols, const int8_t* q, 
     case 5: return block_t2i16_avx512vnni_n<5>(block, cols, q, q_stride, out);
     case 6: return block_t2i16_avx512vnni_n<6>(block, cols, q, q_stride, out);
     case 7: return block_t2i16_avx512vnni_n<7>(block, cols, q, q_stride, out);
-    default: return block_t2i16_avx512vnni_n<8>(block, cols, q, q_stride, out);
+    case 8: return block_t2i16_avx512vnni_n<8>(block, cols, q, q_stride, out);
+    case 9: return block_t2i16_avx512vnni_n<9>(block, cols, q, q_stride, out);
+    case 10: return block_t2i16_avx512vnni_n<10>(block, cols, q, q_stride, out);
+    case 11: return block_t2i16_avx512vnni_n<11>(block, cols, q, q_stride, out);
+    case 12: return block_t2i16_avx512vnni_n<12>(block, cols, q, q_stride, out);
+    case 13: return block_t2i16_avx512vnni_n<13>(block, cols, q, q_stride, out);
+    case 14: return block_t2i16_avx512vnni_n<14>(block, cols, q, q_stride, out);
+    case 15: return block_t2i16_avx512vnni_n<15>(block, cols, q, q_stride, out);
+    default: return block_t2i16_avx512vnni_n<16>(block, cols, q, q_stride, out);
   }
 }
 

@@ -57,12 +57,15 @@ void block_t2i16_neon_n(const uint8_t* block, size_t cols, const int8_t* q, size
     }
   };
 
+  // One loop over every tile, the last one reading zero-padded activations when K is
+  // not a multiple of 16: a single copy of the body keeps the accumulators in registers.
   const size_t full = cols / kT2iBlockCols;
-  for (size_t kt = 0; kt < full; ++kt) tile(block + kt * kT2iTileBytes, q + kt * kT2iBlockCols, q_stride);
-  if (cols % kT2iBlockCols != 0) {
-    int8_t tail[NT * kT2iBlockCols];
-    t2i_copy_tail(q, q_stride, NT, cols, tail);
-    tile(block + full * kT2iTileBytes, tail, kT2iBlockCols);
+  const size_t k_tiles = (cols + kT2iBlockCols - 1) / kT2iBlockCols;
+  int8_t tail[NT * kT2iBlockCols];
+  if (k_tiles != full) t2i_copy_tail(q, q_stride, NT, cols, tail);
+  for (size_t kt = 0; kt < k_tiles; ++kt) {
+    const bool padded = kt == full;
+    tile(block + kt * kT2iTileBytes, padded ? tail : q + kt * kT2iBlockCols, padded ? kT2iBlockCols : q_stride);
   }
   for (size_t t = 0; t < NT; ++t)
     for (size_t m = 0; m < 4; ++m) vst1q_s32(out + t * kT2iBlockRows + 4 * m, acc[t][m]);

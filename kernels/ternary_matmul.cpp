@@ -121,7 +121,7 @@ const ActiveKernels& active_kernels() {
 template <typename Emit>
 void run_t2i16_blocks(const TernaryBlockKernelInfo& kernel, const TernaryMatrix& w, const QuantizedActivations& x,
                       size_t b0, size_t b1, Emit& emit) {
-  constexpr size_t kMaxTile = 8;
+  constexpr size_t kMaxTile = 16;
   const size_t k_tiles = (w.cols + kT2iBlockCols - 1) / kT2iBlockCols;
   const size_t tile_tokens = kernel.max_tokens < kMaxTile ? kernel.max_tokens : kMaxTile;
   int32_t out[kMaxTile * kT2iBlockRows];
