@@ -5,10 +5,14 @@
 #include <functional>
 #include <map>
 
+#include "converter/bundle_writer.h"
 #include "converter/hf_import.h"
 #include "converter/import.h"
 #include "converter/safetensors.h"
 #include "fixtures.h"
+#include "kernels/ternary_layout.h"
+#include "runtime/bundle.h"
+#include "schema/bundle_generated.h"
 #include "tests/test_util.h"
 
 namespace tern {
@@ -467,6 +471,41 @@ TEST(TinyAusten, PackedAndBf16HoldIdenticalCodesAndScalesWithinBf16) {
   EXPECT_EQ(packed->config.bos_id, 2045);
   EXPECT_EQ(packed->config.eos_id, 2046);
   EXPECT_EQ(packed->tokenizer.pieces.size(), 2048u);
+}
+
+// The same through the writer and the loader: the two bundles hold the same codes.
+TEST(TinyAusten, PackedAndBf16BundlesHoldIdenticalCodes) {
+  TERN_REQUIRE_SHARED("models/tiny-austen/packed/model.safetensors");
+  TERN_REQUIRE_SHARED("models/tiny-austen/bf16/model.safetensors");
+  testing::TempFile packed_file(".tern"), master_file(".tern");
+  for (const auto& [dir, file] : {std::make_pair("packed", &packed_file), std::make_pair("bf16", &master_file)}) {
+    auto ir = convert::import_model(testing::shared_path(std::string("models/tiny-austen/") + dir), ConvertOptions{});
+    ASSERT_TRUE(ir.ok()) << last_error_message();
+    ASSERT_TRUE(convert::write_bundle(file->path(), convert::contents_from_ir(*ir, ConvertOptions{})).ok())
+        << last_error_message();
+  }
+  auto packed = Bundle::open(packed_file.path().c_str());
+  auto master = Bundle::open(master_file.path().c_str());
+  ASSERT_TRUE(packed.ok() && master.ok()) << last_error_message();
+  ASSERT_EQ(packed->tensor_count(), master->tensor_count());
+  size_t ternary = 0;
+  for (size_t i = 0; i < packed->tensor_count(); ++i) {
+    auto p = packed->tensor_at(i);
+    ASSERT_TRUE(p.ok());
+    auto m = master->tensor(p->name);
+    ASSERT_TRUE(m.ok()) << p->name;
+    if (p->type != TensorType::Ternary) continue;
+    ++ternary;
+    const TernaryMatrix pm = p->as_ternary(), mm = m->as_ternary();
+    std::vector<int8_t> pc(pm.rows * pm.cols), mc(mm.rows * mm.cols);
+    ASSERT_EQ(ternary_unpack(pm.layout, pm.data, pm.size_bytes, pm.rows, pm.cols, pc.data()), Error::Ok);
+    ASSERT_EQ(ternary_unpack(mm.layout, mm.data, mm.size_bytes, mm.rows, mm.cols, mc.data()), Error::Ok);
+    ASSERT_EQ(pc, mc) << p->name;
+    EXPECT_NEAR(p->scale, m->scale, m->scale / 256.0f) << p->name;
+  }
+  EXPECT_EQ(ternary, 42u);
+  EXPECT_EQ(packed->config().family, ModelFamily::Bitnet2B4T);
+  EXPECT_GT(packed->tokenizer()->piece_offsets()->size(), 2048u);
 }
 
 }  // namespace
