@@ -1,0 +1,18 @@
+import sys,re
+# Prints the shortest loop (label .. branch back to it) whose body has exactly N multiply
+# ops (smull/smlal/sdot): with one token that is the per-64-byte-tile inner loop.
+path, want = sys.argv[1], int(sys.argv[2])
+lines=open(path).read().split('\n')
+labels={}
+for i,l in enumerate(lines):
+    m=re.match(r'^(\.L\w+):',l)
+    if m: labels[m.group(1)]=i
+best=None
+for i,l in enumerate(lines):
+    m=re.search(r'^\s+(?:b\.?\w*|cbn?z\s+\w+,)\s*(\.L\w+)$',l)
+    if m and m.group(1) in labels and labels[m.group(1)]<i:
+        body=[b for b in lines[labels[m.group(1)]+1:i+1] if b.startswith('\t') and not b.strip().startswith(('.','//'))]
+        n=sum(1 for b in body if re.match(r'\s*(smull|smlal|sdot)',b))
+        if n==want and (best is None or len(body)<len(best)): best=body
+if best is None: sys.exit(1)
+print('\n'.join(best))
