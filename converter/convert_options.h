@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "kernels/dense_matmul.h"
@@ -20,6 +21,8 @@ struct ConvertOptions {
   // Explicit tokenizer path overriding the one found beside the checkpoint.
   std::string tokenizer_path;
   bool progress = true;   // progress bar on stderr
+  // Called by importers as work completes (step name, done, total); may be empty.
+  std::function<void(const char* step, uint64_t done, uint64_t total)> on_progress;
   uint64_t seed = 1234;   // synthetic weights
 };
 

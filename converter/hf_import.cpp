@@ -383,6 +383,7 @@ Result<ModelIR> import_hf(const std::string& dir_str, const ConvertOptions& opti
       TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_ternary(hf + m.hf, tn + m.canon, m.out, m.in));
       ir.tensors.push_back(std::move(t));
     }
+    if (options.on_progress) options.on_progress("importing", l + 1, c.layers);
   }
   {
     TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float("model.norm.weight", tensor_names::kFinalNorm, {hidden}));

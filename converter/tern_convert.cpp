@@ -28,8 +28,8 @@ ProgressFn make_progress(bool enabled) {
     const int width = 40;
     const double frac = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
     const int fill = static_cast<int>(frac * width);
-    std::fprintf(stderr, "\r%-8s [%.*s%*s] %5.1f%% %8.1f / %.1f MB", step, fill,
-                 "########################################", width - fill, "", frac * 100.0, done / 1e6, total / 1e6);
+    std::fprintf(stderr, "\r%-9s [%.*s%*s] %5.1f%%", step, fill, "########################################",
+                 width - fill, "", frac * 100.0);
     if (done >= total) std::fputc('\n', stderr);
     std::fflush(stderr);
   };
@@ -122,6 +122,8 @@ int main(int argc, char** argv) {
     contents = std::move(c).value();
   } else {
     if (!quiet) std::fprintf(stderr, "importing %s (%s)\n", input.c_str(), to_string(detect_format(input)));
+    const ProgressFn bar = make_progress(options.progress);
+    if (bar) options.on_progress = [&bar](const char* step, uint64_t done, uint64_t total) { bar(step, done, total); };
     auto r = import_model(input, options);
     if (!r.ok()) {
       std::fprintf(stderr, "tern-convert: %s\n", last_error_message());
