@@ -6,6 +6,7 @@
 #include <sentencepiece_processor.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "converter/kv_calibration.h"
 #include "runtime/forward.h"
 #include "runtime/kv_compressed_cache.h"
 #include "tests/runtime/bitllama2c_reader.h"
@@ -118,6 +120,9 @@ int main(int argc, char** argv) {
   uint32_t context = 512, chunks = 4;
   std::string only;
   bool sizes = false;
+  uint32_t sensitivity_tokens = 0;
+  app.add_option("--sensitivity", sensitivity_tokens,
+                 "measure per-head sensitivity over this many tokens, then add adaptive modes");
   app.add_flag("--sizes", sizes, "print KV bytes per token per mode for 2B-4T and bitllama2c-3M, then exit");
   app.add_option("--text", text_path);
   app.add_option("--model", model_path);
@@ -191,6 +196,63 @@ int main(int argc, char** argv) {
   quant("k2v4", 2, 4, nullptr);
   quant("q3 window 0", 3, 3, [](KvCacheProfile& p) { p.recent_window = 0; });
   quant("q4 window 0", 4, 4, [](KvCacheProfile& p) { p.recent_window = 0; });
+  quant("q2 block 128", 2, 2, [](KvCacheProfile& p) { p.block_tokens = 128; });
+  quant("q3 block 128", 3, 3, [](KvCacheProfile& p) { p.block_tokens = 128; });
+  quant("k2v3 block 128", 2, 3, [](KvCacheProfile& p) { p.block_tokens = 128; });
+  quant("q2 no-rotation window 0", 2, 2, [](KvCacheProfile& p) {
+    p.rotate = false;
+    p.recent_window = 0;
+  });
+
+  if (sensitivity_tokens > 0) {
+    // Per-head sensitivity: mean ΔNLL when that KV head alone is quantized (keys and
+    // values at the same width), every other head exact; then allocations by
+    // kvcal::allocate_by_sensitivity at several averages, evaluated like the other modes.
+    Mode exact_all;
+    exact_all.name = "exact";
+    exact_all.profile.shape = kv_shape_of(c);
+    exact_all.profile.exact_type = KvType::F16;
+    exact_all.profile.eviction = KvEviction::None;
+    exact_all.profile.uniform = KvHeadBits{0, 0};
+    const RunResult base = run(**model, exact_all, ids, sensitivity_tokens, 1);
+    const size_t heads = static_cast<size_t>(c.layers) * c.kv_heads;
+    std::vector<std::array<double, 4>> err(heads);
+    std::printf("sensitivity (mean ΔNLL x 1e3 over %u tokens) per head: w2 w3 w4\n", sensitivity_tokens);
+    for (size_t h = 0; h < heads; ++h) {
+      for (int wi = 0; wi < 4; ++wi) {
+        const uint8_t w = static_cast<uint8_t>(kvcal::kWidths[wi]);
+        if (w == 8) {
+          err[h][wi] = 0;  // 8-bit is indistinguishable from exact at this scale (see the q8 row)
+          continue;
+        }
+        Mode m = modes[2];  // q8 settings with one head changed below
+        m.name = "one-head";
+        m.bits.assign(heads, KvHeadBits{0, 0});
+        m.bits[h] = KvHeadBits{w, w};
+        const RunResult r = run(**model, m, ids, sensitivity_tokens, 1);
+        err[h][wi] = std::max(0.0, (r.nll - base.nll) / r.predictions);
+      }
+      std::printf("  %zu.%zu: %.3f %.3f %.3f\n", h / c.kv_heads, h % c.kv_heads, err[h][0] * 1e3, err[h][1] * 1e3,
+                  err[h][2] * 1e3);
+      std::fflush(stdout);
+    }
+    for (double avg : {2.5, 3.0, 3.5}) {
+      const kvcal::Allocation a = kvcal::allocate_by_sensitivity(err, avg);
+      const kvcal::Allocation u = kvcal::allocate_uniform(heads, avg);
+      Mode am = modes[2], um = modes[2];
+      am.name = "adaptive:" + std::to_string(avg).substr(0, 3);
+      um.name = "uniform:" + std::to_string(avg).substr(0, 3);
+      for (size_t h = 0; h < heads; ++h) {
+        am.bits.push_back(KvHeadBits{a.bits[h], a.bits[h]});
+        um.bits.push_back(KvHeadBits{u.bits[h], u.bits[h]});
+      }
+      std::string layout;
+      for (uint8_t b : a.bits) layout += std::to_string(b);
+      std::printf("%s widths (layer-major): %s\n", am.name.c_str(), layout.c_str());
+      modes.push_back(um);
+      modes.push_back(am);
+    }
+  }
 
   RunResult reference;
   std::printf("| mode | KV bytes/token | bits/element | PPL | ΔPPL vs f32 | greedy agreement | seconds |\n");
