@@ -258,7 +258,13 @@ int main(int argc, char** argv) {
   std::printf("| mode | KV bytes/token | bits/element | PPL | ΔPPL vs f32 | greedy agreement | seconds |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (Mode& m : modes) {
-    if (!only.empty() && m.name.find(only) == std::string::npos && m.name != "f32") continue;
+    bool wanted = only.empty() || m.name == "f32";
+    for (size_t at = 0; !wanted && at <= only.size();) {  // comma-separated substrings
+      const size_t end = std::min(only.find(',', at), only.size());
+      wanted = m.name.find(only.substr(at, end - at)) != std::string::npos;
+      at = end + 1;
+    }
+    if (!wanted) continue;
     const auto t0 = std::chrono::steady_clock::now();
     const RunResult r = run(**model, m, ids, context, chunks);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
