@@ -94,6 +94,17 @@ class Cursor {
     pos_ += n;
     return Error::Ok;
   }
+  // Skips `n` bytes, returning where they start.
+  Error take(uint64_t n, const uint8_t** out, const char* what) {
+    if (n > remaining()) {
+      return fail(Error::Truncated, "%s: truncated reading %s at byte %llu (needs %llu bytes, %llu left)",
+                  name_.c_str(), what, static_cast<unsigned long long>(pos_), static_cast<unsigned long long>(n),
+                  static_cast<unsigned long long>(remaining()));
+    }
+    *out = data_ + pos_;
+    pos_ += n;
+    return Error::Ok;
+  }
   template <typename T>
   Error scalar(T* out, const char* what) {
     return bytes(out, sizeof(T), what);
@@ -236,9 +247,22 @@ Error read_value(Cursor& in, ValueType type, Value* out, int depth, const std::s
                     key.c_str(), static_cast<unsigned long long>(count), value_type_name(out->element_type),
                     static_cast<unsigned long long>(in.remaining()));
       }
-      out->items.resize(static_cast<size_t>(count));
-      for (auto& item : out->items) {
-        TERN_RETURN_IF_ERROR(read_value(in, out->element_type, &item, depth + 1, name, key));
+      out->count = count;
+      if (out->element_type == ValueType::String || out->element_type == ValueType::Array) {
+        out->items.resize(static_cast<size_t>(count));
+        for (auto& item : out->items) {
+          TERN_RETURN_IF_ERROR(read_value(in, out->element_type, &item, depth + 1, name, key));
+        }
+        return Error::Ok;
+      }
+      TERN_RETURN_IF_ERROR(in.take(count * min_bytes, &out->raw, "array elements"));
+      if (out->element_type == ValueType::Bool) {
+        for (uint64_t k = 0; k < count; ++k) {
+          if (out->raw[k] > 1) {
+            return fail(Error::CorruptFile, "%s: key '%s': bool element %llu is %u, neither 0 nor 1", name.c_str(),
+                        key.c_str(), static_cast<unsigned long long>(k), out->raw[k]);
+          }
+        }
       }
       return Error::Ok;
     }
@@ -288,6 +312,33 @@ bool Value::is_integer() const {
          type == ValueType::I64;
 }
 bool Value::is_float() const { return type == ValueType::F32 || type == ValueType::F64; }
+bool Value::is_numeric_array() const {
+  return type == ValueType::Array && element_type != ValueType::String && element_type != ValueType::Array;
+}
+
+double Value::number_at(uint64_t index) const {
+  const uint8_t* p = raw + index * min_encoded_bytes(element_type);
+  auto load = [p](auto v) {
+    std::memcpy(&v, p, sizeof(v));
+    return static_cast<double>(v);
+  };
+  switch (element_type) {
+    case ValueType::U8:
+    case ValueType::Bool: return load(uint8_t{});
+    case ValueType::I8: return load(int8_t{});
+    case ValueType::U16: return load(uint16_t{});
+    case ValueType::I16: return load(int16_t{});
+    case ValueType::U32: return load(uint32_t{});
+    case ValueType::I32: return load(int32_t{});
+    case ValueType::F32: return load(float{});
+    case ValueType::U64: return load(uint64_t{});
+    case ValueType::I64: return load(int64_t{});
+    case ValueType::F64: return load(double{});
+    case ValueType::String:
+    case ValueType::Array: break;
+  }
+  return 0.0;
+}
 
 Result<File> File::parse(const uint8_t* data, size_t size, const std::string& name) {
   File file;
@@ -513,15 +564,9 @@ Result<std::vector<double>> File::get_number_array(const std::string& key) const
   Error err = Error::Ok;
   const Value* v = require(*this, key, &err);
   if (v == nullptr) return err;
-  if (v->type != ValueType::Array || v->element_type == ValueType::String || v->element_type == ValueType::Array) {
-    return wrong_type(*this, key, *v, "an array of numbers");
-  }
-  std::vector<double> out;
-  out.reserve(v->items.size());
-  for (const auto& item : v->items) {
-    out.push_back(item.is_float() ? item.f : item.is_unsigned() ? static_cast<double>(item.u)
-                                                                 : static_cast<double>(item.i));
-  }
+  if (!v->is_numeric_array()) return wrong_type(*this, key, *v, "an array of numbers");
+  std::vector<double> out(static_cast<size_t>(v->count));
+  for (uint64_t k = 0; k < v->count; ++k) out[k] = v->number_at(k);
   return out;
 }
 

@@ -88,8 +88,10 @@ const TypeTraits* type_traits(uint32_t type_id);
 // I2_S (bitnet.cpp): n/4 bytes of 2-bit codes, then one float32 scale, padded to 32 bytes.
 inline constexpr uint64_t kI2sTrailerBytes = 32;
 
-// One metadata value. Scalars live in the field matching their type family; arrays hold
-// their elements (all of `element_type`) in `items`.
+// One metadata value. Scalars live in the field matching their type family. Arrays of
+// strings or arrays hold their elements in `items`; arrays of numbers or bools stay in the
+// file (`raw`, `count` packed little-endian elements) and are read with number_at(), so a
+// huge numeric array costs no memory.
 struct Value {
   ValueType type = ValueType::U8;
   uint64_t u = 0;    // U8, U16, U32, U64, Bool
@@ -97,11 +99,17 @@ struct Value {
   double f = 0.0;    // F32, F64
   std::string str;   // String
   ValueType element_type = ValueType::U8;  // Array
-  std::vector<Value> items;                // Array
+  uint64_t count = 0;                      // Array: number of elements
+  std::vector<Value> items;                // Array of String / Array
+  const uint8_t* raw = nullptr;            // Array of numbers / bools
 
   bool is_integer() const;
   bool is_unsigned() const;
   bool is_float() const;
+  // True for arrays whose elements are numbers or bools.
+  bool is_numeric_array() const;
+  // Element `index` (< count) of a numeric array, as a double.
+  double number_at(uint64_t index) const;
 };
 
 struct KeyValue {

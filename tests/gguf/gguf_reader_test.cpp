@@ -33,6 +33,7 @@ std::vector<uint8_t> all_types_file(fx::Builder* b_out = nullptr) {
   b.kv("f64", fx::kF64, fx::Bytes().put<double>(1e-300));
   b.kv_strs("strings", {"a", "", "ccc"});
   b.kv_i32s("ints", {3, -4, 5});
+  b.kv_f32s("floats", {0.5f, -1.5f});
   // [[1, 2], []] as an array of u16 arrays.
   b.kv("nested", fx::kArray,
        fx::Bytes().put<uint32_t>(fx::kArray).put<uint64_t>(2)
@@ -53,7 +54,7 @@ TEST(GgufReader, ReadsEveryValueTypeAndTensorInfo) {
   const File& f = *parsed;
   EXPECT_EQ(f.version(), 3u);
   EXPECT_EQ(f.alignment(), 64u);
-  EXPECT_EQ(f.metadata().size(), 16u);
+  EXPECT_EQ(f.metadata().size(), 17u);
   EXPECT_EQ(f.metadata()[1].key, "u8");  // file order kept
 
   EXPECT_EQ(*f.get_uint("u8"), 200u);
@@ -70,13 +71,19 @@ TEST(GgufReader, ReadsEveryValueTypeAndTensorInfo) {
   EXPECT_EQ(*f.get_float("f64"), 1e-300);
   EXPECT_EQ(*f.get_string_array("strings"), (std::vector<std::string>{"a", "", "ccc"}));
   EXPECT_EQ(*f.get_number_array("ints"), (std::vector<double>{3, -4, 5}));
+  EXPECT_EQ(*f.get_number_array("floats"), (std::vector<double>{0.5, -1.5}));
+  EXPECT_EQ(f.get_number_array("strings").error(), Error::InvalidArgument);
+  EXPECT_EQ(f.get_string_array("ints").error(), Error::InvalidArgument);
   const Value* nested = f.find("nested");
   ASSERT_NE(nested, nullptr);
   ASSERT_EQ(nested->items.size(), 2u);
+  EXPECT_EQ(nested->count, 2u);
   EXPECT_EQ(nested->element_type, ValueType::Array);
-  ASSERT_EQ(nested->items[0].items.size(), 2u);
-  EXPECT_EQ(nested->items[0].items[1].u, 2u);
-  EXPECT_TRUE(nested->items[1].items.empty());
+  ASSERT_TRUE(nested->items[0].is_numeric_array());
+  ASSERT_EQ(nested->items[0].count, 2u);
+  EXPECT_EQ(nested->items[0].number_at(0), 1.0);
+  EXPECT_EQ(nested->items[0].number_at(1), 2.0);
+  EXPECT_EQ(nested->items[1].count, 0u);
 
   // Wrong-type and missing lookups are errors naming the file and key.
   EXPECT_EQ(f.get_string("u8").error(), Error::InvalidArgument);
@@ -211,6 +218,10 @@ TEST(GgufReader, RejectsBadTypesShapesAndOffsets) {
   fx::Builder dup_t;
   dup_t.tensor("t", {1}, fx::kTypeF32, fx::f32_payload({1})).tensor("t", {1}, fx::kTypeF32, fx::f32_payload({1}));
   expect_rejected(dup_t.build(), Error::CorruptFile, "duplicate tensor 't'");
+
+  fx::Builder bools;
+  bools.kv("b", fx::kArray, fx::Bytes().put<uint32_t>(fx::kBool).put<uint64_t>(3).put<uint8_t>(1).put<uint8_t>(0).put<uint8_t>(9));
+  expect_rejected(bools.build(), Error::CorruptFile, "bool element 2 is 9");
 
   fx::Builder boolean;
   boolean.kv("b", fx::kBool, fx::Bytes().put<uint8_t>(2));
