@@ -19,6 +19,16 @@
 
 namespace tern {
 
+namespace schema {
+struct KvProfile;
+}
+
+// Fills `out` from a bundle's calibrated profile (sink heads exact, the rest at their
+// recorded widths), using `bits` (shape.layers * shape.kv_heads entries) as the head table.
+// The window, sinks and group come from the bundle; other fields keep `out`'s values.
+Error kv_profile_from_bundle(const schema::KvProfile& profile, const KvShape& shape, KvHeadBits* bits,
+                             KvCacheProfile* out);
+
 class CompressedKvCache final : public KvCache {
  public:
   // Builds a cache holding at least `tokens` positions without eviction, entirely in

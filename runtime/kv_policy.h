@@ -71,6 +71,18 @@ double kv_bytes_per_token(const KvCacheProfile& profile);
 // Marginal bits per stored element (keys and values, scales included).
 double kv_average_bits(const KvCacheProfile& profile);
 
+// KV modes by name, the same in every tool: "fp16" / "f32" (exact, dense), "q8", "q4",
+// "q3", "q2" (every head at that width), "k4v2" (keys and values at different widths),
+// "adaptive:B" (the calibrated per-head profile at B average bits).
+struct KvModeSpec {
+  enum class Kind { Exact, Uniform, Adaptive };
+  Kind kind = Kind::Exact;
+  KvType exact_type = KvType::F16;
+  KvHeadBits bits;            // Uniform
+  float average_bits = 0.0f;  // Adaptive
+};
+Error parse_kv_mode(const char* name, KvModeSpec* out);
+
 // Where each part of one head's storage lives (offsets from the head's base, in bytes).
 struct KvHeadLayout {
   size_t sink_keys = 0, sink_values = 0;      // S rows each

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -263,6 +264,70 @@ TEST(KvPolicyTest, CapacityNeverExceedsTheBudget) {
     ++fitted;
   }
   EXPECT_GT(fitted, iterations / 2);
+}
+
+}  // namespace
+}  // namespace tern
+
+#include "schema/bundle_generated.h"
+
+namespace tern {
+namespace {
+
+TEST(KvModeTest, NamesParseTheSameEverywhere) {
+  KvModeSpec m;
+  ASSERT_EQ(parse_kv_mode("fp16", &m), Error::Ok);
+  EXPECT_EQ(m.kind, KvModeSpec::Kind::Exact);
+  EXPECT_EQ(m.exact_type, KvType::F16);
+  ASSERT_EQ(parse_kv_mode("q2", &m), Error::Ok);
+  EXPECT_EQ(m.kind, KvModeSpec::Kind::Uniform);
+  EXPECT_EQ(m.bits.key_bits, 2);
+  EXPECT_EQ(m.bits.value_bits, 2);
+  ASSERT_EQ(parse_kv_mode("k4v2", &m), Error::Ok);
+  EXPECT_EQ(m.bits.key_bits, 4);
+  EXPECT_EQ(m.bits.value_bits, 2);
+  ASSERT_EQ(parse_kv_mode("adaptive:2.5", &m), Error::Ok);
+  EXPECT_EQ(m.kind, KvModeSpec::Kind::Adaptive);
+  EXPECT_FLOAT_EQ(m.average_bits, 2.5f);
+  for (const char* bad : {"q5", "q", "q4x", "k4", "k4v5", "adaptive:", "adaptive:1", "int4", ""})
+    EXPECT_EQ(parse_kv_mode(bad, &m), Error::InvalidArgument) << bad;
+}
+
+std::vector<uint8_t> build_profile(const std::vector<std::array<int, 5>>& heads) {
+  flatbuffers::FlatBufferBuilder fb;
+  std::vector<flatbuffers::Offset<schema::KvHeadProfile>> list;
+  for (const auto& h : heads)  // layer, kv_head, key_bits, value_bits, sink
+    list.push_back(schema::CreateKvHeadProfile(fb, h[0], h[1], 1.0f, 1.0f, schema::KvClass::Moderate,
+                                               static_cast<uint8_t>(h[2]), static_cast<uint8_t>(h[3]), h[4] != 0));
+  fb.Finish(schema::CreateKvProfile(fb, fb.CreateVector(list), 4, 64, 16, 3.0f));
+  return std::vector<uint8_t>(fb.GetBufferPointer(), fb.GetBufferPointer() + fb.GetSize());
+}
+
+TEST(KvModeTest, ProfileFromBundle) {
+  const KvShape shape{2, 2, 64};
+  const auto buf = build_profile({{1, 1, 2, 3, 0}, {0, 0, 8, 8, 1}, {0, 1, 4, 2, 0}, {1, 0, 3, 3, 0}});
+  const auto* profile = flatbuffers::GetRoot<schema::KvProfile>(buf.data());
+  KvHeadBits bits[4];
+  KvCacheProfile p;
+  ASSERT_EQ(kv_profile_from_bundle(*profile, shape, bits, &p), Error::Ok) << last_error_message();
+  EXPECT_TRUE(p.bits_of(0, 0).exact());  // sink head: unquantized
+  EXPECT_EQ(p.bits_of(0, 1).key_bits, 4);
+  EXPECT_EQ(p.bits_of(0, 1).value_bits, 2);
+  EXPECT_EQ(p.bits_of(1, 0).key_bits, 3);
+  EXPECT_EQ(p.bits_of(1, 1).value_bits, 3);
+  EXPECT_EQ(p.sink_tokens, 4u);
+  EXPECT_EQ(p.recent_window, 64u);
+  EXPECT_EQ(p.block_tokens, 16u);
+
+  const auto dup = build_profile({{0, 0, 2, 2, 0}, {0, 0, 2, 2, 0}, {1, 0, 2, 2, 0}, {1, 1, 2, 2, 0}});
+  EXPECT_EQ(kv_profile_from_bundle(*flatbuffers::GetRoot<schema::KvProfile>(dup.data()), shape, bits, &p),
+            Error::InvalidBundle);
+  const auto bad = build_profile({{0, 0, 5, 2, 0}, {0, 1, 2, 2, 0}, {1, 0, 2, 2, 0}, {1, 1, 2, 2, 0}});
+  EXPECT_EQ(kv_profile_from_bundle(*flatbuffers::GetRoot<schema::KvProfile>(bad.data()), shape, bits, &p),
+            Error::InvalidBundle);
+  const auto short_list = build_profile({{0, 0, 2, 2, 0}});
+  EXPECT_EQ(kv_profile_from_bundle(*flatbuffers::GetRoot<schema::KvProfile>(short_list.data()), shape, bits, &p),
+            Error::InvalidBundle);
 }
 
 }  // namespace
