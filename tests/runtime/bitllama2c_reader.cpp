@@ -102,12 +102,12 @@ std::unique_ptr<Bitllama2cWeights> read_bitllama2c(const std::string& path) {
         codes[j] = bits == 1 ? 1 : (bits == 3 ? -1 : 0);
       }
       cur.at += n / 4;
-      std::vector<uint8_t> packed(ternary_packed_size(TernaryLayout::T2RowMajor, k.rows, k.cols));
-      EXPECT_EQ(ternary_pack(TernaryLayout::T2RowMajor, codes.data(), k.rows, k.cols, packed.data(), packed.size()),
+      std::vector<uint8_t> packed(ternary_packed_size(ternary_default_layout(), k.rows, k.cols));
+      EXPECT_EQ(ternary_pack(ternary_default_layout(), codes.data(), k.rows, k.cols, packed.data(), packed.size()),
                 Error::Ok);
       out->packed.push_back(std::move(packed));
       TernaryMatrix m;
-      m.layout = TernaryLayout::T2RowMajor;
+      m.layout = ternary_default_layout();
       m.data = out->packed.back().data();
       m.size_bytes = out->packed.back().size();
       m.rows = k.rows;
