@@ -80,7 +80,7 @@ const TernaryBlockKernelInfo* block_kernel_for(Isa isa) {
 #if defined(__aarch64__)
     case Isa::Neon: return &ternary_block_t2i16__neon;
     case Isa::NeonDot: return &ternary_block_t2i16__neondot;
-    case Isa::NeonI8mm: return &ternary_block_t2i16__neondot;  // SDOT already saturates the 4x4 tiles
+    case Isa::NeonI8mm: return &ternary_block_t2i16__neoni8mm;
 #endif
     default: return nullptr;
   }

@@ -42,6 +42,7 @@ extern const TernaryBlockKernelInfo ternary_block_t2i16__avx512vnni;
 #if defined(__aarch64__)
 extern const TernaryBlockKernelInfo ternary_block_t2i16__neon;
 extern const TernaryBlockKernelInfo ternary_block_t2i16__neondot;
+extern const TernaryBlockKernelInfo ternary_block_t2i16__neoni8mm;
 #endif
 
 }  // namespace tern
