@@ -819,8 +819,14 @@ void TokenDecoder::reset() {
 }
 
 // Moves complete characters from pending + bytes to out; keeps an incomplete tail
-// unless `final`. Returns the bytes written.
+// unless `final`. Returns the bytes written. With out == nullptr, only counts them and
+// leaves the decoder as it was.
 size_t TokenDecoder::drain(const uint8_t* bytes, size_t size, bool final, uint8_t* out) {
+  if (out == nullptr) {
+    TokenDecoder probe = *this;
+    uint8_t sink[4 * (kMaxPieceBytes + kMaxUnknownSurface + 4)];
+    return probe.drain(bytes, size, final, sink);
+  }
   size_t written = 0;
   size_t i = 0;
   // Feed bytes one at a time through the 4-byte pending buffer.
@@ -855,16 +861,16 @@ Result<size_t> TokenDecoder::push(int32_t id, char* out, size_t capacity) {
   if (t.attrs_[id] == kAttrControl) return size_t{0};
   uint8_t raw[kMaxPieceBytes + kMaxUnknownSurface];
   const size_t raw_size = t.token_text(id, first_, raw, sizeof raw);
-  // Worst case: every new and pending byte becomes a 3-byte U+FFFD.
-  const size_t worst = 3 * (raw_size + pending_size_);
-  TERN_CHECK_OR_RETURN(capacity >= worst, Error::OutOfRange, "decoder output of %zu bytes is too small (need %zu)",
-                       capacity, worst);
+  const size_t need = drain(raw, raw_size, false, nullptr);
+  TERN_CHECK_OR_RETURN(capacity >= need, Error::OutOfRange, "decoder output of %zu bytes is too small (need %zu)",
+                       capacity, need);
   if (raw_size > 0 || !t.remove_extra_whitespaces_) first_ = false;
   return drain(raw, raw_size, false, reinterpret_cast<uint8_t*>(out));
 }
 
 Result<size_t> TokenDecoder::flush(char* out, size_t capacity) {
-  TERN_CHECK_OR_RETURN(capacity >= 12, Error::OutOfRange, "decoder flush needs 12 bytes of output");
+  const size_t need = drain(nullptr, 0, true, nullptr);
+  TERN_CHECK_OR_RETURN(capacity >= need, Error::OutOfRange, "decoder flush needs %zu bytes of output", need);
   const size_t written = drain(nullptr, 0, true, reinterpret_cast<uint8_t*>(out));
   reset();
   return written;

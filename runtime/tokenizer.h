@@ -158,10 +158,11 @@ class TokenDecoder {
   explicit TokenDecoder(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}
 
   // Appends the text completed by `id` to out; returns the bytes written. InvalidToken
-  // for an id outside the vocabulary; OutOfRange when `capacity` is too small (nothing is
-  // consumed then; 3 * (piece bytes + 3) is enough, 3 * 1091 always).
+  // for an id outside the vocabulary; OutOfRange when the text does not fit in
+  // `capacity` (nothing is consumed then; 3 * (piece bytes + 3) always fits).
   Result<size_t> push(int32_t id, char* out, size_t capacity);
-  // Emits what is left (an incomplete character becomes U+FFFD per byte) and resets.
+  // Emits what is left (an incomplete character becomes U+FFFD per byte, at most 9
+  // bytes) and resets.
   Result<size_t> flush(char* out, size_t capacity);
   void reset();
 

@@ -155,9 +155,14 @@ TEST(ByteLevelBpe, SpecialsInvalidBytesNul) {
   auto first = d.push(0xC3, buf, sizeof buf);
   ASSERT_TRUE(first.ok());
   EXPECT_EQ(*first, 0u);
-  auto second = d.push(0xA9, buf, sizeof buf);
+  EXPECT_EQ(d.push(0xA9, buf, 1).error(), Error::OutOfRange);  // needs 2 bytes; nothing consumed
+  auto second = d.push(0xA9, buf, 2);
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(std::string(buf, *second), "\xC3\xA9");
+  // An exact-size buffer is enough.
+  auto abc = d.push(257, buf, 3);
+  ASSERT_TRUE(abc.ok());
+  EXPECT_EQ(std::string(buf, *abc), "abc");
 }
 
 TEST(ByteLevelBpe, ScratchAndCapacityErrors) {
