@@ -68,6 +68,9 @@ void print_stats(const tern_generate_stats& st) {
   const double tg = st.decode_seconds > 0 ? st.decoded_tokens / st.decode_seconds : 0.0;
   std::fprintf(stderr, "prefill: %u tokens, %.2f tok/s\n", st.prompt_tokens, pp);
   std::fprintf(stderr, "decode: %u tokens, %.2f tok/s\n", st.decoded_tokens, tg);
+  static const char* const reasons[] = {"max tokens", "end of generation", "stop string", "callback", "context full"};
+  const int r = static_cast<int>(st.stop_reason);
+  std::fprintf(stderr, "stop: %s (%u tokens generated)\n", r >= 0 && r < 5 ? reasons[r] : "?", st.generated_tokens);
 }
 
 }  // namespace

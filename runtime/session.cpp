@@ -19,7 +19,13 @@ Error Session::init(Model& model, const SamplerParams& sampler, ArenaAllocator& 
   TERN_ASSIGN_OR_RETURN(prompt_, arena.allocate_array<int32_t>(context_, ArenaPurpose::Scratch, 64));
   TERN_RETURN_IF_ERROR(validate(sampler));
   SamplerParams checked = sampler;
-  TERN_RETURN_IF_ERROR(sampler_.init(model.config().vocab, arena));
+  // Ids past the tokenizer (padded embedding rows) can never be turned into text: do not sample them.
+  uint32_t sample_vocab = model.config().vocab;
+  if (const Tokenizer* t = model.tokenizer(); t != nullptr && t->vocab_size() > 0 &&
+                                              static_cast<uint32_t>(t->vocab_size()) < sample_vocab) {
+    sample_vocab = static_cast<uint32_t>(t->vocab_size());
+  }
+  TERN_RETURN_IF_ERROR(sampler_.init(sample_vocab, arena));
   return sampler_.configure(checked);
 }
 
