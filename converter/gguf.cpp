@@ -354,6 +354,10 @@ Result<File> File::parse(const uint8_t* data, size_t size, const std::string& na
     return fail(Error::BadMagic, "%s: not a GGUF file (magic 0x%08x, expected 'GGUF')", fname.c_str(), magic);
   }
   TERN_RETURN_IF_ERROR(in.scalar(&file.version_, "the version"));
+  const uint32_t swapped = __builtin_bswap32(file.version_);
+  if (swapped == 2 || swapped == 3) {
+    return fail(Error::NotSupported, "%s: big-endian GGUF (version %u) is not supported", fname.c_str(), swapped);
+  }
   if (file.version_ != 2 && file.version_ != 3) {
     return fail(Error::VersionMismatch, "%s: GGUF version %u is not supported (only 2 and 3)", fname.c_str(),
                 file.version_);

@@ -165,6 +165,10 @@ TEST(GgufReader, RejectsWrongMagicAndVersions) {
     std::memcpy(&v[4], &version, 4);
     expect_rejected(v, Error::VersionMismatch, "version " + std::to_string(version));
   }
+  auto big_endian = all_types_file();
+  const uint8_t v3_be[4] = {0, 0, 0, 3};
+  std::memcpy(&big_endian[4], v3_be, 4);
+  expect_rejected(big_endian, Error::NotSupported, "big-endian GGUF");
 }
 
 TEST(GgufReader, RejectsHugeCountsAndLengths) {
