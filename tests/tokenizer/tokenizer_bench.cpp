@@ -1,6 +1,7 @@
 // Encode throughput on a large text (Austen's six novels, ~4 MB): tokens/s and bytes/s.
 //   tokenizer_bench [--benchmark_filter=Llama3]
 #include <benchmark/benchmark.h>
+#include <sentencepiece_processor.h>
 
 #include <fstream>
 #include <memory>
@@ -55,9 +56,33 @@ void BM_EncodeAusten_Llama2(benchmark::State& state) { encode_corpus(state, "tok
 void BM_EncodeAusten_TinyAusten(benchmark::State& state) {
   encode_corpus(state, "models/tiny-austen/packed/tokenizer.json");
 }
+// For scale: the reference library on the same model, over the first 512 KB (it runs
+// BPE over the whole text at once and takes seconds for all of it); compare bytes/s.
+void BM_EncodeAusten_Llama2_Libsentencepiece(benchmark::State& state) {
+  const std::string text = corpus().substr(0, 512 << 10);
+  sentencepiece::SentencePieceProcessor sp;
+  if (text.empty() || !sp.Load(tern::testing::shared_path("tokenizers/llama2/tokenizer.model")).ok()) {
+    state.SkipWithError("shared corpus or tokenizer missing");
+    return;
+  }
+  std::vector<int> ids;
+  for (auto _ : state) {
+    if (!sp.Encode(text, &ids).ok()) {
+      state.SkipWithError("libsentencepiece failed");
+      return;
+    }
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.counters["tokens"] = static_cast<double>(ids.size());
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(ids.size()) * static_cast<double>(state.iterations()),
+                                                  benchmark::Counter::kIsRate);
+  state.SetBytesProcessed(static_cast<int64_t>(text.size()) * static_cast<int64_t>(state.iterations()));
+}
+
 BENCHMARK(BM_EncodeAusten_Llama3)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_EncodeAusten_Llama2)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_EncodeAusten_TinyAusten)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_EncodeAusten_Llama2_Libsentencepiece)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 }  // namespace
 
