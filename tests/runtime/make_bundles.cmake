@@ -26,9 +26,17 @@ foreach(entry ${models})
     message(STATUS "skip ${name}: ${SHARED}/${source} not present")
     continue()
   endif()
-  execute_process(COMMAND "${CONVERT}" -q ${extra} "${SHARED}/${source}" -o "${OUT}/${name}"
+  # Up to date: newer than its source and the converter.
+  if(EXISTS "${OUT}/${name}" AND NOT "${SHARED}/${source}" IS_NEWER_THAN "${OUT}/${name}"
+     AND NOT "${CONVERT}" IS_NEWER_THAN "${OUT}/${name}")
+    continue()
+  endif()
+  # Write beside and rename: a test (or a cross build's emulated test) may have the old
+  # bundle mapped, and truncating a mapped file kills it with SIGBUS.
+  execute_process(COMMAND "${CONVERT}" -q ${extra} "${SHARED}/${source}" -o "${OUT}/${name}.partial"
                   RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "tern-convert ${source} -> ${name} failed (${rc}): ${err}")
   endif()
+  file(RENAME "${OUT}/${name}.partial" "${OUT}/${name}")
 endforeach()
