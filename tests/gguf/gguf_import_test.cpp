@@ -133,6 +133,19 @@ TEST(GgufDecode, RejectsDifferingBlockScalesAndInvalidCodes) {
   ASSERT_FALSE(ct.ok());
   EXPECT_NE(std::string(last_error_message()).find("codes.gguf"), std::string::npos);
 
+  // A type the reader knows but the importer does not decode (q4_K) names file, tensor, type.
+  fx::Builder k;
+  k.tensor("blk.0.attn_q.weight", {256, 1}, 12, std::vector<uint8_t>(144));
+  auto kbytes = k.build();
+  auto kf = parse(kbytes, "q4k.gguf");
+  ASSERT_TRUE(kf.ok()) << last_error_message();
+  auto kt = gguf_decode_ternary(*kf, kf->tensors()[0]);
+  ASSERT_FALSE(kt.ok());
+  EXPECT_EQ(kt.error(), Error::UnsupportedType);
+  EXPECT_NE(std::string(last_error_message()).find("q4k.gguf: tensor 'blk.0.attn_q.weight' has type q4_K"),
+            std::string::npos) << last_error_message();
+  EXPECT_EQ(gguf_decode_float(*kf, kf->tensors()[0]).error(), Error::UnsupportedType);
+
   // f16 weights that are not {-s, 0, +s}.
   fx::Builder g;
   g.tensor("w", {4, 1}, fx::kTypeF16, fx::f16_payload({0.5f, -0.5f, 0.25f, 0.0f}));
