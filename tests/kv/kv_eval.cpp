@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -86,6 +87,32 @@ RunResult run(const Model& model, Mode& mode, const std::vector<int32_t>& ids, u
   return r;
 }
 
+std::vector<int32_t> tokenize_stories(const std::string& spm_path, const std::string& text_path) {
+  sentencepiece::SentencePieceProcessor spm;
+  std::vector<int32_t> ids;
+  if (!spm.Load(spm_path).ok()) return ids;
+  std::ifstream in(text_path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::vector<int> pieces;
+  // Stories are separated by blank lines; each starts with BOS like the training data.
+  std::string story, line;
+  std::istringstream lines(ss.str());
+  auto flush = [&] {
+    if (story.empty()) return;
+    spm.Encode(story, &pieces);
+    ids.push_back(1);
+    ids.insert(ids.end(), pieces.begin(), pieces.end());
+    story.clear();
+  };
+  while (std::getline(lines, line)) {
+    if (line.empty()) flush();
+    else story += (story.empty() ? "" : "\n") + line;
+  }
+  flush();
+  return ids;
+}
+
 void print_sizes() {
   struct Shape {
     const char* name;
@@ -125,6 +152,10 @@ int main(int argc, char** argv) {
   std::string only;
   bool sizes = false;
   uint32_t sensitivity_tokens = 0;
+  std::string bundle_path;
+  size_t tail_bytes = 0;
+  app.add_option("--bundle", bundle_path, "a .tern bundle instead of bitllama2c-3M's bit_model.bin");
+  app.add_option("--tail-bytes", tail_bytes, "evaluate only the last N bytes of the text");
   app.add_option("--sensitivity", sensitivity_tokens,
                  "measure per-head sensitivity over this many tokens, then add adaptive modes");
   app.add_flag("--sizes", sizes, "print KV bytes per token per mode for 2B-4T and bitllama2c-3M, then exit");
@@ -139,38 +170,48 @@ int main(int argc, char** argv) {
     print_sizes();
     return 0;
   }
-  sentencepiece::SentencePieceProcessor spm;
-  if (!spm.Load(spm_path).ok()) return 1;
-  std::ifstream in(text_path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::vector<int> pieces;
-  // Stories are separated by blank lines; each starts with BOS like the training data.
+  std::unique_ptr<tern::testing::Bitllama2cWeights> w;
+  std::unique_ptr<Model> model;
   std::vector<int32_t> ids;
-  std::string story, line;
-  std::istringstream lines(ss.str());
-  auto flush = [&] {
-    if (story.empty()) return;
-    spm.Encode(story, &pieces);
-    ids.push_back(1);
-    ids.insert(ids.end(), pieces.begin(), pieces.end());
-    story.clear();
-  };
-  while (std::getline(lines, line)) {
-    if (line.empty()) flush();
-    else story += (story.empty() ? "" : "\n") + line;
+  if (!bundle_path.empty()) {
+    // A converted bundle (e.g. tiny-austen) with its own tokenizer; --tail-bytes takes the
+    // end of the text (tiny-austen holds out the last 2 % of its stream, the end of SOTU).
+    ModelParams params;
+    auto loaded = Model::load(bundle_path.c_str(), params);
+    if (!loaded.ok() || (*loaded)->tokenizer() == nullptr) {
+      std::fprintf(stderr, "%s: %s\n", bundle_path.c_str(), last_error_message());
+      return 1;
+    }
+    model = std::move(loaded).value();
+    std::ifstream in(text_path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string text = ss.str();
+    if (tail_bytes > 0 && tail_bytes < text.size()) {
+      text = text.substr(text.size() - tail_bytes);
+      text = text.substr(std::min(text.size(), text.find(' ') + 1));  // start at a word
+    }
+    ids.resize(text.size() + 16);
+    auto n = model->tokenizer()->encode(text.data(), text.size(), true, false, ids.data(), ids.size());
+    if (!n.ok()) {
+      std::fprintf(stderr, "encode: %s\n", last_error_message());
+      return 1;
+    }
+    ids.resize(*n);
+    std::fprintf(stderr, "%zu bytes of text -> %zu tokens\n", text.size(), ids.size());
+  } else {
+    w = tern::testing::read_bitllama2c(model_path);
+    if (!w) return 1;
+    ModelParams params;
+    auto created = Model::create(w->config, w->weights, params, w->bytes);
+    if (!created.ok()) return 1;
+    model = std::move(created).value();
+    ids = tokenize_stories(spm_path, text_path);
   }
-  flush();
-
-  auto w = tern::testing::read_bitllama2c(model_path);
-  if (!w) return 1;
-  ModelParams params;
-  auto model = Model::create(w->config, w->weights, params, w->bytes);
-  if (!model.ok()) return 1;
-  const ModelConfig& c = w->config;
-  std::printf("bitllama2c-3M: %u layers x %u kv heads x %u dims; %zu tokens of %s; context %u x %u chunks\n",
-              c.layers, c.kv_heads, c.head_dim, ids.size(), text_path.c_str(), context, chunks);
-
+  const ModelConfig& c = model->config();
+  std::printf("%s: %u layers x %u kv heads x %u dims; %zu tokens of %s; context %u x %u chunks\n",
+              bundle_path.empty() ? "bitllama2c-3M" : bundle_path.c_str(), c.layers, c.kv_heads, c.head_dim,
+              ids.size(), text_path.c_str(), context, chunks);
   std::vector<Mode> modes;
   Mode f32{"f32", true, KvType::F32, {}, {}};
   Mode f16{"fp16", true, KvType::F16, {}, {}};
@@ -218,7 +259,7 @@ int main(int argc, char** argv) {
     exact_all.profile.exact_type = KvType::F16;
     exact_all.profile.eviction = KvEviction::None;
     exact_all.profile.uniform = KvHeadBits{0, 0};
-    const RunResult base = run(**model, exact_all, ids, sensitivity_tokens, 1, true);
+    const RunResult base = run(*model, exact_all, ids, sensitivity_tokens, 1, true);
     // KL(exact || quantized) of the next-token distributions, averaged over positions:
     // always >= 0 and far less noisy than the NLL of the one observed token.
     auto kl = [&](const RunResult& r) {
@@ -241,7 +282,7 @@ int main(int argc, char** argv) {
         m.name = "one-head";
         m.bits.assign(heads, KvHeadBits{0, 0});
         m.bits[h] = KvHeadBits{w, w};
-        const RunResult r = run(**model, m, ids, sensitivity_tokens, 1, true);
+        const RunResult r = run(*model, m, ids, sensitivity_tokens, 1, true);
         err[h][wi] = kl(r);
       }
       std::printf("  %zu.%zu: %.3f %.3f %.3f\n", h / c.kv_heads, h % c.kv_heads, err[h][0] * 1e3, err[h][1] * 1e3,
@@ -278,7 +319,7 @@ int main(int argc, char** argv) {
     }
     if (!wanted) continue;
     const auto t0 = std::chrono::steady_clock::now();
-    const RunResult r = run(**model, m, ids, context, chunks);
+    const RunResult r = run(*model, m, ids, context, chunks);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (m.name == "f32") reference = r;
     const double ppl = std::exp(r.nll / r.predictions), ref_ppl = std::exp(reference.nll / reference.predictions);
