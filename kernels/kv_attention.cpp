@@ -9,53 +9,79 @@
 
 namespace tern {
 
-void kv_segment_scores(KvIsa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
-                       const float* q, float scale, float* scores) {
+void kv_segment_scores_multi(KvIsa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
+                             const float* q, uint32_t queries, float scale, float* scores, size_t stride) {
   if (seg.tokens == 0) return;
   const KvAttentionUkernels& uk = kv_attention_ukernels(isa);
-  switch (seg.kind) {
-    case KvSegmentKind::ExactF32:
-      uk.exact_scores_f32(q, static_cast<const float*>(seg.keys), seg.tokens, head_dim, scale, scores);
-      return;
-    case KvSegmentKind::ExactF16:
-      uk.exact_scores_f16(q, static_cast<const uint16_t*>(seg.keys), seg.tokens, head_dim, scale, scores);
-      return;
-    case KvSegmentKind::Quantized: {
-      // q·(min + step*code) = Σ q*min + Σ (q*step)*code: fold the block's channel
-      // parameters into the query once, then the per-token loop touches only codes.
-      const uint8_t* block = static_cast<const uint8_t*>(seg.keys);
-      float qs[kKvMaxHeadDim];
-      float bias = 0.0f;
-      for (uint32_t c = 0; c < head_dim; ++c) {
-        uint16_t mh, sh;
-        std::memcpy(&mh, block + 2 * c, 2);
-        std::memcpy(&sh, block + 2 * (head_dim + c), 2);
-        bias += q[c] * kv_half_to_float(mh);
-        qs[c] = q[c] * kv_half_to_float(sh);
+  if (seg.kind != KvSegmentKind::Quantized) {
+    for (uint32_t i = 0; i < queries; ++i) {
+      const float* qi = q + static_cast<size_t>(i) * head_dim;
+      if (seg.kind == KvSegmentKind::ExactF32) {
+        uk.exact_scores_f32(qi, static_cast<const float*>(seg.keys), seg.tokens, head_dim, scale, scores + i * stride);
+      } else {
+        uk.exact_scores_f16(qi, static_cast<const uint16_t*>(seg.keys), seg.tokens, head_dim, scale,
+                            scores + i * stride);
       }
-      uk.code_row_dots(qs, bias, block + 4 * static_cast<size_t>(head_dim), kv_packed_bytes(layout.key_bits, head_dim),
-                       seg.tokens, head_dim, layout.key_bits, scale, scores);
-      return;
     }
+    return;
   }
+  // q·(min + step*code) = Σ q*min + Σ (q*step)*code: fold the block's channel parameters
+  // into each query once, then the per-token loop touches only codes.
+  const uint8_t* block = static_cast<const uint8_t*>(seg.keys);
+  float qs[kKvMaxQueries * kKvMaxHeadDim], bias[kKvMaxQueries], mins[kKvMaxHeadDim], steps[kKvMaxHeadDim];
+  for (uint32_t c = 0; c < head_dim; ++c) {
+    uint16_t mh, sh;
+    std::memcpy(&mh, block + 2 * c, 2);
+    std::memcpy(&sh, block + 2 * (head_dim + c), 2);
+    mins[c] = kv_half_to_float(mh);
+    steps[c] = kv_half_to_float(sh);
+  }
+  for (uint32_t q0 = 0; q0 < queries; q0 += kKvMaxQueries) {
+    const uint32_t n = queries - q0 < kKvMaxQueries ? queries - q0 : kKvMaxQueries;
+    for (uint32_t i = 0; i < n; ++i) {
+      const float* qi = q + static_cast<size_t>(q0 + i) * head_dim;
+      float b = 0.0f;
+      for (uint32_t c = 0; c < head_dim; ++c) {
+        b += qi[c] * mins[c];
+        qs[i * head_dim + c] = qi[c] * steps[c];
+      }
+      bias[i] = b;
+    }
+    uk.code_row_dots(qs, bias, n, block + 4 * static_cast<size_t>(head_dim), kv_packed_bytes(layout.key_bits, head_dim),
+                     seg.tokens, head_dim, layout.key_bits, scale, scores + q0 * stride, stride);
+  }
+}
+
+void kv_segment_accumulate_multi(KvIsa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
+                                 const float* p, size_t p_stride, uint32_t queries, float* out) {
+  if (seg.tokens == 0) return;
+  const KvAttentionUkernels& uk = kv_attention_ukernels(isa);
+  if (seg.kind != KvSegmentKind::Quantized) {
+    for (uint32_t i = 0; i < queries; ++i) {
+      float* oi = out + static_cast<size_t>(i) * head_dim;
+      if (seg.kind == KvSegmentKind::ExactF32) {
+        uk.exact_accumulate_f32(p + i * p_stride, static_cast<const float*>(seg.values), seg.tokens, head_dim, oi);
+      } else {
+        uk.exact_accumulate_f16(p + i * p_stride, static_cast<const uint16_t*>(seg.values), seg.tokens, head_dim, oi);
+      }
+    }
+    return;
+  }
+  for (uint32_t q0 = 0; q0 < queries; q0 += kKvMaxQueries) {
+    const uint32_t n = queries - q0 < kKvMaxQueries ? queries - q0 : kKvMaxQueries;
+    uk.value_rows_accumulate(p + q0 * p_stride, p_stride, n, static_cast<const uint8_t*>(seg.values), seg.tokens,
+                             head_dim, layout.value_group, layout.value_bits, out + static_cast<size_t>(q0) * head_dim);
+  }
+}
+
+void kv_segment_scores(KvIsa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
+                       const float* q, float scale, float* scores) {
+  kv_segment_scores_multi(isa, seg, layout, head_dim, q, 1, scale, scores, 0);
 }
 
 void kv_segment_accumulate(KvIsa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
                            const float* p, float* out) {
-  if (seg.tokens == 0) return;
-  const KvAttentionUkernels& uk = kv_attention_ukernels(isa);
-  switch (seg.kind) {
-    case KvSegmentKind::ExactF32:
-      uk.exact_accumulate_f32(p, static_cast<const float*>(seg.values), seg.tokens, head_dim, out);
-      return;
-    case KvSegmentKind::ExactF16:
-      uk.exact_accumulate_f16(p, static_cast<const uint16_t*>(seg.values), seg.tokens, head_dim, out);
-      return;
-    case KvSegmentKind::Quantized:
-      uk.value_rows_accumulate(p, static_cast<const uint8_t*>(seg.values), seg.tokens, head_dim, layout.value_group,
-                               layout.value_bits, out);
-      return;
-  }
+  kv_segment_accumulate_multi(isa, seg, layout, head_dim, p, 0, 1, out);
 }
 
 void kv_softmax(float* x, size_t n) {

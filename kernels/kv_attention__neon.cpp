@@ -29,76 +29,114 @@ inline void codes8(const uint8_t* row, uint32_t c, float32x4_t* lo, float32x4_t*
   }
 }
 
-template <uint32_t B>
-void code_row_dots_t(const float* qs, float bias, const uint8_t* rows, size_t row_bytes, uint32_t tokens,
-                     uint32_t head_dim, float scale, float* scores) {
+template <uint32_t B, int Q>
+void code_row_dots_t(const float* qs, const float* bias, const uint8_t* rows, size_t row_bytes, uint32_t tokens,
+                     uint32_t head_dim, float scale, float* scores, size_t stride) {
   const uint32_t body = head_dim & ~7u;
   for (uint32_t t = 0; t < tokens; ++t) {
     const uint8_t* row = rows + t * row_bytes;
-    float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
+    float32x4_t acc0[Q], acc1[Q];
+    for (int i = 0; i < Q; ++i) acc0[i] = acc1[i] = vdupq_n_f32(0.0f);
     uint32_t c = 0;
     for (; c < body; c += 8) {
       float32x4_t lo, hi;
       codes8<B>(row, c, &lo, &hi);
-      acc0 = vfmaq_f32(acc0, vld1q_f32(qs + c), lo);
-      acc1 = vfmaq_f32(acc1, vld1q_f32(qs + c + 4), hi);
+      for (int i = 0; i < Q; ++i) {
+        acc0[i] = vfmaq_f32(acc0[i], vld1q_f32(qs + i * head_dim + c), lo);
+        acc1[i] = vfmaq_f32(acc1[i], vld1q_f32(qs + i * head_dim + c + 4), hi);
+      }
     }
-    float acc = vaddvq_f32(vaddq_f32(acc0, acc1));
-    for (; c < head_dim; ++c) acc += qs[c] * static_cast<float>(kv_code_at(row, c, B));
-    scores[t] = scale * (bias + acc);
+    for (int i = 0; i < Q; ++i) {
+      float s = vaddvq_f32(vaddq_f32(acc0[i], acc1[i]));
+      for (uint32_t k = c; k < head_dim; ++k) s += qs[i * head_dim + k] * static_cast<float>(kv_code_at(row, k, B));
+      scores[i * stride + t] = scale * (bias[i] + s);
+    }
   }
 }
 
-void code_row_dots(const float* qs, float bias, const uint8_t* rows, size_t row_bytes, uint32_t tokens,
-                   uint32_t head_dim, uint32_t bits, float scale, float* scores) {
-  switch (bits) {
-    case 2: return code_row_dots_t<2>(qs, bias, rows, row_bytes, tokens, head_dim, scale, scores);
-    case 3: return code_row_dots_t<3>(qs, bias, rows, row_bytes, tokens, head_dim, scale, scores);
-    case 4: return code_row_dots_t<4>(qs, bias, rows, row_bytes, tokens, head_dim, scale, scores);
-    default: return code_row_dots_t<8>(qs, bias, rows, row_bytes, tokens, head_dim, scale, scores);
-  }
-}
-
-template <uint32_t B>
-void value_rows_accumulate_t(const float* p, const uint8_t* rows, uint32_t tokens, uint32_t head_dim, uint32_t group,
-                             float* out) {
+template <uint32_t B, int Q>
+void value_rows_accumulate_t(const float* p, size_t p_stride, const uint8_t* rows, uint32_t tokens, uint32_t head_dim,
+                             uint32_t group, float* out) {
   const uint32_t groups = kv_value_groups(head_dim, group);
   const size_t row_bytes = kv_value_row_bytes(B, head_dim, group);
   // Σ_t p*min per group is added once at the end instead of once per token and chunk.
-  float bias[kKvMaxHeadDim / 8] = {};
+  float bias[Q][kKvMaxHeadDim / 8] = {};
   for (uint32_t t = 0; t < tokens; ++t) {
     const uint8_t* row = rows + t * row_bytes;
-    const uint8_t* codes = row + 4 * static_cast<size_t>(groups);
+    const uint8_t* codes_row = row + 4 * static_cast<size_t>(groups);
     for (uint32_t g = 0; g < groups; ++g) {
       uint16_t mh, sh;
       std::memcpy(&mh, row + 4 * g, 2);
       std::memcpy(&sh, row + 4 * g + 2, 2);
-      const float a = p[t] * kv_half_to_float(sh), b = p[t] * kv_half_to_float(mh);
+      const float mn = kv_half_to_float(mh), st = kv_half_to_float(sh);
+      float a[Q];
+      for (int i = 0; i < Q; ++i) {
+        a[i] = p[i * p_stride + t] * st;
+        bias[i][g] += p[i * p_stride + t] * mn;
+      }
       const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
       uint32_t c = g * group;
       for (; c + 8 <= end; c += 8) {
         float32x4_t lo, hi;
-        codes8<B>(codes, c, &lo, &hi);
-        vst1q_f32(out + c, vfmaq_n_f32(vld1q_f32(out + c), lo, a));
-        vst1q_f32(out + c + 4, vfmaq_n_f32(vld1q_f32(out + c + 4), hi, a));
+        codes8<B>(codes_row, c, &lo, &hi);
+        for (int i = 0; i < Q; ++i) {
+          float* o = out + i * head_dim + c;
+          vst1q_f32(o, vfmaq_n_f32(vld1q_f32(o), lo, a[i]));
+          vst1q_f32(o + 4, vfmaq_n_f32(vld1q_f32(o + 4), hi, a[i]));
+        }
       }
-      for (; c < end; ++c) out[c] += a * static_cast<float>(kv_code_at(codes, c, B));
-      bias[g] += b;
+      for (; c < end; ++c) {
+        const float code = static_cast<float>(kv_code_at(codes_row, c, B));
+        for (int i = 0; i < Q; ++i) out[i * head_dim + c] += a[i] * code;
+      }
     }
   }
-  for (uint32_t g = 0; g < groups; ++g) {
-    const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
-    for (uint32_t c = g * group; c < end; ++c) out[c] += bias[g];
+  for (int i = 0; i < Q; ++i)
+    for (uint32_t g = 0; g < groups; ++g) {
+      const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
+      for (uint32_t c = g * group; c < end; ++c) out[i * head_dim + c] += bias[i][g];
+    }
+}
+
+template <uint32_t B>
+void code_row_dots_b(const float* qs, const float* bias, uint32_t queries, const uint8_t* rows, size_t row_bytes,
+                     uint32_t tokens, uint32_t head_dim, float scale, float* scores, size_t stride) {
+  switch (queries) {
+    case 1: return code_row_dots_t<B, 1>(qs, bias, rows, row_bytes, tokens, head_dim, scale, scores, stride);
+    case 2: return code_row_dots_t<B, 2>(qs, bias, rows, row_bytes, tokens, head_dim, scale, scores, stride);
+    case 3: return code_row_dots_t<B, 3>(qs, bias, rows, row_bytes, tokens, head_dim, scale, scores, stride);
+    default: return code_row_dots_t<B, 4>(qs, bias, rows, row_bytes, tokens, head_dim, scale, scores, stride);
   }
 }
 
-void value_rows_accumulate(const float* p, const uint8_t* rows, uint32_t tokens, uint32_t head_dim, uint32_t group,
-                           uint32_t bits, float* out) {
+void code_row_dots(const float* qs, const float* bias, uint32_t queries, const uint8_t* rows, size_t row_bytes,
+                   uint32_t tokens, uint32_t head_dim, uint32_t bits, float scale, float* scores, size_t stride) {
   switch (bits) {
-    case 2: return value_rows_accumulate_t<2>(p, rows, tokens, head_dim, group, out);
-    case 3: return value_rows_accumulate_t<3>(p, rows, tokens, head_dim, group, out);
-    case 4: return value_rows_accumulate_t<4>(p, rows, tokens, head_dim, group, out);
-    default: return value_rows_accumulate_t<8>(p, rows, tokens, head_dim, group, out);
+    case 2: return code_row_dots_b<2>(qs, bias, queries, rows, row_bytes, tokens, head_dim, scale, scores, stride);
+    case 3: return code_row_dots_b<3>(qs, bias, queries, rows, row_bytes, tokens, head_dim, scale, scores, stride);
+    case 4: return code_row_dots_b<4>(qs, bias, queries, rows, row_bytes, tokens, head_dim, scale, scores, stride);
+    default: return code_row_dots_b<8>(qs, bias, queries, rows, row_bytes, tokens, head_dim, scale, scores, stride);
+  }
+}
+
+template <uint32_t B>
+void value_rows_accumulate_b(const float* p, size_t p_stride, uint32_t queries, const uint8_t* rows, uint32_t tokens,
+                             uint32_t head_dim, uint32_t group, float* out) {
+  switch (queries) {
+    case 1: return value_rows_accumulate_t<B, 1>(p, p_stride, rows, tokens, head_dim, group, out);
+    case 2: return value_rows_accumulate_t<B, 2>(p, p_stride, rows, tokens, head_dim, group, out);
+    case 3: return value_rows_accumulate_t<B, 3>(p, p_stride, rows, tokens, head_dim, group, out);
+    default: return value_rows_accumulate_t<B, 4>(p, p_stride, rows, tokens, head_dim, group, out);
+  }
+}
+
+void value_rows_accumulate(const float* p, size_t p_stride, uint32_t queries, const uint8_t* rows, uint32_t tokens,
+                           uint32_t head_dim, uint32_t group, uint32_t bits, float* out) {
+  switch (bits) {
+    case 2: return value_rows_accumulate_b<2>(p, p_stride, queries, rows, tokens, head_dim, group, out);
+    case 3: return value_rows_accumulate_b<3>(p, p_stride, queries, rows, tokens, head_dim, group, out);
+    case 4: return value_rows_accumulate_b<4>(p, p_stride, queries, rows, tokens, head_dim, group, out);
+    default: return value_rows_accumulate_b<8>(p, p_stride, queries, rows, tokens, head_dim, group, out);
   }
 }
 

@@ -5,29 +5,36 @@
 namespace tern {
 namespace {
 
-void code_row_dots(const float* qs, float bias, const uint8_t* rows, size_t row_bytes, uint32_t tokens,
-                   uint32_t head_dim, uint32_t bits, float scale, float* scores) {
-  for (uint32_t t = 0; t < tokens; ++t) {
-    const uint8_t* row = rows + t * row_bytes;
-    float acc = 0.0f;
-    for (uint32_t c = 0; c < head_dim; ++c) acc += qs[c] * static_cast<float>(kv_code_at(row, c, bits));
-    scores[t] = scale * (bias + acc);
+void code_row_dots(const float* qs, const float* bias, uint32_t queries, const uint8_t* rows, size_t row_bytes,
+                   uint32_t tokens, uint32_t head_dim, uint32_t bits, float scale, float* scores, size_t stride) {
+  for (uint32_t i = 0; i < queries; ++i) {
+    const float* q = qs + static_cast<size_t>(i) * head_dim;
+    for (uint32_t t = 0; t < tokens; ++t) {
+      const uint8_t* row = rows + t * row_bytes;
+      float acc = 0.0f;
+      for (uint32_t c = 0; c < head_dim; ++c) acc += q[c] * static_cast<float>(kv_code_at(row, c, bits));
+      scores[i * stride + t] = scale * (bias[i] + acc);
+    }
   }
 }
 
-void value_rows_accumulate(const float* p, const uint8_t* rows, uint32_t tokens, uint32_t head_dim, uint32_t group,
-                           uint32_t bits, float* out) {
+void value_rows_accumulate(const float* p, size_t p_stride, uint32_t queries, const uint8_t* rows, uint32_t tokens,
+                           uint32_t head_dim, uint32_t group, uint32_t bits, float* out) {
   const uint32_t groups = kv_value_groups(head_dim, group);
   const size_t row_bytes = kv_value_row_bytes(bits, head_dim, group);
-  for (uint32_t t = 0; t < tokens; ++t) {
-    const uint8_t* row = rows + t * row_bytes;
-    const uint8_t* codes = row + 4 * static_cast<size_t>(groups);
-    for (uint32_t g = 0; g < groups; ++g) {
-      const float mn = kv_half_to_float(static_cast<uint16_t>(row[4 * g] | (row[4 * g + 1] << 8)));
-      const float st = kv_half_to_float(static_cast<uint16_t>(row[4 * g + 2] | (row[4 * g + 3] << 8)));
-      const float a = p[t] * st, b = p[t] * mn;
-      const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
-      for (uint32_t c = g * group; c < end; ++c) out[c] += a * static_cast<float>(kv_code_at(codes, c, bits)) + b;
+  for (uint32_t i = 0; i < queries; ++i) {
+    float* o = out + static_cast<size_t>(i) * head_dim;
+    for (uint32_t t = 0; t < tokens; ++t) {
+      const float w = p[i * p_stride + t];
+      const uint8_t* row = rows + t * row_bytes;
+      const uint8_t* codes = row + 4 * static_cast<size_t>(groups);
+      for (uint32_t g = 0; g < groups; ++g) {
+        const float mn = kv_half_to_float(static_cast<uint16_t>(row[4 * g] | (row[4 * g + 1] << 8)));
+        const float st = kv_half_to_float(static_cast<uint16_t>(row[4 * g + 2] | (row[4 * g + 3] << 8)));
+        const float a = w * st, b = w * mn;
+        const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
+        for (uint32_t c = g * group; c < end; ++c) o[c] += a * static_cast<float>(kv_code_at(codes, c, bits)) + b;
+      }
     }
   }
 }

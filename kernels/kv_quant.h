@@ -37,6 +37,8 @@ KvIsa kv_best_isa();
 
 constexpr size_t kKvReadPadding = 16;
 constexpr uint32_t kKvMaxHeadDim = 512;
+// Query heads the attention kernels serve in one pass over a block (a GQA group, or part of it).
+constexpr uint32_t kKvMaxQueries = 4;
 
 inline bool kv_bits_supported(uint32_t bits) { return bits == 2 || bits == 3 || bits == 4 || bits == 8; }
 inline size_t kv_packed_bytes(uint32_t bits, size_t count) { return (count * bits + 7) / 8; }

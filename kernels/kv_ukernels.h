@@ -21,12 +21,14 @@ struct KvQuantUkernels {
 
 // Attention reads (kv_attention__<isa>.cpp).
 struct KvAttentionUkernels {
-  // scores[t] = scale * (bias + Σ_c qs[c] * code[t][c]) for t < tokens; rows stride row_bytes.
-  void (*code_row_dots)(const float* qs, float bias, const uint8_t* rows, size_t row_bytes, uint32_t tokens,
-                        uint32_t head_dim, uint32_t bits, float scale, float* scores);
-  // out[c] += Σ_t p[t] * (min_g + step_g * code[t][c]) over value rows.
-  void (*value_rows_accumulate)(const float* p, const uint8_t* rows, uint32_t tokens, uint32_t head_dim,
-                                uint32_t group, uint32_t bits, float* out);
+  // For each query i < queries (1..kKvMaxQueries, rows of qs head_dim apart):
+  // scores[i*stride + t] = scale * (bias[i] + Σ_c qs[i][c] * code[t][c]); rows stride row_bytes.
+  // Each chunk of codes is unpacked once for all queries (GQA: the query heads of a group).
+  void (*code_row_dots)(const float* qs, const float* bias, uint32_t queries, const uint8_t* rows, size_t row_bytes,
+                        uint32_t tokens, uint32_t head_dim, uint32_t bits, float scale, float* scores, size_t stride);
+  // out[i][c] += Σ_t p[i*p_stride + t] * (min_g + step_g * code[t][c]) over value rows.
+  void (*value_rows_accumulate)(const float* p, size_t p_stride, uint32_t queries, const uint8_t* rows,
+                                uint32_t tokens, uint32_t head_dim, uint32_t group, uint32_t bits, float* out);
   void (*exact_scores_f32)(const float* q, const float* keys, uint32_t tokens, uint32_t head_dim, float scale,
                            float* scores);
   void (*exact_scores_f16)(const float* q, const uint16_t* keys, uint32_t tokens, uint32_t head_dim, float scale,

@@ -2,12 +2,24 @@
 
 #include <cmath>
 
+#include "kernels/quantize_ukernels.h"
 #include "kernels/ternary_ukernels.h"
 #include "platform/log.h"
 
 namespace tern {
 
-void quantize_row_absmax_int8(const float* x, size_t n, int8_t* q, float* scale, int32_t* sum) {
+int32_t quantize_tail__scalar(const float* x, size_t i0, size_t n, float inv, int8_t* q) {
+  int32_t s = 0;
+  for (size_t i = i0; i < n; ++i) {
+    float v = std::nearbyint(x[i] * inv);  // round half to even, as SIMD conversions do
+    v = std::fmin(127.0f, std::fmax(-127.0f, v));
+    q[i] = static_cast<int8_t>(v);
+    s += q[i];
+  }
+  return s;
+}
+
+void quantize_row_absmax_int8__scalar(const float* x, size_t n, int8_t* q, float* scale, int32_t* sum) {
   float amax = 0.0f;
   for (size_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
   if (amax == 0.0f) {
@@ -16,16 +28,40 @@ void quantize_row_absmax_int8(const float* x, size_t n, int8_t* q, float* scale,
     *sum = 0;
     return;
   }
-  const float inv = 127.0f / amax;
-  int32_t s = 0;
-  for (size_t i = 0; i < n; ++i) {
-    float v = std::nearbyint(x[i] * inv);  // round half to even, as SIMD conversions do
-    v = std::fmin(127.0f, std::fmax(-127.0f, v));
-    q[i] = static_cast<int8_t>(v);
-    s += q[i];
-  }
+  *sum = quantize_tail__scalar(x, 0, n, 127.0f / amax, q);
   *scale = amax / 127.0f;
-  *sum = s;
+}
+
+namespace {
+
+QuantizeRowFn quantize_fn_for(Isa isa) {
+  switch (isa) {
+#if defined(__x86_64__)
+    case Isa::Avx2: return quantize_row_absmax_int8__avx2;
+    case Isa::Avx512Vnni: return quantize_row_absmax_int8__avx512;
+#endif
+#if defined(__aarch64__)
+    case Isa::Neon:
+    case Isa::NeonDot:
+    case Isa::NeonI8mm: return quantize_row_absmax_int8__neon;
+#endif
+    default: return quantize_row_absmax_int8__scalar;
+  }
+}
+
+}  // namespace
+
+void quantize_row_absmax_int8(const float* x, size_t n, int8_t* q, float* scale, int32_t* sum) {
+  static const QuantizeRowFn fn = quantize_fn_for(ternary_active_isa());
+  fn(x, n, q, scale, sum);
+}
+
+Error quantize_row_absmax_int8_isa(Isa isa, const float* x, size_t n, int8_t* q, float* scale, int32_t* sum) {
+  if (!isa_supported(isa, cpu_features())) {
+    return fail(Error::UnsupportedCpu, "no %s quantizer can run here", to_string(isa));
+  }
+  quantize_fn_for(isa)(x, n, q, scale, sum);
+  return Error::Ok;
 }
 
 Error ternary_matrix_validate(const TernaryMatrix& w) {

@@ -16,6 +16,8 @@ namespace tern {
 // One row (token) quantized: scale = max|x| / 127 (multiply convention, 0 -> all zero),
 // q = round-half-even(x / scale) in [-127, 127], sum = Σ q (for kernels that offset-encode).
 void quantize_row_absmax_int8(const float* x, size_t n, int8_t* q, float* scale, int32_t* sum);
+// The same through the quantizer of a given ISA (bit-identical results; tests, benchmarks).
+Error quantize_row_absmax_int8_isa(Isa isa, const float* x, size_t n, int8_t* q, float* scale, int32_t* sum);
 
 // Activations for `tokens` rows of `cols` int8 values, row i at q + i * stride.
 struct QuantizedActivations {

@@ -63,5 +63,47 @@ TEST(QuantizeAbsmax, MatchesDoublePrecision) {
   }
 }
 
+const Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512Vnni, Isa::Neon, Isa::NeonDot, Isa::NeonI8mm};
+
+// Every ISA's quantizer gives the scalar one's bytes, scale and sum, over lengths around
+// the vector widths (8, 16, 32) and with exact ties (amax 127 makes 127 / amax = 1, so
+// 2.5 -> 2, 3.5 -> 4, -2.5 -> -2).
+TEST(QuantizeAbsmax, EveryIsaMatchesScalarBitForBit) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  for (Isa isa : kAllIsas) {
+    if (!isa_supported(isa, cpu_features())) continue;
+    for (size_t n : {0u, 1u, 7u, 8u, 15u, 16u, 17u, 31u, 32u, 33u, 100u, 2560u, 6912u}) {
+      for (int ties = 0; ties < 2; ++ties) {
+        std::vector<float> x(n);
+        for (size_t i = 0; i < n; ++i) x[i] = ties ? static_cast<float>(static_cast<int>(i % 9) - 4) + 0.5f : dist(rng);
+        if (ties && n > 0) x[n / 2] = -127.0f;
+        std::vector<int8_t> expected(n + 1, 99), got(n + 1, 99);
+        float expected_scale = -1, got_scale = -1;
+        int32_t expected_sum = -1, got_sum = -1;
+        ASSERT_EQ(quantize_row_absmax_int8_isa(Isa::Scalar, x.data(), n, expected.data(), &expected_scale,
+                                               &expected_sum),
+                  Error::Ok);
+        ASSERT_EQ(quantize_row_absmax_int8_isa(isa, x.data(), n, got.data(), &got_scale, &got_sum), Error::Ok);
+        EXPECT_EQ(got, expected) << to_string(isa) << " n=" << n << " ties=" << ties;
+        EXPECT_EQ(got_scale, expected_scale) << to_string(isa) << " n=" << n;
+        EXPECT_EQ(got_sum, expected_sum) << to_string(isa) << " n=" << n;
+        EXPECT_EQ(got[n], 99) << "wrote past n";
+      }
+    }
+  }
+}
+
+TEST(QuantizeAbsmax, TiesRoundToEven) {
+  const float x[6] = {127.0f, 2.5f, 3.5f, -2.5f, -0.5f, 0.5f};
+  int8_t q[6];
+  float scale;
+  int32_t sum;
+  quantize_row_absmax_int8(x, 6, q, &scale, &sum);
+  const int8_t expected[6] = {127, 2, 4, -2, 0, 0};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(q[i], expected[i]) << i;
+  EXPECT_EQ(sum, 131);
+}
+
 }  // namespace
 }  // namespace tern
