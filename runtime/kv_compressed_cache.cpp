@@ -242,28 +242,32 @@ void CompressedKvCache::attend(uint32_t layer, uint32_t kv_head, const float* q,
   KvQuantLayout layout = layout_;
   layout.key_bits = h.bits.exact() ? 8 : h.bits.key_bits;
   layout.value_bits = h.bits.exact() ? 8 : h.bits.value_bits;
-  float qr[kKvMaxHeadDim];
-  for (uint32_t qi = 0; qi < query_heads; ++qi) {
-    const float* query = q + static_cast<size_t>(qi) * D;
-    float* o = out + static_cast<size_t>(qi) * D;
+  const size_t stride = capacity_;
+  float qr[kKvMaxQueries * kKvMaxHeadDim];
+  // Query heads sharing this KV head go through each block together (up to 4 at a time).
+  for (uint32_t q0 = 0; q0 < query_heads; q0 += kKvMaxQueries) {
+    const uint32_t n = query_heads - q0 < kKvMaxQueries ? query_heads - q0 : kKvMaxQueries;
+    const float* query = q + static_cast<size_t>(q0) * D;
+    float* o = out + static_cast<size_t>(q0) * D;
     if (h.rotated) {
-      std::memcpy(qr, query, D * sizeof(float));
-      kv_hadamard_rotate(qr, D);
+      std::memcpy(qr, query, static_cast<size_t>(n) * D * sizeof(float));
+      for (uint32_t i = 0; i < n; ++i) kv_hadamard_rotate(qr + i * D, D);
       query = qr;
     }
     size_t total = 0;
     for_each_segment(h, end_pos, [&](const KvSegment& seg, uint32_t) {
-      kv_segment_scores(isa_, seg, layout, D, query, scale, scores + total);
+      kv_segment_scores_multi(isa_, seg, layout, D, query, n, scale, scores + total, stride);
       total += seg.tokens;
     });
-    kv_softmax(scores, total);
-    std::memset(o, 0, D * sizeof(float));
+    for (uint32_t i = 0; i < n; ++i) kv_softmax(scores + i * stride, total);
+    std::memset(o, 0, static_cast<size_t>(n) * D * sizeof(float));
     total = 0;
     for_each_segment(h, end_pos, [&](const KvSegment& seg, uint32_t) {
-      kv_segment_accumulate(isa_, seg, layout, D, scores + total, o);
+      kv_segment_accumulate_multi(isa_, seg, layout, D, scores + total, stride, n, o);
       total += seg.tokens;
     });
-    if (h.rotated) kv_hadamard_rotate(o, D);
+    if (h.rotated)
+      for (uint32_t i = 0; i < n; ++i) kv_hadamard_rotate(o + i * D, D);
   }
 }
 

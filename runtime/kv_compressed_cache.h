@@ -44,7 +44,8 @@ class CompressedKvCache final : public KvCache {
 
   // Attention of `query_heads` query rows (head_dim floats each, stride head_dim) over the
   // head's kept positions < end_pos; out gets query_heads rows. `scores` holds at least
-  // resident_capacity() floats.
+  // min(query_heads, 4) * resident_capacity() floats (the query heads of a GQA group read
+  // each block together).
   void attend(uint32_t layer, uint32_t kv_head, const float* q, uint32_t query_heads, uint32_t end_pos, float scale,
               float* scores, float* out) const;
 

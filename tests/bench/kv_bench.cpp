@@ -3,6 +3,7 @@
 //   tern-kv-bench --benchmark_filter=Attend
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -120,6 +121,48 @@ void BM_AttendAllHeads(benchmark::State& state) {
   state.SetLabel(std::string(to_string(isa)) + (bits == 16 ? " f16" : " q" + std::to_string(bits)));
 }
 BENCHMARK(BM_AttendAllHeads)->Arg(16)->Arg(8)->Arg(4)->Arg(2)->Unit(benchmark::kMillisecond);
+
+// The 4 query heads of a 2B-4T GQA group over one 2k history: one pass over the blocks
+// for all four (range(1) = 1) vs four single-query passes (range(1) = 0).
+void BM_AttendGroup(benchmark::State& state) {
+  const uint32_t bits = static_cast<uint32_t>(state.range(0));
+  const bool grouped = state.range(1) != 0;
+  const KvIsa isa = kv_best_isa();
+  const History h = make_history(bits, isa);
+  uint32_t tokens = 0;
+  for (const auto& s : h.segs) tokens += s.tokens;
+  constexpr uint32_t kGroupQueries = 4;
+  const auto q = random_rows(kGroupQueries, 3);
+  std::vector<float> scores(kGroupQueries * tokens), out(kGroupQueries * kHeadDim);
+  for (auto _ : state) {
+    if (grouped) {
+      size_t at = 0;
+      for (const auto& seg : h.segs) {
+        kv_segment_scores_multi(isa, seg, h.layout, kHeadDim, q.data(), kGroupQueries, 0.088f, scores.data() + at,
+                                tokens);
+        at += seg.tokens;
+      }
+      for (uint32_t i = 0; i < kGroupQueries; ++i) kv_softmax(scores.data() + i * tokens, tokens);
+      std::fill(out.begin(), out.end(), 0.0f);
+      at = 0;
+      for (const auto& seg : h.segs) {
+        kv_segment_accumulate_multi(isa, seg, h.layout, kHeadDim, scores.data() + at, tokens, kGroupQueries,
+                                    out.data());
+        at += seg.tokens;
+      }
+    } else {
+      for (uint32_t i = 0; i < kGroupQueries; ++i)
+        kv_attend(isa, h.segs.data(), h.segs.size(), h.layout, kHeadDim, q.data() + i * kHeadDim, 0.088f,
+                  scores.data(), out.data() + i * kHeadDim);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["query_tokens/s"] = benchmark::Counter(static_cast<double>(tokens) * kGroupQueries * state.iterations(),
+                                                        benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(to_string(isa)) + (bits == 16 ? " f16" : " q" + std::to_string(bits)) +
+                 (grouped ? " grouped" : " one at a time"));
+}
+BENCHMARK(BM_AttendGroup)->Args({16, 0})->Args({16, 1})->Args({4, 0})->Args({4, 1})->Args({2, 0})->Args({2, 1});
 
 void BM_QuantizeBlock(benchmark::State& state) {
   const uint32_t bits = static_cast<uint32_t>(state.range(0));

@@ -163,3 +163,63 @@ TEST(KvAttentionRotationTest, RotationIsTransparentForExactRows) {
 
 }  // namespace
 }  // namespace tern
+
+namespace tern {
+namespace {
+
+class KvMultiQueryIsaTest : public ::testing::TestWithParam<KvIsa> {
+ protected:
+  void SetUp() override {
+    if (!kv_isa_supported(GetParam())) GTEST_SKIP() << to_string(GetParam()) << " not supported here";
+  }
+};
+
+// Several query heads through one pass over the blocks give what each would alone.
+TEST_P(KvMultiQueryIsaTest, GroupedQueriesMatchOneAtATime) {
+  for (uint32_t head_dim : {128u, 100u, 32u}) {
+    const KvQuantLayout layout{3, 4, 16, 32};
+    const History h = make_history(head_dim, layout, 2, 3, 11, 5, head_dim);
+    for (uint32_t queries : {1u, 2u, 3u, 4u, 6u}) {
+      const auto q = kv_random_rows(queries, head_dim, 77 + queries, 1.0f);
+      const size_t stride = h.tokens + 3;
+      std::vector<float> scores(queries * stride), probs(queries * stride), out(queries * head_dim, 0.0f);
+      size_t at = 0;
+      for (const KvSegment& seg : h.segs) {
+        kv_segment_scores_multi(GetParam(), seg, layout, head_dim, q.data(), queries, 0.1f, scores.data() + at, stride);
+        at += seg.tokens;
+      }
+      for (uint32_t i = 0; i < queries; ++i) {
+        std::vector<float> want(h.tokens);
+        at = 0;
+        for (const KvSegment& seg : h.segs) {
+          kv_segment_scores(GetParam(), seg, layout, head_dim, q.data() + i * head_dim, 0.1f, want.data() + at);
+          at += seg.tokens;
+        }
+        for (uint32_t t = 0; t < h.tokens; ++t)
+          ASSERT_NEAR(scores[i * stride + t], want[t], 1e-4 * (1 + std::fabs(want[t]))) << queries << " q" << i;
+        for (uint32_t t = 0; t < h.tokens; ++t) probs[i * stride + t] = 1.0f / (1 + t + i);
+      }
+      at = 0;
+      for (const KvSegment& seg : h.segs) {
+        kv_segment_accumulate_multi(GetParam(), seg, layout, head_dim, probs.data() + at, stride, queries, out.data());
+        at += seg.tokens;
+      }
+      for (uint32_t i = 0; i < queries; ++i) {
+        std::vector<float> want(head_dim, 0.0f);
+        at = 0;
+        for (const KvSegment& seg : h.segs) {
+          kv_segment_accumulate(GetParam(), seg, layout, head_dim, probs.data() + i * stride + at, want.data());
+          at += seg.tokens;
+        }
+        for (uint32_t c = 0; c < head_dim; ++c)
+          ASSERT_NEAR(out[i * head_dim + c], want[c], 1e-4 * (1 + std::fabs(want[c]))) << queries << " q" << i;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, KvMultiQueryIsaTest, ::testing::ValuesIn(testing::all_kv_isas()),
+                         testing::kv_isa_name);
+
+}  // namespace
+}  // namespace tern

@@ -89,7 +89,7 @@ TEST(CompressedKvCacheTest, AttendMatchesReadBackReference) {
     ASSERT_TRUE(cache.ok());
     const auto keys = kv_random_rows(written * 6, D, 5), values = kv_random_rows(written * 6, D, 6);
     const auto queries = kv_random_rows(2, D, 7, 1.0f);
-    std::vector<float> scores((*cache)->resident_capacity()), out(2 * D), k(D), v(D);
+    std::vector<float> scores(2 * (*cache)->resident_capacity()), out(2 * D), k(D), v(D);
     std::vector<uint32_t> positions((*cache)->resident_capacity());
     for (uint32_t pos = 0; pos < written; ++pos) {
       for (uint32_t l = 0; l < 2; ++l)
