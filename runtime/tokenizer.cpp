@@ -313,6 +313,7 @@ Result<Tokenizer> Tokenizer::create(const schema::Tokenizer* fb, ArenaAllocator&
       const PieceView p = t.piece(id);
       if ((a != kAttrControl && a != kAttrUserDefined) || p.size == 0) continue;
       specials[n++] = {id, t.piece_offsets_[id], static_cast<uint32_t>(p.size), a == kAttrUserDefined};
+      if (a == kAttrUserDefined) ++t.user_defined_count_;
       const uint8_t first = static_cast<uint8_t>(p.data[0]);
       t.special_first_byte_[first >> 3] |= static_cast<uint8_t>(1u << (first & 7));
     }
@@ -381,6 +382,17 @@ int32_t Tokenizer::lookup_merge(int32_t left, int32_t right, uint32_t* rank) con
     }
     slot = (slot + 1) & merge_table_mask_;
   }
+}
+
+const Tokenizer::Special* Tokenizer::match_special(const uint8_t* s, size_t len, bool user_defined_only) const {
+  const uint8_t b = s[0];
+  if (!(special_first_byte_[b >> 3] & (1u << (b & 7)))) return nullptr;
+  for (uint32_t k = 0; k < special_count_; ++k) {  // longest first
+    const Special& sp = specials_[k];
+    if (user_defined_only && !sp.always) continue;
+    if (sp.size <= len && std::memcmp(piece_bytes_ + sp.offset, s, sp.size) == 0) return &sp;
+  }
+  return nullptr;
 }
 
 size_t Tokenizer::encode_scratch_bytes(size_t text_len) const {
@@ -505,17 +517,15 @@ Result<size_t> Tokenizer::encode(const char* text, size_t len, bool add_bos, boo
   const uint8_t* s = reinterpret_cast<const uint8_t*>(text);
   size_t fragment_start = 0;
   if (special_count_ > 0) {
+    // SentencePiece matches user-defined pieces inside its normalizer instead (they
+    // interact with the dummy prefix and whitespace handling).
+    const bool user_defined_here = kind_ == TokenizerKind::ByteLevelBpe;
     for (size_t i = 0; i < len;) {
-      const uint8_t b = s[i];
       const Special* match = nullptr;
-      if (special_first_byte_[b >> 3] & (1u << (b & 7))) {
-        for (uint32_t k = 0; k < special_count_; ++k) {
-          const Special& sp = specials_[k];
-          if ((parse_special || sp.always) && sp.size <= len - i && std::memcmp(piece_bytes_ + sp.offset, s + i, sp.size) == 0) {
-            match = &sp;
-            break;
-          }
-        }
+      if (parse_special || (user_defined_here && user_defined_count_ > 0)) {
+        match = match_special(s + i, len - i, false);
+        if (match != nullptr && match->always && !user_defined_here) match = nullptr;
+        if (match != nullptr && !match->always && !parse_special) match = nullptr;
       }
       if (match == nullptr) {
         ++i;
@@ -652,6 +662,17 @@ Error Tokenizer::encode_spm_fragment(const uint8_t* text, size_t len, bool first
     bool prev_mark = dummy;
     bool started = dummy;
     for (size_t i = pos; i < len;) {
+      // User-defined pieces are frozen symbols: no merge crosses them, so the word ends
+      // before one, and one at the start of a word is emitted as is.
+      const Special* user = user_defined_count_ > 0 ? match_special(text + i, len - i, true) : nullptr;
+      if (user != nullptr) {
+        if (word_bytes > 0) break;
+        emit(user->id, out, capacity, count);
+        scratch.prev_unknown = false;
+        i += user->size;
+        pos = word_end = i;
+        continue;
+      }
       if (text[i] == ' ') {
         size_t j = i + 1;
         if (remove_extra_whitespaces_) {

@@ -59,9 +59,11 @@ class Tokenizer {
   Tokenizer() = default;
 
   // Encodes `len` bytes of `text` into `out`. add_bos prepends bos_id(); parse_special
-  // turns the text of control/user-defined tokens (e.g. "<|eot_id|>", "<s>") into their
-  // ids instead of encoding the characters. With SentencePiece the dummy-prefix space is
-  // added to the first fragment of text only when it starts the input.
+  // turns the text of control tokens (e.g. "<|eot_id|>", "<s>") into their ids instead
+  // of encoding the characters. User-defined pieces are always matched (as Hugging Face
+  // does for added tokens and SentencePiece for user_defined_symbols). With SentencePiece
+  // the dummy-prefix space goes only before text that starts the input, not after a
+  // parsed control token.
   // Uses the arena scratch unless `scratch` is given: the arena scratch makes concurrent
   // calls on one Tokenizer unsafe; caller scratch buffers make them safe.
   Result<size_t> encode(const char* text, size_t len, bool add_bos, bool parse_special, int32_t* out,
@@ -106,6 +108,8 @@ class Tokenizer {
   Error spm_word(const uint8_t* word, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
                  size_t* count) const;
   int32_t lookup_merge(int32_t left, int32_t right, uint32_t* rank) const;
+  // The longest control / user-defined piece at s (len > 0), or null.
+  const Special* match_special(const uint8_t* s, size_t len, bool user_defined_only) const;
   // Bytes the decoder emits for `id` (before UTF-8 reassembly); `first` is true for the
   // first non-control token of the text (SentencePiece strips its dummy-prefix space).
   size_t token_text(int32_t id, bool first, uint8_t* buf, size_t capacity) const;
@@ -136,6 +140,7 @@ class Tokenizer {
   int32_t byte_ids_[256] = {};  // byte -> token (byte-level BPE: the byte; SentencePiece: <0xXX>)
   const Special* specials_ = nullptr;  // longest first
   uint32_t special_count_ = 0;
+  uint32_t user_defined_count_ = 0;
   uint8_t special_first_byte_[32] = {};  // bitmap of the first bytes of specials
   uint8_t* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;

@@ -2,7 +2,11 @@
 // thousands of generated strings, for the LLaMA-2 model and bitllama2c's 512-piece model.
 #include <gtest/gtest.h>
 #include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
 
+#include <fstream>
+
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <random>
@@ -178,6 +182,82 @@ TEST_P(SpmReference, LongRunWithoutSpacesMatchesLibsentencepiece) {
   auto got = tok_->encode(text);  // with a scratch of encode_scratch_bytes()
   ASSERT_TRUE(got.ok()) << last_error_message();
   EXPECT_TRUE(std::vector<int>(got->begin(), got->end()) == want);
+}
+
+// Models trained here with user-defined symbols, with and without the normalizer's
+// extra-whitespace removal and byte fallback, compared on text full of those symbols.
+TEST(SpmTrainedReference, UserDefinedSymbolsAndNormalizerOptions) {
+  testing::TempFile corpus(".txt");
+  {
+    // Mostly English, so characters from the test strings outside it are unknown.
+    std::ofstream out(corpus.path());
+    std::mt19937 rng(11);
+    static const char* words[] = {"the", "a", "little", "girl", "named", "Lily", "once", "upon", "time", "über",
+                                  "naïve", "said", "<ud>", "foo", "x-y", "don't", "1984", "!", ",", "  "};
+    for (int line = 0; line < 3000; ++line) {
+      for (int k = 0; k < 12; ++k) out << words[std::uniform_int_distribution<int>(0, 19)(rng)] << ' ';
+      out << '\n';
+    }
+  }
+  struct Variant {
+    const char* flags;
+    const char* name;
+  } variants[] = {
+      {"--remove_extra_whitespaces=false --byte_fallback=true", "identity-like"},
+      {"--remove_extra_whitespaces=true --byte_fallback=false", "remove-extra, no byte fallback"},
+  };
+  for (const auto& v : variants) {
+    SCOPED_TRACE(v.name);
+    testing::TempFile model_prefix;
+    const std::string args = "--input=" + corpus.path() + " --model_prefix=" + model_prefix.path() +
+                             " --model_type=bpe --vocab_size=400 --character_coverage=1.0 --hard_vocab_limit=false"
+                             " --user_defined_symbols=<ud>,foo,x-y --normalization_rule_name=identity"
+                             " --minloglevel=2 --num_threads=1 " + v.flags;
+    const auto trained = sentencepiece::SentencePieceTrainer::Train(args);
+    ASSERT_TRUE(trained.ok()) << trained.ToString() << "\n" << args;
+    const std::string model = model_prefix.path() + ".model";
+    sentencepiece::SentencePieceProcessor reference;
+    ASSERT_TRUE(reference.Load(model).ok());
+    auto host = HostTokenizer::load(model);
+    std::remove(model.c_str());
+    std::remove((model_prefix.path() + ".vocab").c_str());
+    ASSERT_TRUE(host.ok()) << last_error_message();
+    // The symbols really are user-defined pieces of their own.
+    const int ud = reference.PieceToId("<ud>");
+    ASSERT_GT(ud, reference.unk_id());
+    auto alone = (*host)->encode("<ud>");
+    ASSERT_TRUE(alone.ok());
+    EXPECT_EQ(std::count(alone->begin(), alone->end(), ud), 1);
+    TextGenerator gen(12);
+    std::mt19937 rng(13);
+    static const char* inserts[] = {"<ud>", "foo", "x-y", " <ud> ", "<ud><ud>", "  foo  ", "<u", "fo"};
+    size_t failures = 0;
+    const size_t iterations = std::getenv("TERN_SLOW_EMULATION") ? 200 : 2000;
+    for (size_t i = 0; i < iterations; ++i) {
+      std::string text;
+      for (int k = std::uniform_int_distribution<int>(1, 4)(rng); k > 0; --k) {
+        text += gen.next();
+        text += inserts[std::uniform_int_distribution<int>(0, 7)(rng)];
+      }
+      std::vector<int> want;
+      ASSERT_TRUE(reference.Encode(text, &want).ok());
+      auto got = (*host)->encode(text);
+      ASSERT_TRUE(got.ok()) << last_error_message();
+      if (std::vector<int>(got->begin(), got->end()) != want) {
+        if (++failures <= 5) ADD_FAILURE() << "ids differ for " << ::testing::PrintToString(text);
+        continue;
+      }
+      std::string want_text;
+      ASSERT_TRUE(reference.Decode(want, &want_text).ok());
+      auto back = (*host)->decode(*got);
+      ASSERT_TRUE(back.ok());
+      if (*back != want_text && ++failures <= 5) {
+        ADD_FAILURE() << "decode differs for " << ::testing::PrintToString(text) << ": "
+                      << ::testing::PrintToString(*back) << " vs " << ::testing::PrintToString(want_text);
+      }
+    }
+    EXPECT_EQ(failures, 0u);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, SpmReference,
