@@ -9,6 +9,8 @@
 #include <memory>
 #include <set>
 
+#include <unistd.h>
+
 #include "converter/tokenizer_import.h"
 #include "runtime/tensor_names.h"
 #include "runtime/version.h"
@@ -39,6 +41,23 @@ class FileSink : public SegmentSink {
       last_report_ = written_;
       progress_("writing", written_, total_);
     }
+    return Error::Ok;
+  }
+  Error write_zeros(uint64_t size) override {
+    static const uint8_t zeros[4096] = {};
+    if (size < (1u << 20)) {
+      while (size > 0) {
+        const uint64_t n = std::min<uint64_t>(size, sizeof(zeros));
+        TERN_RETURN_IF_ERROR(write(zeros, n));
+        size -= n;
+      }
+      return Error::Ok;
+    }
+    if (std::fflush(f_) != 0 || fseeko(f_, static_cast<off_t>(size), SEEK_CUR) != 0) {
+      return fail(Error::IoError, "%s: seek failed: %s", path_.c_str(), std::strerror(errno));
+    }
+    written_ += size;
+    segment_ += size;
     return Error::Ok;
   }
   Error pad_to(uint64_t absolute) {
@@ -359,6 +378,10 @@ Result<WriteStats> write_bundle(const std::string& path, const BundleContents& c
   }
   TERN_RETURN_IF_ERROR(sink.pad_to(total));
   if (std::fflush(f.get()) != 0) return fail(Error::IoError, "%s: flush failed: %s", path.c_str(), std::strerror(errno));
+  // A trailing hole from write_zeros is only a seek: give the file its full length.
+  if (ftruncate(fileno(f.get()), static_cast<off_t>(total)) != 0) {
+    return fail(Error::IoError, "%s: cannot set the file size: %s", path.c_str(), std::strerror(errno));
+  }
   if (std::fclose(f.release()) != 0) return fail(Error::IoError, "%s: close failed", path.c_str());
 
   stats.tensors = contents.tensors.size();

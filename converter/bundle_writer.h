@@ -27,6 +27,8 @@ class SegmentSink {
  public:
   virtual ~SegmentSink() = default;
   virtual Error write(const void* data, size_t size) = 0;
+  // `size` zero bytes; large runs become holes in the file (sparse, nothing written).
+  virtual Error write_zeros(uint64_t size) = 0;
 };
 
 struct TensorSpec {
