@@ -58,6 +58,10 @@ Error check_tensor(const Ctx& ctx, const schema::Tensor* t) {
     return fail(Error::InvalidBundle, "%s: tensor '%s' has %u dimensions (1 to 4 allowed)", ctx.label, name,
                 shape ? shape->size() : 0u);
   }
+  // The verifier only checks the 4-byte length prefix; uint64 elements need 8.
+  if (reinterpret_cast<uintptr_t>(shape->Data()) % alignof(uint64_t) != 0) {
+    return fail(Error::InvalidBundle, "%s: tensor '%s' shape vector is misaligned (corrupt bundle)", ctx.label, name);
+  }
   uint64_t elements = 1;
   for (uint32_t i = 0; i < shape->size(); ++i) {
     const uint64_t d = shape->Get(i);

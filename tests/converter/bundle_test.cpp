@@ -22,14 +22,17 @@ using testing::tiny_model_ir;
 
 bool slow_emulation() { return std::getenv("TERN_SLOW_EMULATION") != nullptr; }
 
-// 8-byte aligned copy of a bundle (from_memory requires the alignment a mapping has).
+// A 64-byte aligned copy of a bundle, as a mapping would be.
 struct Buffer {
-  std::vector<uint64_t> words;
+  struct alignas(64) Line {
+    uint8_t b[64];
+  };
+  std::vector<Line> lines;
   size_t size = 0;
-  explicit Buffer(const std::vector<uint8_t>& bytes, size_t n) : words((n + 7) / 8 + 1), size(n) {
-    std::memcpy(words.data(), bytes.data(), n);
+  explicit Buffer(const std::vector<uint8_t>& bytes, size_t n) : lines(n / 64 + 1), size(n) {
+    if (n) std::memcpy(lines.data(), bytes.data(), n);
   }
-  const uint8_t* data() const { return reinterpret_cast<const uint8_t*>(words.data()); }
+  const uint8_t* data() const { return reinterpret_cast<const uint8_t*>(lines.data()); }
 };
 
 std::vector<uint8_t> write_to_bytes(const convert::BundleContents& contents) {
@@ -398,6 +401,16 @@ TEST(Bundle, TensorsBeyond4GiBAreAddressed) {
   ASSERT_EQ(ternary_unpack(m.layout, m.data, m.size_bytes, m.rows, m.cols, codes.data()), Error::Ok);
   EXPECT_EQ(codes, t->codes);
   EXPECT_EQ(v->scale, t->scale);
+}
+
+// Inputs the bundle fuzzer once crashed on stay rejected (and clean under UBSan).
+TEST(Bundle, FuzzRegressionsAreRejected) {
+  const std::string path = std::string(TERN_SOURCE_DIR) + "/tests/fuzz/regressions/fuzz_bundle/misaligned-u64-shape.tern";
+  const auto bytes = testing::read_file_bytes(path);
+  ASSERT_FALSE(bytes.empty()) << path;
+  Buffer buf(bytes, bytes.size());
+  auto b = Bundle::from_memory(buf.data(), buf.size);
+  EXPECT_EQ(b.error(), Error::InvalidBundle) << last_error_message();
 }
 
 }  // namespace
