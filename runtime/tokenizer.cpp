@@ -43,9 +43,10 @@ uint64_t hash_pair(uint32_t a, uint32_t b) {
   return x ^ (x >> 33);
 }
 
+// Open addressing with linear probing, kept at most 2/3 full.
 uint32_t table_capacity(size_t entries) {
   size_t cap = 16;
-  while (cap < entries * 2) cap <<= 1;
+  while (cap < entries + entries / 2) cap <<= 1;
   return static_cast<uint32_t>(cap);
 }
 
