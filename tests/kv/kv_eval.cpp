@@ -152,6 +152,8 @@ int main(int argc, char** argv) {
   std::string only;
   bool sizes = false;
   uint32_t sensitivity_tokens = 0;
+  bool split_kv = false;
+  app.add_flag("--split-kv", split_kv, "sensitivity and allocation for keys and values separately");
   std::string bundle_path;
   size_t tail_bytes = 0;
   app.add_option("--bundle", bundle_path, "a .tern bundle instead of bitllama2c-3M's bit_model.bin");
@@ -269,9 +271,11 @@ int main(int argc, char** argv) {
       return total / static_cast<double>(base.predictions);
     };
     const size_t heads = static_cast<size_t>(c.layers) * c.kv_heads;
-    std::vector<std::array<double, 4>> err(heads);
+    // With --split-kv the items are keys and values of each head (the other side at 8 bits).
+    const size_t items = split_kv ? 2 * heads : heads;
+    std::vector<std::array<double, 4>> err(items);
     std::printf("sensitivity (mean KL(exact||quantized) x 1e3 over %u tokens) per head: w2 w3 w4\n", sensitivity_tokens);
-    for (size_t h = 0; h < heads; ++h) {
+    for (size_t h = 0; h < items; ++h) {
       for (int wi = 0; wi < 4; ++wi) {
         const uint8_t w = static_cast<uint8_t>(kvcal::kWidths[wi]);
         if (w == 8) {
@@ -281,22 +285,27 @@ int main(int argc, char** argv) {
         Mode m = modes[2];  // q8 settings with one head changed below
         m.name = "one-head";
         m.bits.assign(heads, KvHeadBits{0, 0});
-        m.bits[h] = KvHeadBits{w, w};
+        if (!split_kv) {
+          m.bits[h] = KvHeadBits{w, w};
+        } else {
+          m.bits[h / 2] = h % 2 == 0 ? KvHeadBits{w, 8} : KvHeadBits{8, w};
+        }
         const RunResult r = run(*model, m, ids, sensitivity_tokens, 1, true);
         err[h][wi] = kl(r);
       }
-      std::printf("  %zu.%zu: %.3f %.3f %.3f\n", h / c.kv_heads, h % c.kv_heads, err[h][0] * 1e3, err[h][1] * 1e3,
-                  err[h][2] * 1e3);
+      const size_t head = split_kv ? h / 2 : h;
+      std::printf("  %zu.%zu%s: %.3f %.3f %.3f\n", head / c.kv_heads, head % c.kv_heads,
+                  split_kv ? (h % 2 == 0 ? " K" : " V") : "", err[h][0] * 1e3, err[h][1] * 1e3, err[h][2] * 1e3);
       std::fflush(stdout);
     }
     for (double avg : {2.5, 3.0, 3.5}) {
       const kvcal::Allocation a = kvcal::allocate_by_sensitivity(err, avg);
       const kvcal::Allocation u = kvcal::allocate_uniform(heads, avg);
       Mode am = modes[2], um = modes[2];
-      am.name = "adaptive:" + std::to_string(avg).substr(0, 3);
+      am.name = (split_kv ? "adaptive-kv:" : "adaptive:") + std::to_string(avg).substr(0, 3);
       um.name = "uniform:" + std::to_string(avg).substr(0, 3);
       for (size_t h = 0; h < heads; ++h) {
-        am.bits.push_back(KvHeadBits{a.bits[h], a.bits[h]});
+        am.bits.push_back(split_kv ? KvHeadBits{a.bits[2 * h], a.bits[2 * h + 1]} : KvHeadBits{a.bits[h], a.bits[h]});
         um.bits.push_back(KvHeadBits{u.bits[h], u.bits[h]});
       }
       std::string layout;
