@@ -242,6 +242,32 @@ TEST(Bitllama2c, Real3MBundleMatchesTheBin) {
   }
 }
 
+TEST(Import, DetectsTheFormatFromPathAndMagic) {
+  testing::TempDir dir;
+  const BinSpec s;
+  testing::write_bytes(dir.file("weights.bin"), build_bin(s));
+  testing::write_bytes(dir.file("model.gguf"), {'G', 'G', 'U', 'F', 3, 0, 0, 0});
+  testing::write_bytes(dir.file("other.dat"), {1, 2, 3, 4, 5});
+  EXPECT_EQ(convert::detect_format(dir.file("weights.bin")), convert::InputFormat::Bitllama2c);
+  EXPECT_EQ(convert::detect_format(dir.file("model.gguf")), convert::InputFormat::Gguf);
+  EXPECT_EQ(convert::detect_format(dir.file("other.dat")), convert::InputFormat::Unknown);
+  EXPECT_EQ(convert::detect_format(dir.path()), convert::InputFormat::Unknown);  // no config.json yet
+  testing::write_text(dir.file("config.json"), "{}");
+  EXPECT_EQ(convert::detect_format(dir.path()), convert::InputFormat::HuggingFace);
+  EXPECT_EQ(convert::detect_format(dir.file("config.json")), convert::InputFormat::HuggingFace);
+
+  ConvertOptions o;
+  o.require_tokenizer = false;
+  auto ir = convert::import_model(dir.file("weights.bin"), o);
+  ASSERT_TRUE(ir.ok()) << last_error_message();
+  EXPECT_EQ(ir->source_format, "bitllama2c");
+  EXPECT_EQ(convert::import_model(dir.file("other.dat"), o).error(), Error::BadMagic);
+  EXPECT_NE(std::string(last_error_message()).find("other.dat"), std::string::npos);
+  EXPECT_EQ(convert::import_model(dir.file("missing.bin"), o).error(), Error::FileNotFound);
+  // Without a tokenizer.model beside it, the default options refuse to convert.
+  EXPECT_FALSE(convert::import_model(dir.file("weights.bin"), ConvertOptions{}).ok());
+}
+
 #ifdef TERN_CONVERT_EXE
 struct CommandResult {
   int rc;
