@@ -166,6 +166,8 @@ int main(int argc, char** argv) {
       }
       total.prompt_tokens += st.prompt_tokens;
       total.decoded_tokens += st.decoded_tokens;
+      total.generated_tokens += st.generated_tokens;
+      total.stop_reason = st.stop_reason;
       total.prefill_seconds += st.prefill_seconds;
       total.decode_seconds += st.decode_seconds;
     }

@@ -186,6 +186,8 @@ Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOp
     if (tokenizer->is_end_of_generation(token) || token == model_->config().eos_id ||
         (model_->config().eot_id >= 0 && token == model_->config().eot_id)) {
       st.stop_reason = StopReason::EndOfGeneration;
+      // Keep the end-of-turn token in the context: a chat's next turn follows it.
+      if (position_ < context_ && decode(token) == Error::Ok) ++st.decoded_tokens;
       break;
     }
     auto bytes = decoder.push(token, piece, sizeof piece);
@@ -201,7 +203,8 @@ Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOp
       st.stop_reason = StopReason::Callback;
       break;
     }
-    if (i + 1 == options.max_new_tokens) break;  // the last token's logits are never used
+    // Every emitted token goes into the context (the last one too), so a later generate()
+    // or decode() continues from exactly the text the caller saw.
     if (position_ >= context_) {
       st.stop_reason = StopReason::ContextFull;
       break;

@@ -232,3 +232,24 @@ TEST_F(CApiWithModel, StopStringEndsGenerationWithoutEmittingIt) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(CApiWithModel, GenerateLeavesEveryEmittedTokenInTheContext) {
+  tern_generate_params gp = tern_generate_default_params();
+  gp.max_new_tokens = 5;
+  tern_generate_stats st{};
+  ASSERT_EQ(tern_generate(session_, "Once upon a time", 16, &gp, nullptr, nullptr, &st), TERN_OK) << message();
+  ASSERT_EQ(st.stop_reason, TERN_STOP_MAX_TOKENS);
+  uint32_t position = 0;
+  ASSERT_EQ(tern_session_position(session_, &position), TERN_OK);
+  EXPECT_EQ(position, st.prompt_tokens + 5);
+  // A second call continues after them (no second BOS).
+  ASSERT_EQ(tern_generate(session_, " and", 4, &gp, nullptr, nullptr, &st), TERN_OK) << message();
+  uint32_t after = 0;
+  ASSERT_EQ(tern_session_position(session_, &after), TERN_OK);
+  EXPECT_EQ(after, position + st.prompt_tokens + 5);
+  EXPECT_EQ(st.prompt_tokens, 1u);  // " and" is one piece, no BOS mid-conversation
+}
+
+}  // namespace
