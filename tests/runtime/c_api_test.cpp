@@ -253,3 +253,37 @@ TEST_F(CApiWithModel, GenerateLeavesEveryEmittedTokenInTheContext) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CApiArena, CallerProvidedArenaIsUsedAndMustBeLargeEnough) {
+  TERN_REQUIRE_BUNDLE(kBundle, kSource);
+  const std::string path = tern::testing::bundle_path(kBundle);
+  tern_model_params mp = tern_model_default_params();
+  mp.n_ctx = 64;
+  tern_model* model = nullptr;
+  ASSERT_EQ(tern_model_load(path.c_str(), &mp, &model), TERN_OK) << message();
+  tern_memory_report r;
+  ASSERT_EQ(tern_memory_report_get(model, &r), TERN_OK);
+  tern_model_free(model);
+
+  std::vector<uint8_t> storage(r.arena_bytes + 64);
+  uint8_t* aligned = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;  // as tern.h asks
+  mp.arena_buffer = aligned;
+  mp.arena_buffer_bytes = 1024;
+  EXPECT_EQ(tern_model_load(path.c_str(), &mp, &model), TERN_ARENA_EXHAUSTED);
+  EXPECT_NE(message().find(std::to_string(r.arena_bytes)), std::string::npos) << message();
+  mp.arena_buffer_bytes = r.arena_bytes;
+  ASSERT_EQ(tern_model_load(path.c_str(), &mp, &model), TERN_OK) << message();
+  tern_session* session = nullptr;
+  ASSERT_EQ(tern_session_create(model, nullptr, &session), TERN_OK) << message();
+  ASSERT_EQ(tern_decode(session, 1), TERN_OK) << message();
+  const float* logits = nullptr;
+  ASSERT_EQ(tern_get_logits(session, &logits, nullptr), TERN_OK);
+  const auto* at = reinterpret_cast<const uint8_t*>(logits);
+  EXPECT_TRUE(at >= aligned && at < aligned + r.arena_bytes);  // scratch lives in the caller's buffer
+  tern_session_free(session);
+  tern_model_free(model);
+}
+
+}  // namespace
