@@ -41,10 +41,18 @@ void code_row_dots_t(const float* qs, const float* bias, const uint8_t* rows, si
     __m256 acc[Q];
     for (int i = 0; i < Q; ++i) acc[i] = _mm256_setzero_ps();
     uint32_t c = 0;
+    __m256 extra = _mm256_setzero_ps();  // one query alone: a second chain hides the FMA latency
+    if (Q == 1) {
+      for (; c + 16 <= body; c += 16) {
+        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(qs + c), codes8<B>(row, c), acc[0]);
+        extra = _mm256_fmadd_ps(_mm256_loadu_ps(qs + c + 8), codes8<B>(row, c + 8), extra);
+      }
+    }
     for (; c < body; c += 8) {
       const __m256 codes = codes8<B>(row, c);
       for (int i = 0; i < Q; ++i) acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(qs + i * head_dim + c), codes, acc[i]);
     }
+    if (Q == 1) acc[0] = _mm256_add_ps(acc[0], extra);
     for (int i = 0; i < Q; ++i) {
       float s = hsum(acc[i]);
       for (uint32_t k = c; k < head_dim; ++k) s += qs[i * head_dim + k] * static_cast<float>(kv_code_at(row, k, B));
