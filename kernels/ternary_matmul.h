@@ -44,6 +44,8 @@ Error ternary_matrix_validate(const TernaryMatrix& w);
 // y[t * y_stride + r] = w.scale * x.scales[t] * Σ_c code[r][c] * x.q[t][c]
 // for t < x.tokens, r < w.rows. One token is the decode GEMV; several are prefill GEMM.
 // Preconditions (checked by ternary_matrix_validate at load, not here): x.cols == w.cols.
+// T2Interleaved16 runs the SIMD microkernels of ternary_active_isa(); T2RowMajor (the
+// reference layout) always runs the slow scalar loop.
 void ternary_matmul(const TernaryMatrix& w, const QuantizedActivations& x, float* y, size_t y_stride,
                     const ThreadPool* pool);
 
