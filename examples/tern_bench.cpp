@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "kernels/ternary_matmul.h"
 #include "platform/clock.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
@@ -46,6 +48,10 @@ int main(int argc, char** argv) {
 
   std::vector<int32_t> tokens(pp + tg);
   uint32_t state = 12345;
+  double load[3] = {0, 0, 0};
+  getloadavg(load, 3);
+  // The numbers mean little on a busy machine: say how busy it was.
+  std::printf("kernels %s, load average %.2f at start\n\n", tern::to_string(tern::ternary_active_isa()), load[0]);
   std::printf("| model | threads | test | tokens/s |\n| --- | ---: | --- | ---: |\n");
   std::fflush(stdout);
   for (unsigned t : threads) {
@@ -92,8 +98,10 @@ int main(int argc, char** argv) {
     }
     const std::string name = bundle.substr(bundle.find_last_of('/') + 1);
     const Sample a = summarize(pp_rates), b = summarize(tg_rates);
+    getloadavg(load, 3);
     std::printf("| %s | %u | pp%u | %.2f ± %.2f |\n", name.c_str(), t, pp, a.mean, a.stddev);
     std::printf("| %s | %u | tg%u | %.2f ± %.2f |\n", name.c_str(), t, tg, b.mean, b.stddev);
+    std::fprintf(stderr, "load average %.2f after %u thread(s)\n", load[0], t);
     std::fflush(stdout);
     (*model)->destroy_session(&s);
   }
