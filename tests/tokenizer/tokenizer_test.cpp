@@ -3,6 +3,7 @@
 // encoded by Hugging Face tokenizers / SentencePiece, and tiny-austen's reference inputs.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <utf8proc.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <memory>
 #include <new>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -202,6 +204,49 @@ TEST_F(Llama3, EmbeddedNulIsAnOrdinaryCharacter) {
   auto back = tok_->decode(got);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, text);
+}
+
+// decode(encode(x)) is x with each invalid byte replaced by U+FFFD, for arbitrary bytes;
+// the replaced text is computed with utf8proc's validator, not the tokenizer's.
+TEST_F(Llama3, ArbitraryBytesRoundTripWithReplacement) {
+  std::mt19937 rng(2024);
+  static const char* fragments[] = {"\xC3\xA9", "\xE2\x96\x81", "\xF0\x9F\x98\x80", "\xED\xA0\x80", "\xC0\xAF",
+                                    "\xE2\x82", "\xF4\x90\x80\x80", "'s", " ", "\n", "\r\n", "12345", "word"};
+  const size_t iterations = std::getenv("TERN_SLOW_EMULATION") ? 200 : 2000;
+  size_t failures = 0;
+  for (size_t i = 0; i < iterations; ++i) {
+    std::string text;
+    for (int k = std::uniform_int_distribution<int>(0, 12)(rng); k > 0; --k) {
+      if (std::uniform_int_distribution<int>(0, 2)(rng) == 0) {
+        text += static_cast<char>(std::uniform_int_distribution<int>(0, 255)(rng));
+      } else {
+        text += fragments[std::uniform_int_distribution<int>(0, 12)(rng)];
+      }
+    }
+    std::string replaced;
+    const auto* s = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
+    for (size_t pos = 0; pos < text.size();) {
+      utf8proc_int32_t cp;
+      const auto n = utf8proc_iterate(s + pos, static_cast<utf8proc_ssize_t>(text.size() - pos), &cp);
+      if (n > 0) {
+        replaced.append(text, pos, static_cast<size_t>(n));
+        pos += static_cast<size_t>(n);
+      } else {
+        replaced += "\xEF\xBF\xBD";
+        pos += 1;
+      }
+    }
+    auto got = tok_->encode(text);
+    ASSERT_TRUE(got.ok()) << last_error_message();
+    auto want = tok_->encode(replaced);
+    ASSERT_TRUE(want.ok());
+    auto back = tok_->decode(*got);
+    ASSERT_TRUE(back.ok());
+    if ((*got != *want || *back != replaced) && ++failures <= 5) {
+      ADD_FAILURE() << ::testing::PrintToString(text) << " decoded as " << ::testing::PrintToString(*back);
+    }
+  }
+  EXPECT_EQ(failures, 0u);
 }
 
 TEST_F(Llama3, SpecialTokensOnlyWhenAsked) {
