@@ -251,7 +251,10 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
       }
     }
     auto attend = [&](size_t kv_head) { attend_kv_head(c, kv, s, l, static_cast<uint32_t>(kv_head), n, pos0); };
-    if (pool != nullptr) {
+    // Short attention is cheaper than waking the workers (each head computes the same
+    // either way, so the threshold never changes results).
+    const size_t attention_macs = static_cast<size_t>(n) * (pos0 + n) * qd * 2;
+    if (pool != nullptr && attention_macs >= (size_t{1} << 20)) {
       pool->parallel_for(c.kv_heads, attend);
     } else {
       for (uint32_t h = 0; h < c.kv_heads; ++h) attend(h);
