@@ -4,6 +4,7 @@
 #include <sentencepiece_processor.h>
 
 #include <cstring>
+#include <exception>
 #include <string>
 
 #include "converter/tokenizer_import.h"
@@ -131,9 +132,19 @@ bool read_flags(const std::string& proto, SpmFlags* flags) {
 
 Result<TokenizerIR> import_sentencepiece_model(const std::string& path) {
   sentencepiece::SentencePieceProcessor sp;
-  const auto status = sp.Load(path);
-  TERN_CHECK_OR_RETURN(status.ok(), Error::InvalidArgument, "%s: not a SentencePiece model: %s", path.c_str(),
-                       status.ToString().c_str());
+  // libsentencepiece reports most problems as a status, but its double-array builder
+  // (darts-clone) throws on some malformed vocabularies (e.g. an empty piece).
+  std::string load_error;
+  try {
+    const auto status = sp.Load(path);
+    if (!status.ok()) load_error = status.ToString();
+  } catch (const std::exception& e) {
+    load_error = e.what();
+  } catch (...) {
+    load_error = "unknown exception from libsentencepiece";
+  }
+  TERN_CHECK_OR_RETURN(load_error.empty(), Error::InvalidArgument, "%s: not a SentencePiece model: %s", path.c_str(),
+                       load_error.c_str());
   SpmFlags flags;
   TERN_CHECK_OR_RETURN(read_flags(sp.serialized_model_proto(), &flags), Error::InvalidArgument,
                        "%s: malformed SentencePiece ModelProto", path.c_str());
