@@ -1,0 +1,23 @@
+// Turns a KV mode name ("fp16", "q4", "k4v2", "adaptive:2.5", see parse_kv_mode) and a
+// bundle's calibrated KV profile into the cache profile a session is built with. Shared by
+// the session, the planner and the evaluation tools so a mode means the same everywhere.
+#pragma once
+
+#include "platform/error.h"
+#include "runtime/kv_policy.h"
+
+namespace tern {
+
+namespace schema {
+struct KvProfile;
+}
+
+// Fills `out` with the per-head bits of the bundle's calibrated allocation at
+// `average_bits` (`bits` has shape.layers * shape.kv_heads entries and becomes
+// out->head_bits; sink heads exact). The window, sink count and group come from the
+// bundle. NotFound (listing the averages it has) when the bundle holds no allocation at
+// that average; NotFound when the bundle is not calibrated (profile null).
+Error kv_profile_for_average(const schema::KvProfile* profile, const KvShape& shape, float average_bits,
+                             KvHeadBits* bits, KvCacheProfile* out);
+
+}  // namespace tern
