@@ -189,10 +189,14 @@ void attend_kv_head(const ModelConfig& c, const KvCache& kv, ForwardScratch& s, 
         sum += sc[p];
       }
       const float inv = 1.0f / sum;
+      for (uint32_t p = 0; p < len; ++p) sc[p] *= inv;
+      if (s.observer != nullptr && s.observer->on_probs != nullptr) {
+        s.observer->on_probs(s.observer->user, layer, static_cast<uint32_t>(head), pos0 + t, sc, len);
+      }
       float* out = s.att + t * qd + head * hd;
       for (size_t i = 0; i < hd; ++i) out[i] = 0.0f;
       for (uint32_t p = 0; p < len; ++p) {
-        const float w = sc[p] * inv;
+        const float w = sc[p];
         const float* v = values + p * hd;
         for (size_t i = 0; i < hd; ++i) out[i] += w * v[i];
       }
@@ -254,10 +258,13 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
     // Short attention is cheaper than waking the workers (each head computes the same
     // either way, so the threshold never changes results).
     const size_t attention_macs = static_cast<size_t>(n) * (pos0 + n) * qd * 2;
-    if (pool != nullptr && attention_macs >= (size_t{1} << 20)) {
+    if (pool != nullptr && attention_macs >= (size_t{1} << 20) && s.observer == nullptr) {
       pool->parallel_for(c.kv_heads, attend);
     } else {
       for (uint32_t h = 0; h < c.kv_heads; ++h) attend(h);
+    }
+    if (s.observer != nullptr && s.observer->on_output != nullptr) {
+      s.observer->on_output(s.observer->user, l, pos0, n, s.att);
     }
     normalize_and_quantize(s, s.att, qd, n, qd, wide, norm_kind(c, lr.attn_sub_norm), lr.attn_sub_norm, c.norm_eps);
     ternary_matmul(lw.wo, activations(s, n, qd, wide), s.proj, hidden, pool);

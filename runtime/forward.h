@@ -15,8 +15,22 @@ namespace tern {
 
 class Model;
 
+// Lets host tools (calibration, quality evaluation) see inside attention without a second
+// implementation of the forward pass. Callbacks run on the calling thread (attention runs
+// serially while an observer is set) and must not call back into the session.
+struct AttentionObserver {
+  // Normalized attention of one query head at position `pos` over positions [0, len)
+  // (dense caches only).
+  void (*on_probs)(void* user, uint32_t layer, uint32_t query_head, uint32_t pos, const float* probs,
+                   uint32_t len) = nullptr;
+  // Attention outputs of the n tokens at pos0.. (before attn_sub_norm): [n][heads*head_dim].
+  void (*on_output)(void* user, uint32_t layer, uint32_t pos0, uint32_t n, const float* att) = nullptr;
+  void* user = nullptr;
+};
+
 // Activations for up to `batch` tokens and attention over up to `context` positions.
 struct ForwardScratch {
+  const AttentionObserver* observer = nullptr;  // usually null
   uint32_t batch = 0;
   uint32_t context = 0;
   float* x = nullptr;        // [batch][hidden] residual stream
