@@ -317,12 +317,21 @@ Result<WriteStats> write_bundle(const std::string& path, const BundleContents& c
     const KvProfileIR& kv = *contents.kv_profile;
     std::vector<flatbuffers::Offset<schema::KvHeadProfile>> heads;
     for (const auto& h : kv.heads) {
-      heads.push_back(schema::CreateKvHeadProfile(fbb, h.layer, h.kv_head, h.shannon_entropy, h.renyi2_entropy,
-                                                  static_cast<schema::KvClass>(h.kv_class), h.key_bits, h.value_bits,
-                                                  h.sink));
+      heads.push_back(schema::CreateKvHeadProfileDirect(
+          fbb, h.layer, h.kv_head, h.shannon_entropy, h.renyi2_entropy, static_cast<schema::KvClass>(h.kv_class),
+          h.key_bits, h.value_bits, h.sink, h.sensitivity.empty() ? nullptr : &h.sensitivity,
+          h.query_shannon_entropy.empty() ? nullptr : &h.query_shannon_entropy));
+    }
+    std::vector<flatbuffers::Offset<schema::KvAllocation>> allocations;
+    for (const auto& a : kv.allocations) {
+      allocations.push_back(
+          schema::CreateKvAllocationDirect(fbb, a.average_bits, &a.key_bits, &a.value_bits, a.rule.c_str()));
     }
     kv_off = schema::CreateKvProfileDirect(fbb, &heads, kv.sink_tokens, kv.recent_window, kv.group_size,
-                                           kv.average_bits, kv.provenance.c_str());
+                                           kv.average_bits, kv.provenance.c_str(),
+                                           kv.sensitivity_widths.empty() ? nullptr : &kv.sensitivity_widths,
+                                           kv.sensitivity_tokens, allocations.empty() ? nullptr : &allocations,
+                                           kv.value_group);
   }
 
   schema::BundleBuilder bb(fbb);

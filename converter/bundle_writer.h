@@ -58,6 +58,16 @@ struct KvHeadProfileIR {
   uint8_t key_bits = 16;
   uint8_t value_bits = 16;
   bool sink = false;
+  std::vector<float> sensitivity;            // one per KvProfileIR::sensitivity_widths entry
+  std::vector<float> query_shannon_entropy;  // the query heads reading this KV head
+};
+
+// Widths of every head at one average (layer-major, 0 = exact), and the rule that chose them.
+struct KvAllocationIR {
+  float average_bits = 0.0f;
+  std::vector<uint8_t> key_bits;
+  std::vector<uint8_t> value_bits;
+  std::string rule;
 };
 
 struct KvProfileIR {
@@ -67,6 +77,10 @@ struct KvProfileIR {
   uint32_t group_size = 0;
   float average_bits = 16.0f;
   std::string provenance;
+  std::vector<uint8_t> sensitivity_widths;
+  uint32_t sensitivity_tokens = 0;
+  std::vector<KvAllocationIR> allocations;  // ascending average_bits
+  uint32_t value_group = 0;
 };
 
 struct BundleContents {

@@ -149,6 +149,35 @@ int main(int argc, char** argv) {
                     cls < 5 ? classes[cls] : "?", h->key_bits(), h->value_bits(), h->sink() ? "yes" : "");
       }
     }
+    if (const auto* widths = kv->sensitivity_widths(); widths != nullptr && kv->heads()) {
+      std::printf("  sensitivity (mean KL x 1e-3 nats of the next-token distribution, that head alone quantized; "
+                  "%u positions)\n  %5s %7s", kv->sensitivity_tokens(), "layer", "kv head");
+      for (uint8_t w : *widths) std::printf(" %7u-bit", w);
+      std::printf("\n");
+      for (const auto* h : *kv->heads()) {
+        std::printf("  %5u %7u", h->layer(), h->kv_head());
+        if (h->sensitivity())
+          for (float s : *h->sensitivity()) std::printf(" %11.4f", static_cast<double>(s) * 1e3);
+        std::printf("\n");
+      }
+    }
+    if (const auto* allocations = kv->allocations()) {
+      std::printf("  allocations (adaptive:B; K/V bits per head, layer-major, F = exact; value group %u)\n",
+                  kv->value_group());
+      for (const auto* a : *allocations) {
+        std::string widths;
+        const uint32_t n = a->key_bits() ? a->key_bits()->size() : 0;
+        for (uint32_t i = 0; i < n; ++i) {
+          if (i && c.kv_heads && i % c.kv_heads == 0) widths += ' ';
+          const uint8_t k = a->key_bits()->Get(i);
+          const uint8_t v = a->value_bits() && i < a->value_bits()->size() ? a->value_bits()->Get(i) : k;
+          widths += k == 0 ? std::string("F") : std::to_string(k);
+          if (v != k) widths += "/" + (v == 0 ? std::string("F") : std::to_string(v));
+        }
+        std::printf("  adaptive:%-5g %-12s %s\n", static_cast<double>(a->average_bits()), str(a->rule()),
+                    widths.c_str());
+      }
+    }
   } else {
     std::printf("  (not calibrated)\n");
   }

@@ -1,11 +1,62 @@
 #include "runtime/kv_profile.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "runtime/kv_compressed_cache.h"
 #include "schema/bundle_generated.h"
 
 namespace tern {
+
+namespace {
+
+constexpr float kAverageTolerance = 1e-3f;
+
+// "2, 2.5, 3" into buf (stack, truncated if long): the averages a bundle offers.
+void list_averages(const schema::KvProfile& profile, char* buf, size_t size) {
+  size_t used = 0;
+  buf[0] = '\0';
+  auto append = [&](float avg) {
+    if (used + 1 >= size) return;
+    const int n = std::snprintf(buf + used, size - used, "%s%g", used ? ", " : "", static_cast<double>(avg));
+    if (n > 0) used += static_cast<size_t>(n) < size - used ? static_cast<size_t>(n) : size - used - 1;
+  };
+  if (const auto* list = profile.allocations()) {
+    for (const schema::KvAllocation* a : *list)
+      if (a != nullptr) append(a->average_bits());
+  } else {
+    append(profile.average_bits());
+  }
+}
+
+// The bits of one allocation into `bits` (sink heads, width 0, exact), then the profile's
+// window, sinks and groups into `out`.
+Error from_allocation(const schema::KvProfile& profile, const schema::KvAllocation& a, const KvShape& shape,
+                      KvHeadBits* bits, KvCacheProfile* out) {
+  const size_t heads = static_cast<size_t>(shape.layers) * shape.kv_heads;
+  const auto* kb = a.key_bits();
+  const auto* vb = a.value_bits();
+  TERN_CHECK_OR_RETURN(kb != nullptr && vb != nullptr && kb->size() == heads && vb->size() == heads,
+                       Error::InvalidBundle, "KV allocation at %g bits lists %u/%u widths, the model has %zu heads",
+                       static_cast<double>(a.average_bits()), kb ? kb->size() : 0u, vb ? vb->size() : 0u, heads);
+  for (size_t i = 0; i < heads; ++i) {
+    const KvHeadBits b{kb->Get(static_cast<uint32_t>(i)), vb->Get(static_cast<uint32_t>(i))};
+    TERN_CHECK_OR_RETURN(b.exact() || (kv_bits_supported(b.key_bits) && kv_bits_supported(b.value_bits)),
+                         Error::InvalidBundle, "KV allocation at %g bits: head %zu.%zu has %u/%u bits",
+                         static_cast<double>(a.average_bits()), i / shape.kv_heads, i % shape.kv_heads, b.key_bits,
+                         b.value_bits);
+    bits[i] = b;
+  }
+  out->shape = shape;
+  out->sink_tokens = profile.sink_tokens();
+  out->recent_window = profile.recent_window();
+  if (profile.group_size() != 0) out->block_tokens = profile.group_size();
+  if (profile.value_group() != 0) out->value_group = profile.value_group();
+  out->head_bits = bits;
+  return kv_profile_validate(*out);
+}
+
+}  // namespace
 
 Error kv_profile_for_average(const schema::KvProfile* profile, const KvShape& shape, float average_bits,
                              KvHeadBits* bits, KvCacheProfile* out) {
@@ -13,7 +64,18 @@ Error kv_profile_for_average(const schema::KvProfile* profile, const KvShape& sh
   TERN_CHECK_OR_RETURN(profile != nullptr, Error::NotFound,
                        "the bundle has no calibrated KV profile (convert it with --calibrate) for adaptive:%g",
                        static_cast<double>(average_bits));
-  TERN_CHECK_OR_RETURN(std::fabs(profile->average_bits() - average_bits) < 1e-3f, Error::NotFound,
+  if (const auto* list = profile->allocations(); list != nullptr && list->size() > 0) {
+    for (const schema::KvAllocation* a : *list) {
+      if (a != nullptr && std::fabs(a->average_bits() - average_bits) < kAverageTolerance)
+        return from_allocation(*profile, *a, shape, bits, out);
+    }
+    char averages[160];
+    list_averages(*profile, averages, sizeof(averages));
+    return fail(Error::NotFound, "the bundle's KV profile has no allocation at %g average bits (it has adaptive:%s)",
+                static_cast<double>(average_bits), averages);
+  }
+  // Bundles calibrated before allocation lists: only the primary allocation.
+  TERN_CHECK_OR_RETURN(std::fabs(profile->average_bits() - average_bits) < kAverageTolerance, Error::NotFound,
                        "the bundle's KV profile is calibrated at %g average bits, not %g",
                        static_cast<double>(profile->average_bits()), static_cast<double>(average_bits));
   return kv_profile_from_bundle(*profile, shape, bits, out);

@@ -140,7 +140,12 @@ TEST(Bundle, KvProfileRoundTrips) {
   auto contents = convert::contents_from_ir(ir, ConvertOptions{});
   convert::KvProfileIR kv;
   kv.sink_tokens = 4, kv.recent_window = 64, kv.group_size = 32, kv.average_bits = 3.5f, kv.provenance = "test";
-  kv.heads.push_back({0, 0, 2.5f, 1.75f, 3, 4, 2, true});
+  kv.heads.push_back({0, 0, 2.5f, 1.75f, 3, 4, 2, true, {0.5f, 0.25f, 0.125f, 0.0f}, {2.25f, 2.75f}});
+  kv.sensitivity_widths = {2, 3, 4, 8};
+  kv.sensitivity_tokens = 256;
+  kv.value_group = 16;
+  kv.allocations.push_back({2.5f, {3}, {2}, "sensitivity"});
+  kv.allocations.push_back({4.0f, {0}, {0}, "uniform"});
   contents.kv_profile = kv;
   const auto bytes = write_to_bytes(contents);
   Buffer buf(bytes, bytes.size());
@@ -155,6 +160,22 @@ TEST(Bundle, KvProfileRoundTrips) {
   EXPECT_EQ(p->heads()->Get(0)->class_(), schema::KvClass::Mixed);
   EXPECT_EQ(p->heads()->Get(0)->key_bits(), 4);
   EXPECT_TRUE(p->heads()->Get(0)->sink());
+  // The calibration fields appended for adaptive:B.
+  ASSERT_NE(p->heads()->Get(0)->sensitivity(), nullptr);
+  ASSERT_EQ(p->heads()->Get(0)->sensitivity()->size(), 4u);
+  EXPECT_EQ(p->heads()->Get(0)->sensitivity()->Get(1), 0.25f);
+  ASSERT_EQ(p->heads()->Get(0)->query_shannon_entropy()->size(), 2u);
+  EXPECT_EQ(p->heads()->Get(0)->query_shannon_entropy()->Get(1), 2.75f);
+  ASSERT_EQ(p->sensitivity_widths()->size(), 4u);
+  EXPECT_EQ(p->sensitivity_widths()->Get(3), 8);
+  EXPECT_EQ(p->sensitivity_tokens(), 256u);
+  EXPECT_EQ(p->value_group(), 16u);
+  ASSERT_EQ(p->allocations()->size(), 2u);
+  EXPECT_EQ(p->allocations()->Get(0)->average_bits(), 2.5f);
+  EXPECT_EQ(p->allocations()->Get(0)->key_bits()->Get(0), 3);
+  EXPECT_EQ(p->allocations()->Get(0)->value_bits()->Get(0), 2);
+  EXPECT_STREQ(p->allocations()->Get(0)->rule()->c_str(), "sensitivity");
+  EXPECT_STREQ(p->allocations()->Get(1)->rule()->c_str(), "uniform");
 
   // A profile naming a KV head the model does not have is rejected.
   contents.kv_profile->heads[0].kv_head = 1;
