@@ -7,7 +7,12 @@
 #include <cstdio>
 #include <string>
 
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
 #include "converter/bundle_writer.h"
+#include "converter/kv_calibrate.h"
 #include "converter/import.h"
 #include "converter/synthetic.h"
 #include "runtime/bundle.h"
@@ -92,7 +97,19 @@ int main(int argc, char** argv) {
   app.add_flag("--no-tokenizer", no_tokenizer, "proceed when no tokenizer can be imported (the bundle will not run)");
   app.add_option("--seed", options.seed, "seed for --synthetic");
   app.add_flag("-q,--quiet", quiet, "no progress bar");
+  std::string calibrate_text;
+  CalibrationOptions calib;
+  app.add_option("--calibrate", calibrate_text,
+                 "calibrate the KV profile on TEXT (a file; without one, built-in varied text). Write --calibrate=FILE "
+                 "or put it after the input")
+      ->expected(0, 1);
+  app.add_option("--kv-avg-bits", calib.average_bits, "average code bits of the primary KV allocation")
+      ->check(CLI::Range(2.0, 8.0));
+  app.add_option("--window", calib.recent_window, "KV: most recent tokens kept exact");
+  app.add_option("--sinks", calib.sink_tokens, "KV: first tokens kept exact");
+  app.add_option("--calib-tokens", calib.tokens, "calibration positions")->check(CLI::Range(128u, 1u << 20));
   CLI11_PARSE(app, argc, argv);
+  const bool calibrate = app.count("--calibrate") > 0;
 
   if (input.empty() == synthetic.empty()) {
     std::fprintf(stderr, "tern-convert: give exactly one of INPUT or --synthetic PRESET\n");
@@ -149,6 +166,52 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double verify_s = seconds_since(t2);
+
+  double calibrate_s = 0;
+  if (calibrate) {
+    if (!calibrate_text.empty()) {
+      std::ifstream in(calibrate_text, std::ios::binary);
+      if (!in) {
+        std::fprintf(stderr, "tern-convert: cannot read calibration text %s\n", calibrate_text.c_str());
+        return 1;
+      }
+      std::stringstream ss;
+      ss << in.rdbuf();
+      calib.text = ss.str();
+      calib.text_label = calibrate_text;
+    }
+    bundle = Result<Bundle>(Error::NotFound);  // drop the mapping: the file is rewritten below
+    const ProgressFn bar = make_progress(options.progress);
+    if (bar) calib.progress = [&bar](const char* step, uint64_t done, uint64_t total) { bar(step, done, total); };
+    if (!quiet) std::fprintf(stderr, "calibrating the KV profile (%u positions)\n", calib.tokens);
+    auto result = calibrate_kv(output, calib);
+    if (!result.ok()) {
+      std::fprintf(stderr, "tern-convert: calibration failed: %s\n", last_error_message());
+      return 1;
+    }
+    calibrate_s = result->seconds;
+    contents.kv_profile = result->profile;
+    // Write beside and rename, so a failure leaves the uncalibrated bundle intact.
+    const std::string partial = output + ".partial";
+    auto rewritten = write_bundle(partial, contents, nullptr);
+    if (!rewritten.ok() || std::rename(partial.c_str(), output.c_str()) != 0) {
+      std::fprintf(stderr, "tern-convert: rewriting with the KV profile failed: %s\n", last_error_message());
+      return 1;
+    }
+    bundle = Bundle::open(output.c_str());
+    if (!bundle.ok()) {
+      std::fprintf(stderr, "tern-convert: the calibrated bundle failed verification: %s\n", last_error_message());
+      return 1;
+    }
+    std::string report_path, heatmap_path;
+    if (write_calibration_files(output, *result, &report_path, &heatmap_path) != Error::Ok) {
+      std::fprintf(stderr, "tern-convert: %s\n", last_error_message());
+      return 1;
+    }
+    std::printf("%s\n", result->report.c_str());
+    std::printf("KV calibration: %.1f s; report %s, heatmap %s\n\n", calibrate_s, report_path.c_str(),
+                heatmap_path.c_str());
+  }
 
   const ModelConfig& c = bundle->config();
   std::printf("wrote %s (%s, verified)\n", output.c_str(), contents.source_format.c_str());

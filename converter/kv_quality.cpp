@@ -1,0 +1,319 @@
+#include "converter/kv_quality.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "converter/kv_calibration.h"
+#include "runtime/bundle.h"
+#include "runtime/forward.h"
+#include "runtime/kv_compressed_cache.h"
+#include "runtime/kv_profile.h"
+#include "schema/bundle_generated.h"
+
+namespace tern::kvq {
+
+double KvMode::bytes_per_token() const {
+  if (dense) return static_cast<double>(kv_bytes_per_token(dense_type, profile.shape));
+  KvCacheProfile p = profile;
+  if (!bits.empty()) p.head_bits = bits.data();
+  return kv_bytes_per_token(p);
+}
+
+double KvMode::bits_per_element() const {
+  const double elements = 2.0 * profile.shape.layers * profile.shape.kv_heads * profile.shape.head_dim;
+  return elements > 0 ? bytes_per_token() * 8.0 / elements : 0.0;
+}
+
+double ModeStats::ppl() const { return predictions ? std::exp(nll / static_cast<double>(predictions)) : 0.0; }
+
+KvMode compressed_mode(const std::string& name, const ModelConfig& config, const KvSettings& s,
+                       std::vector<KvHeadBits> bits) {
+  KvMode m;
+  m.name = name;
+  m.profile.shape = kv_shape_of(config);
+  m.profile.exact_type = s.exact_type;
+  m.profile.sink_tokens = s.sink_tokens;
+  m.profile.recent_window = s.recent_window;
+  m.profile.block_tokens = s.block_tokens;
+  m.profile.value_group = std::min(s.value_group, config.head_dim);
+  m.profile.rotate = true;
+  m.profile.eviction = KvEviction::None;
+  m.bits = std::move(bits);
+  return m;
+}
+
+KvSettings settings_from_model(const Model& model, const KvSettings& fallback) {
+  KvSettings s = fallback;
+  const schema::KvProfile* p = model.bundle() ? model.bundle()->kv_profile() : nullptr;
+  if (p == nullptr) return s;
+  s.sink_tokens = p->sink_tokens();
+  s.recent_window = p->recent_window();
+  if (p->group_size()) s.block_tokens = p->group_size();
+  if (p->value_group()) s.value_group = p->value_group();
+  return s;
+}
+
+Result<KvMode> mode_by_name(const Model& model, const std::string& name, const KvSettings& settings) {
+  const ModelConfig& c = model.config();
+  const size_t heads = static_cast<size_t>(c.layers) * c.kv_heads;
+  const schema::KvProfile* bundle_profile = model.bundle() ? model.bundle()->kv_profile() : nullptr;
+  if (name.rfind("uniform:", 0) == 0) {
+    char* end = nullptr;
+    const double avg = std::strtod(name.c_str() + 8, &end);
+    if (end == name.c_str() + 8 || *end != '\0' || avg < 2.0 || avg > 8.0)
+      return fail(Error::InvalidArgument, "KV mode '%s': uniform:B with 2 <= B <= 8", name.c_str());
+    // The same heads as adaptive:B stay exact (when the bundle has that allocation).
+    std::vector<KvHeadBits> bits(heads, KvHeadBits{1, 1});
+    auto adaptive = mode_by_name(model, "adaptive:" + name.substr(8), settings);
+    if (adaptive.ok())
+      for (size_t i = 0; i < heads; ++i)
+        if (adaptive->bits[i].exact()) bits[i] = KvHeadBits{0, 0};
+    size_t quantized = 0;
+    for (const KvHeadBits& b : bits) quantized += !b.exact();
+    const kvcal::Allocation u = kvcal::allocate_uniform(quantized, avg);
+    if (u.bits.size() != quantized) return fail(Error::InvalidArgument, "KV mode '%s': no uniform mix", name.c_str());
+    for (size_t i = 0, k = 0; i < heads; ++i)
+      if (!bits[i].exact()) bits[i] = KvHeadBits{u.bits[k], u.bits[k]}, ++k;
+    KvMode m = compressed_mode(name, c, adaptive.ok() ? settings_from_model(model, settings) : settings, std::move(bits));
+    return m;
+  }
+  KvModeSpec spec;
+  TERN_RETURN_IF_ERROR(parse_kv_mode(name.c_str(), &spec));
+  switch (spec.kind) {
+    case KvModeSpec::Kind::Exact: {
+      KvMode m;
+      m.name = name;
+      m.dense = true;
+      m.dense_type = spec.exact_type;
+      m.profile.shape = kv_shape_of(c);
+      return m;
+    }
+    case KvModeSpec::Kind::Uniform:
+      return compressed_mode(name, c, settings, std::vector<KvHeadBits>(heads, spec.bits));
+    case KvModeSpec::Kind::Adaptive: {
+      std::vector<KvHeadBits> bits(heads);
+      KvCacheProfile p;
+      p.exact_type = settings.exact_type;
+      p.value_group = std::min(settings.value_group, c.head_dim);
+      TERN_RETURN_IF_ERROR(kv_profile_for_average(bundle_profile, kv_shape_of(c), spec.average_bits, bits.data(), &p));
+      KvMode m;
+      m.name = name;
+      m.profile = p;
+      m.profile.eviction = KvEviction::None;
+      m.profile.head_bits = nullptr;
+      m.bits = std::move(bits);
+      return m;
+    }
+  }
+  return fail(Error::InvalidArgument, "KV mode '%s'", name.c_str());
+}
+
+namespace {
+
+// Everything one run (reference or mode) owns: arena, scratch, cache, comparison state.
+struct Lane {
+  KvMode* mode = nullptr;  // null: the reference
+  std::vector<uint8_t> buffer;
+  ForwardScratch scratch;
+  KvCache* kv = nullptr;
+  AttentionObserver observer;
+  ModeStats stats;
+  // Observer state.
+  const ModelConfig* config = nullptr;
+  float* ref_outputs = nullptr;  // [layers][heads*head_dim] of the current position (reference's)
+  bool is_reference = false;
+  const RunOptions* options = nullptr;
+};
+
+void on_output(void* user, uint32_t layer, uint32_t, uint32_t n, const float* att) {
+  Lane& lane = *static_cast<Lane*>(user);
+  const ModelConfig& c = *lane.config;
+  const size_t width = static_cast<size_t>(c.heads) * c.head_dim;
+  if (n != 1) return;
+  float* ref = lane.ref_outputs + static_cast<size_t>(layer) * width;
+  if (lane.is_reference) {
+    std::memcpy(ref, att, width * sizeof(float));
+    return;
+  }
+  for (uint32_t h = 0; h < c.heads; ++h) {
+    const float* a = att + static_cast<size_t>(h) * c.head_dim;
+    const float* b = ref + static_cast<size_t>(h) * c.head_dim;
+    double dot = 0, na = 0, nb = 0;
+    for (uint32_t i = 0; i < c.head_dim; ++i) dot += double(a[i]) * b[i], na += double(a[i]) * a[i], nb += double(b[i]) * b[i];
+    lane.stats.cosine += (na > 0 && nb > 0) ? dot / std::sqrt(na * nb) : (na == nb ? 1.0 : 0.0);
+    lane.stats.cosine_rows++;
+  }
+}
+
+void on_probs(void* user, uint32_t layer, uint32_t head, uint32_t pos, const float* probs, uint32_t len) {
+  const Lane& lane = *static_cast<const Lane*>(user);
+  if (lane.options->on_probs) lane.options->on_probs(layer, head, pos, probs, len);
+}
+
+Error setup_lane(const Model& model, Lane& lane, uint32_t context) {
+  const ModelConfig& c = model.config();
+  size_t scratch_bytes = 0;
+  ForwardScratch probe;
+  TERN_RETURN_IF_ERROR(carve_forward_scratch(c, 1, context, nullptr, &probe, &scratch_bytes));
+  size_t kv_bytes = 0;
+  if (lane.mode == nullptr) {
+    kv_bytes = kv_arena_bytes(KvType::F32, kv_shape_of(c), context);
+  } else if (lane.mode->dense) {
+    kv_bytes = kv_arena_bytes(lane.mode->dense_type, kv_shape_of(c), context);
+  } else {
+    if (!lane.mode->bits.empty()) lane.mode->profile.head_bits = lane.mode->bits.data();
+    TERN_RETURN_IF_ERROR(kv_profile_validate(lane.mode->profile));
+    kv_bytes = kv_bytes_for_tokens(lane.mode->profile, context);
+  }
+  lane.buffer.assign(scratch_bytes + kv_bytes + 4096, 0);
+  return Error::Ok;
+}
+
+// A fresh cache and scratch for the next window.
+Error reset_lane(const Model& model, Lane& lane, uint32_t context) {
+  const ModelConfig& c = model.config();
+  ArenaAllocator arena(lane.buffer.data(), lane.buffer.size());
+  size_t bytes = 0;
+  TERN_RETURN_IF_ERROR(carve_forward_scratch(c, 1, context, &arena, &lane.scratch, &bytes));
+  if (lane.mode == nullptr || lane.mode->dense) {
+    auto made = create_kv_cache(lane.mode ? lane.mode->dense_type : KvType::F32, kv_shape_of(c), context, arena);
+    if (!made.ok()) return made.error();
+    lane.kv = *made;
+  } else {
+    auto made = CompressedKvCache::create(lane.mode->profile, context, arena);
+    if (!made.ok()) return made.error();
+    lane.kv = *made;
+  }
+  lane.scratch.observer = &lane.observer;
+  return Error::Ok;
+}
+
+}  // namespace
+
+Result<RunResult> run_modes(const Model& model, std::vector<KvMode>& modes, const std::vector<int32_t>& ids,
+                            const RunOptions& options) {
+  const ModelConfig& c = model.config();
+  const uint32_t context = options.context ? std::min(options.context, c.max_context) : c.max_context;
+  TERN_CHECK_OR_RETURN(context >= 2, Error::InvalidArgument, "context %u too short", context);
+  // Windows: complete ones, plus the remainder when it predicts something.
+  std::vector<std::pair<size_t, uint32_t>> windows;
+  for (size_t at = 0; at + 1 < ids.size(); at += context) {
+    if (options.max_windows && windows.size() >= options.max_windows) break;
+    const uint32_t len = static_cast<uint32_t>(std::min<size_t>(context, ids.size() - at));
+    if (len >= 2) windows.emplace_back(at, len);
+  }
+  TERN_CHECK_OR_RETURN(!windows.empty(), Error::InvalidArgument, "text too short: %zu tokens", ids.size());
+
+  const size_t width = static_cast<size_t>(c.heads) * c.head_dim;
+  std::vector<float> ref_outputs(static_cast<size_t>(c.layers) * width);
+  std::vector<Lane> lanes(modes.size() + 1);
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    Lane& lane = lanes[i];
+    lane.mode = i == 0 ? nullptr : &modes[i - 1];
+    lane.is_reference = i == 0;
+    lane.config = &c;
+    lane.ref_outputs = ref_outputs.data();
+    lane.options = &options;
+    lane.observer.user = &lane;
+    if (options.attention_cosine) lane.observer.on_output = on_output;
+    if (i == 0 && options.on_probs) lane.observer.on_probs = on_probs;
+    if (Error e = setup_lane(model, lane, context); e != Error::Ok) {
+      return fail(e, "KV mode %s: %s", lane.mode ? lane.mode->name.c_str() : "reference", last_error_message());
+    }
+  }
+  uint64_t total = 0, done = 0;
+  for (const auto& w : windows) total += static_cast<uint64_t>(w.second - 1) * lanes.size();
+
+  std::vector<double> ref_lp(c.vocab), lp(c.vocab);
+  auto log_softmax = [&](const float* logits, std::vector<double>& out) {
+    double mx = logits[0];
+    int32_t best = 0;
+    for (uint32_t i = 1; i < c.vocab; ++i)
+      if (logits[i] > mx) mx = logits[i], best = static_cast<int32_t>(i);
+    double sum = 0;
+    for (uint32_t i = 0; i < c.vocab; ++i) sum += std::exp(double(logits[i]) - mx);
+    const double lse = mx + std::log(sum);
+    for (uint32_t i = 0; i < c.vocab; ++i) out[i] = double(logits[i]) - lse;
+    return best;
+  };
+  for (const auto& [start, len] : windows) {
+    for (Lane& lane : lanes) {
+      if (Error e = reset_lane(model, lane, context); e != Error::Ok) {
+        return fail(e, "KV mode %s: %s", lane.mode ? lane.mode->name.c_str() : "reference", last_error_message());
+      }
+    }
+    const int32_t* tokens = ids.data() + start;
+    for (uint32_t pos = 0; pos + 1 < len; ++pos) {
+      const int32_t next = tokens[pos + 1];
+      int32_t ref_best = 0;
+      for (size_t i = 0; i < lanes.size(); ++i) {
+        Lane& lane = lanes[i];
+        TERN_RETURN_IF_ERROR(forward(model, *lane.kv, lane.scratch, tokens + pos, 1, pos, true, nullptr));
+        std::vector<double>& out = i == 0 ? ref_lp : lp;
+        const int32_t best = log_softmax(lane.scratch.logits, out);
+        lane.stats.nll -= out[next];
+        lane.stats.predictions++;
+        if (i == 0) {
+          ref_best = best;
+          lane.stats.agree++;
+        } else {
+          lane.stats.agree += best == ref_best;
+          double kl = 0;
+          for (uint32_t v = 0; v < c.vocab; ++v) kl += std::exp(ref_lp[v]) * (ref_lp[v] - lp[v]);
+          lane.stats.kl += std::max(0.0, kl);
+        }
+        ++done;
+      }
+      if (options.progress) options.progress(done, total);
+    }
+  }
+  RunResult r;
+  r.reference = lanes[0].stats;
+  r.reference.cosine_rows = 0;
+  for (size_t i = 1; i < lanes.size(); ++i) r.modes.push_back(lanes[i].stats);
+  return r;
+}
+
+Result<std::vector<int32_t>> tokenize_text(Model& model, std::string text, bool bos_per_paragraph, size_t tail_bytes) {
+  Tokenizer* tok = model.tokenizer();
+  TERN_CHECK_OR_RETURN(tok != nullptr, Error::InvalidArgument, "the bundle has no tokenizer");
+  if (tail_bytes > 0 && tail_bytes < text.size()) {
+    text = text.substr(text.size() - tail_bytes);
+    const size_t space = text.find(' ');
+    text = text.substr(space == std::string::npos ? 0 : space + 1);  // start at a word
+  }
+  std::vector<std::string> parts;
+  if (bos_per_paragraph) {
+    // Paragraphs separated by blank lines, each encoded on its own after a BOS.
+    std::string part;
+    size_t at = 0;
+    while (at <= text.size()) {
+      size_t end = text.find('\n', at);
+      if (end == std::string::npos) end = text.size();
+      const std::string line = text.substr(at, end - at);
+      if (line.empty() || line == "\r") {
+        if (!part.empty()) parts.push_back(part), part.clear();
+      } else {
+        part += (part.empty() ? "" : "\n") + line;
+      }
+      at = end + 1;
+    }
+    if (!part.empty()) parts.push_back(part);
+  } else {
+    parts.push_back(text);
+  }
+  std::vector<int32_t> ids;
+  for (const std::string& p : parts) {
+    std::vector<int32_t> out(p.size() + 8);
+    std::vector<uint8_t> scratch(tok->encode_scratch_bytes(p.size()));
+    auto n = tok->encode(p.data(), p.size(), true, false, out.data(), out.size(), nullptr, scratch.data(), scratch.size());
+    if (!n.ok()) return n.error();
+    ids.insert(ids.end(), out.begin(), out.begin() + static_cast<std::ptrdiff_t>(*n));
+  }
+  return ids;
+}
+
+}  // namespace tern::kvq

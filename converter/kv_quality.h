@@ -1,0 +1,90 @@
+// KV-mode quality measurement on a loaded model (host side), shared by the calibrator
+// (tern-convert --calibrate) and tern-eval: teacher-forced next-token prediction through
+// the runtime's own forward pass, a reference run with an exact f32 dense cache and any
+// number of KV modes run in lockstep with it, one token at a time, so per-position
+// comparisons (greedy agreement, KL, attention-output cosine) need no stored history.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "platform/error.h"
+#include "runtime/kv_policy.h"
+#include "runtime/model.h"
+
+namespace tern::kvq {
+
+// Cache settings for uniform modes, and for adaptive ones when the bundle does not say.
+struct KvSettings {
+  uint32_t sink_tokens = 4;
+  uint32_t recent_window = 32;
+  uint32_t block_tokens = 32;
+  uint32_t value_group = 32;
+  KvType exact_type = KvType::F16;  // exact rows of compressed modes (sinks, window, exact heads)
+};
+
+// One KV configuration to evaluate.
+struct KvMode {
+  std::string name;
+  bool dense = false;               // a plain KvCache of dense_type
+  KvType dense_type = KvType::F32;
+  KvCacheProfile profile;           // compressed modes; head_bits is set from `bits` when used
+  std::vector<KvHeadBits> bits;     // per (layer, kv head) when non-empty
+
+  // Marginal bytes per position over all layers and heads, and per stored element (bits).
+  double bytes_per_token() const;
+  double bits_per_element() const;
+};
+
+// A compressed mode with explicit per-head bits (layer-major, {0,0} = exact head).
+KvMode compressed_mode(const std::string& name, const ModelConfig& config, const KvSettings& settings,
+                       std::vector<KvHeadBits> bits);
+// Settings the bundle's calibrated profile records (window, sinks, groups), else `fallback`.
+KvSettings settings_from_model(const Model& model, const KvSettings& fallback);
+// A mode by its name: parse_kv_mode names ("f32", "fp16", "q4", "k4v2", "adaptive:B", the
+// last via kv_profile_for_average on the bundle's profile), plus "uniform:B": every head the
+// adaptive:B allocation quantizes at the uniform mix of widths averaging B (same sink heads,
+// so the same bytes). InvalidArgument / NotFound with a message otherwise.
+Result<KvMode> mode_by_name(const Model& model, const std::string& name, const KvSettings& settings);
+
+struct ModeStats {
+  double nll = 0;               // summed over predictions (nats)
+  double kl = 0;                // summed KL(reference || mode) of the next-token distributions
+  double cosine = 0;            // summed cosine of attention outputs (per query head, layer, position)
+  uint64_t cosine_rows = 0;
+  uint64_t predictions = 0;
+  uint64_t agree = 0;           // argmax equal to the reference's
+  double ppl() const;
+  double mean_kl() const { return predictions ? kl / static_cast<double>(predictions) : 0.0; }
+  double agreement() const { return predictions ? static_cast<double>(agree) / static_cast<double>(predictions) : 0.0; }
+  double mean_cosine() const { return cosine_rows ? cosine / static_cast<double>(cosine_rows) : 1.0; }
+};
+
+struct RunOptions {
+  uint32_t context = 0;         // window length (0: the model's context); each window starts a fresh cache
+  uint32_t max_windows = 0;     // 0: every complete window, plus the remainder when it is >= 2 tokens
+  bool attention_cosine = true;
+  // Per-position, per-query-head attention rows of the reference run (dense f32 cache).
+  std::function<void(uint32_t layer, uint32_t query_head, uint32_t pos, const float* probs, uint32_t len)> on_probs;
+  // Called after every position with (done, total) forward passes.
+  std::function<void(uint64_t done, uint64_t total)> progress;
+};
+
+struct RunResult {
+  ModeStats reference;          // the exact f32 run (agreement 100 %, KL 0)
+  std::vector<ModeStats> modes;
+};
+
+// Runs the reference and every mode over `ids` in windows. Fails if a cache cannot be built.
+Result<RunResult> run_modes(const Model& model, std::vector<KvMode>& modes, const std::vector<int32_t>& ids,
+                            const RunOptions& options);
+
+// Text to ids with the bundle's tokenizer: BOS first; with bos_per_paragraph, a BOS before
+// every blank-line-separated paragraph (TinyStories-style data). tail_bytes > 0 keeps only
+// the end of the text, from a word boundary.
+Result<std::vector<int32_t>> tokenize_text(Model& model, std::string text, bool bos_per_paragraph,
+                                           size_t tail_bytes = 0);
+
+}  // namespace tern::kvq

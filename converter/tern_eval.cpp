@@ -1,0 +1,182 @@
+// tern-eval: quality of KV-cache modes on text, through the runtime's own forward pass.
+//   tern-eval BUNDLE --text FILE [--kv MODE] [--context N] [--json]
+//   tern-eval BUNDLE --text FILE --sweep           (every mode: the Pareto table)
+// Teacher-forced over the text in windows of --context tokens (each window a fresh cache),
+// against an exact f32 dense-cache run: perplexity and its change, greedy agreement (same
+// argmax as the exact run), mean cosine of the attention outputs per query head, and the
+// cache's marginal bytes per token.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "converter/kv_quality.h"
+#include "runtime/bundle.h"
+#include "runtime/model.h"
+#include "schema/bundle_generated.h"
+
+using namespace tern;
+
+namespace {
+
+std::string fmt_avg(float a) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(a));
+  return buf;
+}
+
+nlohmann::json mode_json(const std::string& name, double bpt, double bits, const kvq::ModeStats& s,
+                         const kvq::ModeStats& ref) {
+  nlohmann::json j;
+  j["mode"] = name;
+  j["ppl"] = s.ppl();
+  j["ppl_exact"] = ref.ppl();
+  j["delta_ppl_percent"] = 100.0 * (s.ppl() / ref.ppl() - 1.0);
+  j["tokens"] = s.predictions;
+  j["greedy_agreement"] = s.agreement();
+  j["attention_cosine"] = s.mean_cosine();
+  j["mean_kl"] = s.mean_kl();
+  j["kv_bytes_per_token"] = bpt;
+  j["bits_per_element"] = bits;
+  return j;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tern-eval: KV-cache mode quality (perplexity, greedy agreement, attention cosine) on text"};
+  std::string bundle_path, text_path, kv = "fp16", modes_list;
+  uint32_t context = 0, max_windows = 0, group = 0;
+  size_t tail_bytes = 0;
+  bool json = false, sweep = false, bos_per_paragraph = false, quiet = false;
+  app.add_option("bundle", bundle_path, ".tern bundle")->required();
+  app.add_option("--text", text_path, "text file to evaluate on")->required();
+  app.add_option("--kv", kv, "KV mode: fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B, uniform:B");
+  app.add_option("--context", context, "window length in tokens (default: the model's context)");
+  app.add_option("--windows", max_windows, "evaluate at most this many windows (default: the whole text)");
+  app.add_option("--tail-bytes", tail_bytes, "evaluate only the last N bytes of the text (held-out part)");
+  app.add_option("--group", group, "override the key block / flush length G of every quantized mode (e.g. 128)");
+  app.add_flag("--bos-per-paragraph", bos_per_paragraph, "BOS before every blank-line-separated paragraph (TinyStories)");
+  app.add_flag("--sweep", sweep, "every mode (or --modes a,b,...): a table with the Pareto front");
+  app.add_option("--modes", modes_list, "comma-separated modes for --sweep");
+  app.add_flag("--json", json, "one JSON object");
+  app.add_flag("-q,--quiet", quiet, "no progress on stderr");
+  CLI11_PARSE(app, argc, argv);
+
+  ModelParams params;
+  params.threads = 1;
+  auto loaded = Model::load(bundle_path.c_str(), params);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "tern-eval: %s\n", last_error_message());
+    return 1;
+  }
+  Model& model = **loaded;
+  std::ifstream in(text_path, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "tern-eval: cannot read %s\n", text_path.c_str());
+    return 1;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto ids = kvq::tokenize_text(model, ss.str(), bos_per_paragraph, tail_bytes);
+  if (!ids.ok()) {
+    std::fprintf(stderr, "tern-eval: %s\n", last_error_message());
+    return 1;
+  }
+
+  std::vector<std::string> names;
+  if (sweep && modes_list.empty()) {
+    names = {"fp16", "q8", "q4", "q3", "q2", "k4v2"};
+    const schema::KvProfile* p = model.bundle()->kv_profile();
+    if (p != nullptr && p->allocations() != nullptr) {
+      for (const schema::KvAllocation* a : *p->allocations()) {
+        names.push_back("uniform:" + fmt_avg(a->average_bits()));
+        names.push_back("adaptive:" + fmt_avg(a->average_bits()));
+      }
+    }
+  } else if (!modes_list.empty()) {
+    std::stringstream list(modes_list);
+    for (std::string m; std::getline(list, m, ',');)
+      if (!m.empty()) names.push_back(m);
+  } else {
+    names = {kv};
+  }
+  const kvq::KvSettings settings = kvq::settings_from_model(model, kvq::KvSettings{});
+  std::vector<kvq::KvMode> modes;
+  for (const std::string& name : names) {
+    auto m = kvq::mode_by_name(model, name, settings);
+    if (!m.ok()) {
+      std::fprintf(stderr, "tern-eval: %s\n", last_error_message());
+      return 2;
+    }
+    if (group != 0 && !m->dense) m->profile.block_tokens = group;
+    modes.push_back(std::move(m).value());
+  }
+
+  kvq::RunOptions run;
+  run.context = context;
+  run.max_windows = max_windows;
+  const bool bar = !quiet && isatty(STDERR_FILENO);
+  if (bar) {
+    run.progress = [](uint64_t done, uint64_t total) {
+      if (done % 256 != 0 && done != total) return;
+      std::fprintf(stderr, "\reval %5.1f%%", 100.0 * static_cast<double>(done) / static_cast<double>(total));
+      if (done == total) std::fputc('\n', stderr);
+    };
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto result = kvq::run_modes(model, modes, *ids, run);
+  if (!result.ok()) {
+    std::fprintf(stderr, "tern-eval: %s\n", last_error_message());
+    return 1;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const ModelConfig& c = model.config();
+  const uint32_t ctx = context ? std::min(context, c.max_context) : c.max_context;
+  const kvq::ModeStats& ref = result->reference;
+
+  if (json) {
+    nlohmann::json out;
+    if (!sweep && modes.size() == 1) {
+      out = mode_json(modes[0].name, modes[0].bytes_per_token(), modes[0].bits_per_element(), result->modes[0], ref);
+    } else {
+      out["modes"] = nlohmann::json::array();
+      for (size_t i = 0; i < modes.size(); ++i)
+        out["modes"].push_back(
+            mode_json(modes[i].name, modes[i].bytes_per_token(), modes[i].bits_per_element(), result->modes[i], ref));
+    }
+    out["bundle"] = bundle_path;
+    out["text"] = text_path;
+    out["context"] = ctx;
+    out["text_tokens"] = ids->size();
+    out["seconds"] = seconds;
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s on %s: %zu tokens, windows of %u, %llu predictions, exact (f32 KV) PPL %.4f, %.1f s\n",
+              bundle_path.c_str(), text_path.c_str(), ids->size(), ctx,
+              static_cast<unsigned long long>(ref.predictions), ref.ppl(), seconds);
+  // Pareto: no other mode (exact f32 included) is at most as many bytes with a lower PPL.
+  auto pareto = [&](size_t i) {
+    const double b = modes[i].bytes_per_token(), p = result->modes[i].ppl();
+    for (size_t j = 0; j < modes.size(); ++j)
+      if (j != i && modes[j].bytes_per_token() <= b && result->modes[j].ppl() < p) return false;
+    return true;
+  };
+  std::printf("| mode | KV bytes/token | bits/element | PPL | ΔPPL vs exact | greedy agreement | attention cosine | Pareto |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | :---: |\n");
+  for (size_t i = 0; i < modes.size(); ++i) {
+    const kvq::ModeStats& s = result->modes[i];
+    std::printf("| %s | %.0f | %.2f | %.4f | %+.3f %% | %.2f %% | %.5f | %s |\n", modes[i].name.c_str(),
+                modes[i].bytes_per_token(), modes[i].bits_per_element(), s.ppl(), 100.0 * (s.ppl() / ref.ppl() - 1.0),
+                100.0 * s.agreement(), s.mean_cosine(), pareto(i) ? "*" : "");
+  }
+  return 0;
+}
