@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "runtime/kv_compressed_cache.h"
 #include "runtime/model.h"
 
 namespace tern {
@@ -126,15 +127,23 @@ void rope_adjacent_pairs(float* head, size_t head_dim, const float* cos, const f
 
 Error carve_forward_scratch(const ModelConfig& c, uint32_t batch, uint32_t context, ArenaAllocator* arena,
                             ForwardScratch* s, size_t* bytes) {
+  return carve_forward_scratch(c, batch, context, AttentionScratch::ReadBack, arena, s, bytes);
+}
+
+Error carve_forward_scratch(const ModelConfig& c, uint32_t batch, uint32_t context, AttentionScratch kind,
+                            ArenaAllocator* arena, ForwardScratch* s, size_t* bytes) {
   TERN_CHECK_OR_RETURN(batch > 0 && context > 0, Error::InvalidArgument, "scratch for batch %u, context %u", batch,
                        context);
   const size_t hidden = c.hidden, qd = static_cast<size_t>(c.heads) * c.head_dim;
   const size_t kvd = static_cast<size_t>(c.kv_heads) * c.head_dim, ffn = c.ffn_hidden;
   const size_t wide = std::max({hidden, qd, ffn});
   const size_t group = c.kv_heads == 0 ? 1 : c.heads / c.kv_heads;
+  const bool read_back = kind == AttentionScratch::ReadBack;
   Carver carve(arena, bytes);
   s->batch = batch;
   s->context = context;
+  s->kind = kind;
+  s->scores_per_head = (read_back ? group : std::min<size_t>(group, kKvMaxQueries)) * context;
   TERN_RETURN_IF_ERROR(carve.take(&s->x, batch * hidden));
   TERN_RETURN_IF_ERROR(carve.take(&s->xn, batch * wide));
   TERN_RETURN_IF_ERROR(carve.take(&s->xq, batch * wide));
@@ -149,8 +158,15 @@ Error carve_forward_scratch(const ModelConfig& c, uint32_t batch, uint32_t conte
   TERN_RETURN_IF_ERROR(carve.take(&s->proj, batch * hidden));
   TERN_RETURN_IF_ERROR(carve.take(&s->rope_cos, batch * (c.head_dim / 2)));
   TERN_RETURN_IF_ERROR(carve.take(&s->rope_sin, batch * (c.head_dim / 2)));
-  TERN_RETURN_IF_ERROR(carve.take(&s->kv_rows, static_cast<size_t>(c.kv_heads) * 2 * context * c.head_dim));
-  TERN_RETURN_IF_ERROR(carve.take(&s->scores, static_cast<size_t>(c.kv_heads) * group * context));
+  if (read_back) {
+    TERN_RETURN_IF_ERROR(carve.take(&s->kv_rows, static_cast<size_t>(c.kv_heads) * 2 * context * c.head_dim));
+  } else {
+    s->kv_rows = nullptr;
+  }
+  TERN_RETURN_IF_ERROR(carve.take(&s->scores, static_cast<size_t>(c.kv_heads) * s->scores_per_head));
+  TERN_RETURN_IF_ERROR(carve.take(&s->q_sinks, batch * qd));
+  TERN_RETURN_IF_ERROR(carve.take(&s->sink_cos, c.head_dim / 2));
+  TERN_RETURN_IF_ERROR(carve.take(&s->sink_sin, c.head_dim / 2));
   TERN_RETURN_IF_ERROR(carve.take(&s->logits, c.vocab));
   return Error::Ok;
 }
@@ -165,7 +181,7 @@ void attend_kv_head(const ModelConfig& c, const KvCache& kv, ForwardScratch& s, 
   const uint32_t total = pos0 + n;
   float* keys = s.kv_rows + static_cast<size_t>(kv_head) * 2 * s.context * hd;
   float* values = keys + static_cast<size_t>(s.context) * hd;
-  float* scores = s.scores + static_cast<size_t>(kv_head) * group * s.context;
+  float* scores = s.scores + static_cast<size_t>(kv_head) * s.scores_per_head;
   kv.read_keys(layer, kv_head, 0, total, keys);
   kv.read_values(layer, kv_head, 0, total, values);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -204,6 +220,21 @@ void attend_kv_head(const ModelConfig& c, const KvCache& kv, ForwardScratch& s, 
   }
 }
 
+// The same through CompressedKvCache::attend(): the group's query heads read the quantized
+// blocks in place. q_sinks (or null) scores the sink tokens (see reposition_sinks).
+void attend_compressed(const ModelConfig& c, const CompressedKvCache& kv, ForwardScratch& s, uint32_t layer,
+                       uint32_t kv_head, uint32_t n, uint32_t pos0, bool sinks_moved) {
+  const size_t hd = c.head_dim, group = c.heads / c.kv_heads;
+  const size_t qd = static_cast<size_t>(c.heads) * hd;
+  float* scores = s.scores + static_cast<size_t>(kv_head) * s.scores_per_head;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (uint32_t t = 0; t < n; ++t) {
+    const size_t first = t * qd + kv_head * group * hd;
+    kv.attend(layer, kv_head, s.q + first, sinks_moved ? s.q_sinks + first : nullptr, static_cast<uint32_t>(group),
+              pos0 + t + 1, scale, scores, s.att + first);
+  }
+}
+
 }  // namespace
 
 Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t* tokens, uint32_t n, uint32_t pos0,
@@ -212,8 +243,27 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
   const ModelWeights& w = model.weights();
   TERN_CHECK_OR_RETURN(n > 0 && n <= s.batch, Error::InvalidArgument, "forward of %u tokens (batch %u)", n,
                        s.batch);
-  TERN_CHECK_OR_RETURN(pos0 + n <= s.context && pos0 + n <= kv.capacity_tokens(), Error::ContextFull,
-                       "positions %u..%u exceed the context of %u", pos0, pos0 + n - 1, s.context);
+  CompressedKvCache* ckv = kv.compressed();
+  // attend() for a compressed cache when the scratch holds its scores; read back otherwise
+  // (and when asked to, or to report probabilities to an observer).
+  const bool want_probs = s.observer != nullptr && s.observer->on_probs != nullptr;
+  const size_t group = c.heads / c.kv_heads;
+  const bool scores_fit =
+      s.scores_per_head >= std::min<size_t>(group, kKvMaxQueries) * static_cast<size_t>(kv.capacity_tokens());
+  const bool use_attend = ckv != nullptr && scores_fit && !((s.read_back || want_probs) && s.kv_rows != nullptr);
+  TERN_CHECK_OR_RETURN(static_cast<uint64_t>(pos0) + n <= UINT32_MAX, Error::ContextFull, "position %u overflows",
+                       pos0);
+  if (!use_attend) {
+    TERN_CHECK_OR_RETURN(s.kv_rows != nullptr, Error::InvalidArgument,
+                         "attention scratch has no rows to read the cache back into");
+    TERN_CHECK_OR_RETURN(pos0 + n <= s.context && pos0 + n <= kv.capacity_tokens(), Error::ContextFull,
+                         "positions %u..%u exceed the context of %u", pos0, pos0 + n - 1,
+                         std::min(s.context, kv.capacity_tokens()));
+  } else if (ckv->profile().eviction == KvEviction::None) {
+    TERN_CHECK_OR_RETURN(pos0 + n <= kv.capacity_tokens(), Error::ContextFull,
+                         "positions %u..%u exceed the KV cache's %u (eviction off)", pos0, pos0 + n - 1,
+                         kv.capacity_tokens());
+  }
   for (uint32_t t = 0; t < n; ++t) {
     TERN_CHECK_OR_RETURN(tokens[t] >= 0 && static_cast<uint32_t>(tokens[t]) < c.vocab, Error::InvalidToken,
                          "token %d outside the vocabulary of %u", tokens[t], c.vocab);
@@ -254,10 +304,38 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
         kv.write(l, h, pos0 + t, head, s.v + t * kvd + h * hd);
       }
     }
-    auto attend = [&](size_t kv_head) { attend_kv_head(c, kv, s, l, static_cast<uint32_t>(kv_head), n, pos0); };
+    bool sinks_moved = false;
+    if (ckv != nullptr) {
+      if (const Error e = ckv->write_error(); e != Error::Ok) return e;
+      // StreamingLLM's "positions within the cache": after E non-sink positions were
+      // dropped, the query at position p scores the sinks as if it stood at p - E. Keys
+      // are cached after RoPE at their original positions, so rotating the (already
+      // rotated) query by -E positions gives exactly that; every other kept key keeps its
+      // true distance p - j, which the eviction bounds by the capacity.
+      const uint32_t evicted = use_attend && s.reposition_sinks ? ckv->evicted_positions(l, 0) : 0;
+      if (evicted > 0) {
+        sinks_moved = true;
+        rope_angles(model.rope_inv_freq(), half, evicted, s.sink_cos, s.sink_sin);
+        for (size_t i = 0; i < half; ++i) s.sink_sin[i] = -s.sink_sin[i];
+        std::memcpy(s.q_sinks, s.q, static_cast<size_t>(n) * qd * sizeof(float));
+        for (size_t h = 0; h < static_cast<size_t>(n) * c.heads; ++h) {
+          float* head = s.q_sinks + h * hd;
+          adjacent ? rope_adjacent_pairs(head, hd, s.sink_cos, s.sink_sin)
+                   : rope_rotate_half(head, hd, s.sink_cos, s.sink_sin);
+        }
+      }
+    }
+    auto attend = [&](size_t kv_head) {
+      if (use_attend) {
+        attend_compressed(c, *ckv, s, l, static_cast<uint32_t>(kv_head), n, pos0, sinks_moved);
+      } else {
+        attend_kv_head(c, kv, s, l, static_cast<uint32_t>(kv_head), n, pos0);
+      }
+    };
     // Short attention is cheaper than waking the workers (each head computes the same
     // either way, so the threshold never changes results).
-    const size_t attention_macs = static_cast<size_t>(n) * (pos0 + n) * qd * 2;
+    const size_t attended = std::min<size_t>(pos0 + n, kv.capacity_tokens());
+    const size_t attention_macs = static_cast<size_t>(n) * attended * qd * 2;
     if (pool != nullptr && attention_macs >= (size_t{1} << 20) && s.observer == nullptr) {
       pool->parallel_for(c.kv_heads, attend);
     } else {

@@ -28,11 +28,29 @@ struct AttentionObserver {
   void* user = nullptr;
 };
 
+// How attention reads the cache, which decides the scratch it needs.
+enum class AttentionScratch : uint32_t {
+  // Rows read back into kv_rows ([kv_heads][2][context][head_dim] floats) and scores for
+  // every query head of a group: dense caches, and compressed ones when read back.
+  ReadBack = 0,
+  // CompressedKvCache::attend() only: no rows, scores for min(group, 4) query heads per
+  // KV head. `context` is then the cache's resident capacity, not the session's length.
+  AttendOnly = 1,
+};
+
 // Activations for up to `batch` tokens and attention over up to `context` positions.
 struct ForwardScratch {
   const AttentionObserver* observer = nullptr;  // usually null
   uint32_t batch = 0;
   uint32_t context = 0;
+  AttentionScratch kind = AttentionScratch::ReadBack;
+  size_t scores_per_head = 0;  // floats of `scores` per KV head
+  // Compressed caches: read rows back through KvCache instead of attend() (tests, tools;
+  // needs kind == ReadBack and no eviction). Also taken when an on_probs observer is set.
+  bool read_back = false;
+  // After eviction, score the sink tokens with the query at its position within the
+  // cache (StreamingLLM). Off only to measure what that fixes (TERN_KV_NO_SINK_REPOSITION).
+  bool reposition_sinks = true;
   float* x = nullptr;        // [batch][hidden] residual stream
   float* xn = nullptr;       // [batch][wide] normalized input of a matmul
   int8_t* xq = nullptr;      // [batch][wide] its int8 codes
@@ -47,8 +65,11 @@ struct ForwardScratch {
   float* proj = nullptr;     // [batch][hidden] o_proj / down output
   float* rope_cos = nullptr; // [batch][head_dim/2]
   float* rope_sin = nullptr;
-  float* kv_rows = nullptr;  // [kv_heads][2][context][head_dim] keys and values read back
-  float* scores = nullptr;   // [kv_heads][group][context]
+  float* kv_rows = nullptr;  // [kv_heads][2][context][head_dim] keys and values read back (ReadBack)
+  float* scores = nullptr;   // [kv_heads][scores_per_head]
+  float* q_sinks = nullptr;  // [batch][heads*head_dim] queries re-positioned for the sinks
+  float* sink_cos = nullptr; // [head_dim/2] rotation by -evicted positions
+  float* sink_sin = nullptr;
   float* logits = nullptr;   // [vocab]
 };
 
@@ -56,10 +77,16 @@ struct ForwardScratch {
 // the buffers from the arena. The two always agree because they run the same code.
 Error carve_forward_scratch(const ModelConfig& config, uint32_t batch, uint32_t context, ArenaAllocator* arena,
                             ForwardScratch* scratch, size_t* bytes);
+Error carve_forward_scratch(const ModelConfig& config, uint32_t batch, uint32_t context, AttentionScratch kind,
+                            ArenaAllocator* arena, ForwardScratch* scratch, size_t* bytes);
 
-// Runs tokens[0..n) at positions pos0..pos0+n-1 (n <= scratch.batch, pos0 + n <= context),
-// writing their keys/values into `kv`; logits of the last token go to scratch.logits when
-// want_logits. Aborted if *abort becomes nonzero (checked per layer).
+// Runs tokens[0..n) at positions pos0..pos0+n-1 (n <= scratch.batch), writing their
+// keys/values into `kv`; logits of the last token go to scratch.logits when want_logits.
+// Dense caches (and read-back) need pos0 + n <= context. A CompressedKvCache is attended
+// with CompressedKvCache::attend() when the scratch allows (scores for min(group, 4) x its
+// capacity per KV head); with eviction on, positions may exceed its capacity without bound
+// (the oldest middle blocks are dropped; the batch's earlier tokens then see the cache as
+// it is after the whole batch was written). Aborted if *abort becomes nonzero (per layer).
 Error forward(const Model& model, KvCache& kv, ForwardScratch& scratch, const int32_t* tokens, uint32_t n,
               uint32_t pos0, bool want_logits, const std::atomic<int>* abort);
 

@@ -12,6 +12,8 @@
 
 namespace tern {
 
+class CompressedKvCache;
+
 // Ids appear in the C API: append, never renumber.
 enum class KvType : uint32_t {
   F16 = 0,
@@ -39,6 +41,11 @@ class KvCache {
   // Writes `count` rows of head_dim floats, positions [begin, begin + count), to `out`.
   virtual void read_keys(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const = 0;
   virtual void read_values(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const = 0;
+  // Forgets every position (a new conversation); the storage stays.
+  virtual void reset() {}
+  // The per-head compressed cache behind this interface, or null (no RTTI in device code).
+  virtual CompressedKvCache* compressed() { return nullptr; }
+  virtual const CompressedKvCache* compressed() const { return nullptr; }
 
  protected:
   KvCache(KvShape shape, uint32_t capacity) : shape_(shape), capacity_(capacity) {}

@@ -235,8 +235,47 @@ void CompressedKvCache::for_each_segment(const HeadState& h, uint32_t end_pos, F
   }
 }
 
-void CompressedKvCache::attend(uint32_t layer, uint32_t kv_head, const float* q, uint32_t query_heads,
-                               uint32_t end_pos, float scale, float* scores, float* out) const {
+uint32_t CompressedKvCache::evicted_positions(uint32_t layer, uint32_t kv_head) const {
+  const HeadState& h = heads_[static_cast<size_t>(layer) * shape_.kv_heads + kv_head];
+  if (h.next_pos <= profile_.sink_tokens) return 0;
+  return h.next_pos - profile_.sink_tokens - (h.middle_count * profile_.block_tokens + h.window_count);
+}
+
+void CompressedKvCache::reset() {
+  const size_t heads = static_cast<size_t>(shape_.layers) * shape_.kv_heads;
+  for (size_t i = 0; i < heads; ++i) {
+    HeadState& h = heads_[i];
+    h.next_pos = h.window_start = h.window_count = h.middle_start = h.middle_count = 0;
+  }
+  evicted_blocks_ = 0;
+  write_error_ = Error::Ok;
+}
+
+Error CompressedKvCache::rollback_to(uint32_t pos) {
+  const size_t heads = static_cast<size_t>(shape_.layers) * shape_.kv_heads;
+  // Check every head first, so a refusal changes nothing.
+  for (size_t i = 0; i < heads; ++i) {
+    const HeadState& h = heads_[i];
+    if (h.next_pos <= pos) continue;
+    // Sinks are indexed by position (rewritten in place); later positions must all still
+    // be in the window.
+    const uint32_t from = pos > profile_.sink_tokens ? pos : profile_.sink_tokens;
+    TERN_CHECK_OR_RETURN(h.next_pos <= from || h.next_pos - from <= h.window_count, Error::InvalidState,
+                         "KV cache: positions %u.. already left the exact window; reset the session", pos);
+  }
+  for (size_t i = 0; i < heads; ++i) {
+    HeadState& h = heads_[i];
+    if (h.next_pos <= pos) continue;
+    const uint32_t from = pos > profile_.sink_tokens ? pos : profile_.sink_tokens;
+    if (h.next_pos > from) h.window_count -= h.next_pos - from;
+    h.next_pos = pos;
+  }
+  write_error_ = Error::Ok;
+  return Error::Ok;
+}
+
+void CompressedKvCache::attend(uint32_t layer, uint32_t kv_head, const float* q, const float* q_sinks,
+                               uint32_t query_heads, uint32_t end_pos, float scale, float* scores, float* out) const {
   const HeadState& h = heads_[static_cast<size_t>(layer) * shape_.kv_heads + kv_head];
   const uint32_t D = shape_.head_dim;
   KvQuantLayout layout = layout_;
@@ -244,19 +283,31 @@ void CompressedKvCache::attend(uint32_t layer, uint32_t kv_head, const float* q,
   layout.value_bits = h.bits.exact() ? 8 : h.bits.value_bits;
   const size_t stride = capacity_;
   float qr[kKvMaxQueries * kKvMaxHeadDim];
+  float qs[kKvMaxQueries * kKvMaxHeadDim];
+  const bool split_sinks = q_sinks != nullptr && q_sinks != q && profile_.sink_tokens > 0;
   // Query heads sharing this KV head go through each block together (up to 4 at a time).
   for (uint32_t q0 = 0; q0 < query_heads; q0 += kKvMaxQueries) {
     const uint32_t n = query_heads - q0 < kKvMaxQueries ? query_heads - q0 : kKvMaxQueries;
     const float* query = q + static_cast<size_t>(q0) * D;
+    const float* sink_query = split_sinks ? q_sinks + static_cast<size_t>(q0) * D : query;
     float* o = out + static_cast<size_t>(q0) * D;
     if (h.rotated) {
       std::memcpy(qr, query, static_cast<size_t>(n) * D * sizeof(float));
       for (uint32_t i = 0; i < n; ++i) kv_hadamard_rotate(qr + i * D, D);
       query = qr;
+      if (split_sinks) {
+        std::memcpy(qs, sink_query, static_cast<size_t>(n) * D * sizeof(float));
+        for (uint32_t i = 0; i < n; ++i) kv_hadamard_rotate(qs + i * D, D);
+        sink_query = qs;
+      } else {
+        sink_query = qr;
+      }
     }
     size_t total = 0;
-    for_each_segment(h, end_pos, [&](const KvSegment& seg, uint32_t) {
-      kv_segment_scores_multi(isa_, seg, layout, D, query, n, scale, scores + total, stride);
+    for_each_segment(h, end_pos, [&](const KvSegment& seg, uint32_t first) {
+      // Only the sink segment starts below sink_tokens.
+      const float* qq = first < profile_.sink_tokens ? sink_query : query;
+      kv_segment_scores_multi(isa_, seg, layout, D, qq, n, scale, scores + total, stride);
       total += seg.tokens;
     });
     for (uint32_t i = 0; i < n; ++i) kv_softmax(scores + i * stride, total);

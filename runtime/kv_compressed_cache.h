@@ -47,7 +47,25 @@ class CompressedKvCache final : public KvCache {
   // min(query_heads, 4) * resident_capacity() floats (the query heads of a GQA group read
   // each block together).
   void attend(uint32_t layer, uint32_t kv_head, const float* q, uint32_t query_heads, uint32_t end_pos, float scale,
-              float* scores, float* out) const;
+              float* scores, float* out) const {
+    attend(layer, kv_head, q, nullptr, query_heads, end_pos, scale, scores, out);
+  }
+  // The same, with `q_sinks` (query_heads rows, or null = q) scoring the S sink tokens:
+  // after eviction the forward pass passes the query rotated at its position within the
+  // cache (pos - evicted_positions()) there, as StreamingLLM does (runtime/kv_policy.h).
+  void attend(uint32_t layer, uint32_t kv_head, const float* q, const float* q_sinks, uint32_t query_heads,
+              uint32_t end_pos, float scale, float* scores, float* out) const;
+
+  // Non-sink positions of the head dropped so far: its kept positions are the sinks, then
+  // [sink_tokens + evicted_positions(), next_position()).
+  uint32_t evicted_positions(uint32_t layer, uint32_t kv_head) const;
+  // Forgets the positions >= `pos` written by an unfinished forward pass (an abort or
+  // error mid-batch) so the session can continue at `pos`. InvalidState when some of them
+  // already left the exact window (then only reset() recovers).
+  Error rollback_to(uint32_t pos);
+  void reset() override;
+  CompressedKvCache* compressed() override { return this; }
+  const CompressedKvCache* compressed() const override { return this; }
 
   // Positions the head currently keeps, ascending; returns the count (<= resident_capacity()).
   uint32_t resident_positions(uint32_t layer, uint32_t kv_head, uint32_t* out) const;

@@ -1,6 +1,7 @@
 #include "runtime/memory_plan.h"
 
 #include <cerrno>
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -10,18 +11,35 @@
 
 namespace tern {
 
-size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, KvType kv_type,
-                           size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes) {
+namespace {
+
+size_t session_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, AttentionScratch kind,
+                     uint32_t history, size_t kv, size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes) {
   size_t scratch = 0;
   ForwardScratch unused;
-  if (carve_forward_scratch(config, batch, context, nullptr, &unused, &scratch) != Error::Ok) scratch = 0;
-  scratch += 2 * (align_up(static_cast<size_t>(context) * sizeof(int32_t), 64) + 64);  // history, prompt
+  if (carve_forward_scratch(config, batch, context, kind, nullptr, &unused, &scratch) != Error::Ok) scratch = 0;
+  scratch += align_up(static_cast<size_t>(history) * sizeof(int32_t), 64) + 64;  // history
+  scratch += align_up(static_cast<size_t>(context) * sizeof(int32_t), 64) + 64;  // generate()'s prompt
   const size_t sampler = Sampler::required_arena_bytes(config.vocab) + 64;
-  const size_t kv = kv_arena_bytes(kv_type, kv_shape_of(config), context);
   if (scratch_bytes != nullptr) *scratch_bytes = scratch;
   if (sampler_bytes != nullptr) *sampler_bytes = sampler;
   if (kv_bytes != nullptr) *kv_bytes = kv;
   return align_up(sizeof(Session), 64) + 64 + scratch + sampler + kv;
+}
+
+}  // namespace
+
+size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, KvType kv_type,
+                           size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes) {
+  return session_bytes(config, batch, context, AttentionScratch::ReadBack, session_history_tokens(context, false),
+                       kv_arena_bytes(kv_type, kv_shape_of(config), context), scratch_bytes, sampler_bytes, kv_bytes);
+}
+
+size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, const KvCacheProfile& profile,
+                           size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes) {
+  const bool evicting = profile.eviction != KvEviction::None;
+  return session_bytes(config, batch, context, AttentionScratch::AttendOnly, session_history_tokens(context, evicting),
+                       kv_bytes_for_tokens(profile, context), scratch_bytes, sampler_bytes, kv_bytes);
 }
 
 namespace {
@@ -33,7 +51,10 @@ struct Totals {
 Totals totals_for(const MemoryPlanRequest& r, uint32_t context) {
   Totals t{};
   const uint32_t batch = r.batch_tokens < context ? r.batch_tokens : context;
-  const size_t session = session_arena_bytes(r.config, batch, context, r.kv_type, &t.scratch, &t.sampler, &t.kv);
+  const size_t session =
+      r.kv_profile != nullptr
+          ? session_arena_bytes(r.config, batch, context, *r.kv_profile, &t.scratch, &t.sampler, &t.kv)
+          : session_arena_bytes(r.config, batch, context, r.kv_type, &t.scratch, &t.sampler, &t.kv);
   t.arena = r.arena_weight_bytes + r.tokenizer_bytes + session;
   t.total = kProcessOverheadBytes + r.resident_weight_bytes + t.arena;
   return t;
@@ -47,9 +68,31 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
                            c.vocab > 0 && c.ffn_hidden > 0,
                        Error::InvalidArgument, "model config has a zero dimension");
   TERN_CHECK_OR_RETURN(r.batch_tokens > 0, Error::InvalidArgument, "prefill batch of 0 tokens");
-  uint32_t max_context = c.max_context > 0 ? c.max_context : 2048;
+  const uint32_t model_context = c.max_context > 0 ? c.max_context : 2048;
+  uint32_t max_context = model_context;
   if (r.context_request > 0 && r.context_request < max_context) max_context = r.context_request;
-  const uint32_t min_context = r.min_context < max_context ? (r.min_context == 0 ? 1 : r.min_context) : max_context;
+  uint32_t min_context = r.min_context < max_context ? (r.min_context == 0 ? 1 : r.min_context) : max_context;
+  if (r.kv_profile != nullptr) {
+    // A compressed cache holds S + M*G + W + G positions: plan over M, from 0 (the fixed
+    // part) to the fewest blocks holding the requested context, within the model's.
+    TERN_RETURN_IF_ERROR(kv_profile_validate(*r.kv_profile));
+    const KvCacheProfile& p = *r.kv_profile;
+    const uint64_t fixed = kv_tokens_for_blocks(p, 0);
+    uint64_t max_blocks = model_context <= fixed ? 0 : (model_context - fixed) / p.block_tokens;
+    if (r.context_request > 0) max_blocks = std::min<uint64_t>(max_blocks, kv_blocks_for_tokens(p, r.context_request));
+    TERN_CHECK_OR_RETURN(kv_tokens_for_blocks(p, max_blocks) <= UINT32_MAX, Error::OutOfRange,
+                         "KV cache of %llu positions", static_cast<unsigned long long>(kv_tokens_for_blocks(p, max_blocks)));
+    max_context = static_cast<uint32_t>(kv_tokens_for_blocks(p, max_blocks));
+    min_context = static_cast<uint32_t>(fixed);
+  }
+  // Contexts a plan may pick, in increasing order: every count for a dense cache, every
+  // S + M*G + W + G for a compressed one.
+  auto context_at = [&](uint32_t i) -> uint32_t {
+    return r.kv_profile != nullptr ? static_cast<uint32_t>(kv_tokens_for_blocks(*r.kv_profile, i)) : min_context + i;
+  };
+  const uint32_t steps = r.kv_profile != nullptr
+                             ? static_cast<uint32_t>(kv_blocks_for_tokens(*r.kv_profile, max_context))
+                             : max_context - min_context;
 
   const Totals at_min = totals_for(r, min_context);
   if (r.budget_bytes > 0 && r.budget_bytes < at_min.total) {
@@ -61,19 +104,20 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
                 at_min.arena, kProcessOverheadBytes);
   }
   // The largest context that fits; totals grow with the context, so bisect.
-  uint32_t lo = min_context, hi = max_context;
+  uint32_t lo = 0, hi = steps;
   if (r.budget_bytes == 0) {
     lo = hi;
   } else {
     while (lo < hi) {
       const uint32_t mid = lo + (hi - lo + 1) / 2;
-      if (totals_for(r, mid).total <= r.budget_bytes) {
+      if (totals_for(r, context_at(mid)).total <= r.budget_bytes) {
         lo = mid;
       } else {
         hi = mid - 1;
       }
     }
   }
+  lo = context_at(lo);
   const Totals t = totals_for(r, lo);
   MemoryPlan plan;
   plan.overhead_bytes = kProcessOverheadBytes;
@@ -88,6 +132,10 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
   plan.minimum_budget_bytes = at_min.total;
   plan.context_tokens = lo;
   plan.batch_tokens = r.batch_tokens < lo ? r.batch_tokens : lo;
+  plan.kv_compressed = r.kv_profile != nullptr;
+  plan.kv_evicting = r.kv_profile != nullptr && r.kv_profile->eviction != KvEviction::None;
+  plan.kv_bytes_per_token = r.kv_profile != nullptr ? kv_bytes_per_token(*r.kv_profile)
+                                                    : static_cast<double>(kv_bytes_per_token(r.kv_type, kv_shape_of(c)));
   return plan;
 }
 

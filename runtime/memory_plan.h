@@ -1,7 +1,9 @@
 // Where every byte goes, decided once at load from the caller's budget:
 //   budget >= process overhead + resident weights + arena
 //   arena   = converted weights + tokenizer + session (scratch + sampler + KV)
-// The KV cache gets whatever is left, capped at the model's context.
+// The KV cache gets whatever is left, capped at the model's context. A compressed cache
+// (kv_profile set) is sized with its exact byte function, kv_bytes_for_tokens(), and its
+// context is always a capacity it can have (S + M*G + W + G positions, M middle blocks).
 #pragma once
 
 #include <cstddef>
@@ -9,6 +11,7 @@
 
 #include "platform/error.h"
 #include "runtime/kv_cache.h"
+#include "runtime/kv_policy.h"
 #include "runtime/model_config.h"
 
 namespace tern {
@@ -30,6 +33,9 @@ struct MemoryPlanRequest {
   uint32_t context_request = 0;      // 0: as many as fit, up to the model's
   uint32_t min_context = kMinContextTokens;
   KvType kv_type = KvType::F32;  // f16 halves the cache but moves logits by ~0.05
+  // Non-null: a CompressedKvCache with this profile instead of the dense kv_type cache
+  // (min_context then means at least the profile's fixed S + W + G positions).
+  const KvCacheProfile* kv_profile = nullptr;
 };
 
 struct MemoryPlan {
@@ -43,13 +49,23 @@ struct MemoryPlan {
   size_t arena_bytes = 0;     // the one allocation: converted weights + tokenizer + session
   size_t total_bytes = 0;     // overhead + resident weights + arena
   size_t minimum_budget_bytes = 0;  // total at min_context
-  uint32_t context_tokens = 0;
+  uint32_t context_tokens = 0;  // positions the KV cache holds (with eviction: resident at once)
   uint32_t batch_tokens = 0;
+  double kv_bytes_per_token = 0;  // marginal KV bytes per position (all layers and heads)
+  bool kv_compressed = false;
+  bool kv_evicting = false;       // positions may exceed context_tokens (StreamingLLM eviction)
 };
 
 // Arena bytes of one session (scratch + sampler + KV + bookkeeping) for `context` tokens.
 size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, KvType kv_type,
                            size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes);
+// The same for a compressed cache of `context` positions (a capacity kv_profile can have).
+size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context,
+                           const KvCacheProfile& kv_profile, size_t* scratch_bytes, size_t* sampler_bytes,
+                           size_t* kv_bytes);
+// Token history a session keeps: the context without eviction; twice that with it (a
+// sliding buffer that always holds at least the last `context` tokens).
+inline uint32_t session_history_tokens(uint32_t context, bool evicting) { return evicting ? 2 * context : context; }
 
 // BudgetTooSmall (message states the minimum) when the budget cannot hold min_context.
 Result<MemoryPlan> plan_memory(const MemoryPlanRequest& request);

@@ -3,9 +3,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "runtime/bundle.h"
+#include "runtime/kv_profile.h"
 #include "runtime/session.h"
 #include "runtime/tensor_names.h"
 #include "schema/bundle_generated.h"
@@ -116,6 +118,42 @@ Error validate_weights(const ModelConfig& c, const ModelWeights& w) {
   return Error::Ok;
 }
 
+Error resolve_kv_mode(const ModelParams& params, const ModelConfig& config, const schema::KvProfile* bundle_profile,
+                      KvHeadBits* bits, bool* compressed, KvType* dense_type, KvCacheProfile* out) {
+  *compressed = false;
+  *dense_type = params.kv_type;
+  TERN_CHECK_OR_RETURN(params.kv_eviction >= -1 && params.kv_eviction <= 1, Error::InvalidArgument,
+                       "kv_eviction %d (-1 default, 0 off, 1 on)", params.kv_eviction);
+  TERN_CHECK_OR_RETURN(params.kv_sink_tokens >= -1 && params.kv_recent_window >= -1, Error::InvalidArgument,
+                       "KV sinks %d / window %d must be >= 0 (-1: default)", params.kv_sink_tokens,
+                       params.kv_recent_window);
+  KvModeSpec spec;
+  spec.exact_type = params.kv_type;
+  if (params.kv_mode != nullptr && params.kv_mode[0] != '\0') TERN_RETURN_IF_ERROR(parse_kv_mode(params.kv_mode, &spec));
+  KvCacheProfile p;
+  p.shape = kv_shape_of(config);
+  const bool exact = spec.kind == KvModeSpec::Kind::Exact;
+  if (exact) {
+    *dense_type = spec.exact_type;
+    // Dense stays dense unless eviction is asked for: then a compressed cache whose every
+    // head is exact (same precision) provides the sinks + window policy.
+    if (params.kv_eviction != 1) return Error::Ok;
+    p.exact_type = spec.exact_type;
+    p.uniform = KvHeadBits{0, 0};
+  } else if (spec.kind == KvModeSpec::Kind::Uniform) {
+    p.uniform = spec.bits;
+  } else {
+    TERN_RETURN_IF_ERROR(kv_profile_for_average(bundle_profile, p.shape, spec.average_bits, bits, &p));
+  }
+  p.eviction = params.kv_eviction == 0 ? KvEviction::None : KvEviction::Streaming;
+  if (params.kv_sink_tokens >= 0) p.sink_tokens = static_cast<uint32_t>(params.kv_sink_tokens);
+  if (params.kv_recent_window >= 0) p.recent_window = static_cast<uint32_t>(params.kv_recent_window);
+  TERN_RETURN_IF_ERROR(kv_profile_validate(p));
+  *compressed = true;
+  *out = p;
+  return Error::Ok;
+}
+
 Result<std::unique_ptr<Model>> Model::create(const ModelConfig& config, const ModelWeights& weights,
                                              const ModelParams& params, size_t resident_weight_bytes) {
   std::unique_ptr<Model> model(new (std::nothrow) Model());
@@ -132,12 +170,25 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
                        "unknown KV type %u", static_cast<unsigned>(params.kv_type));
   config_ = config;
   params_ = params;
+  params_.kv_mode = nullptr;  // the caller's string; kv_mode_ keeps the resolved name
   weights_ = weights;
-  TERN_ASSIGN_OR_RETURN(pool_, ThreadPool::create(params.threads));
-  // Kernel dispatch initializes on first use (CPU detection allocates): do it at load,
-  // never inside the first prefill.
-  (void)ternary_active_isa();
-
+  {
+    const size_t heads = static_cast<size_t>(config.layers) * config.kv_heads;
+    kv_bits_.reset(new (std::nothrow) KvHeadBits[heads]);
+    TERN_CHECK_OR_RETURN(kv_bits_ != nullptr, Error::OutOfMemory, "cannot allocate %zu KV head entries", heads);
+    KvType dense_type = params.kv_type;
+    TERN_RETURN_IF_ERROR(resolve_kv_mode(params, config, bundle_ != nullptr ? bundle_->kv_profile() : nullptr,
+                                         kv_bits_.get(), &kv_compressed_, &dense_type, &kv_profile_));
+    params_.kv_type = dense_type;
+    if (params.kv_mode != nullptr && params.kv_mode[0] != '\0') {
+      std::snprintf(kv_mode_, sizeof kv_mode_, "%s", params.kv_mode);
+    } else {
+      std::snprintf(kv_mode_, sizeof kv_mode_, "%s", to_string(dense_type));
+    }
+    // Debug switch: measure generation past the capacity without re-positioning the sinks.
+    const char* no_reposition = std::getenv("TERN_KV_NO_SINK_REPOSITION");
+    kv_sink_reposition_ = no_reposition == nullptr || no_reposition[0] == '\0' || no_reposition[0] == '0';
+  }
   const bool layer_norms = config.family != ModelFamily::Bitllama2c;
   size_t arena_weights = 2 * kAlign + config.layers * (sizeof(LayerWeights) + sizeof(LayerRuntime)) + 2 * kAlign +
                          align_up(config.head_dim / 2 * sizeof(float), kAlign) + kAlign +
@@ -156,8 +207,14 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
   request.tokenizer_bytes = tokenizer_table != nullptr ? Tokenizer::required_arena_bytes(tokenizer_table) + kAlign : 0;
   request.batch_tokens = params.batch_tokens;
   request.context_request = params.context_tokens;
-  request.kv_type = params.kv_type;
+  request.kv_type = params_.kv_type;
+  request.kv_profile = kv_compressed_ ? &kv_profile_ : nullptr;
   TERN_ASSIGN_OR_RETURN(plan_, plan_memory(request));
+  if (plan_only_) return Error::Ok;
+  TERN_ASSIGN_OR_RETURN(pool_, ThreadPool::create(params.threads));
+  // Kernel dispatch initializes on first use (CPU detection allocates): do it at load,
+  // never inside the first prefill.
+  (void)ternary_active_isa();
 
   void* buffer = params.arena_buffer;
   if (buffer != nullptr) {
@@ -239,6 +296,27 @@ Result<TernaryMatrix> ternary_of(const Bundle& bundle, uint32_t layer, const cha
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::load(const char* path, const ModelParams& params) {
+  TERN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, open_bundle(path));
+  const Error e = model->init(model->bundle_->config(), model->bundle_weights_, params, model->bundle_->file_size());
+  if (e != Error::Ok) return with_context(e, path);
+  model->bundle_layers_.reset();  // copied into the arena
+  return model;
+}
+
+Result<std::unique_ptr<Model>> Model::open_for_planning(const char* path) {
+  TERN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, open_bundle(path));
+  model->plan_only_ = true;
+  return model;
+}
+
+Result<MemoryPlan> Model::plan_with(const ModelParams& params) {
+  TERN_CHECK_OR_RETURN(plan_only_ && bundle_ != nullptr, Error::InvalidState, "plan_with needs open_for_planning");
+  const Error e = init(bundle_->config(), bundle_weights_, params, bundle_->file_size());
+  if (e != Error::Ok) return e;
+  return plan_;
+}
+
+Result<std::unique_ptr<Model>> Model::open_bundle(const char* path) {
   TERN_CHECK_OR_RETURN(path != nullptr && *path != '\0', Error::InvalidArgument, "no bundle path given");
   TERN_ASSIGN_OR_RETURN(Bundle opened, Bundle::open(path));
   std::unique_ptr<Model> model(new (std::nothrow) Model());
@@ -278,9 +356,10 @@ Result<std::unique_ptr<Model>> Model::load(const char* path, const ModelParams& 
     TERN_ASSIGN_OR_RETURN(lw.ffn_sub_norm, vector_of(bundle, l, tensor_names::kFfnSubNorm, true));
   }
   weights.layers = layers.get();
-  // Every page of the file may become resident (the header and tokenizer too).
-  const Error e = model->init(config, weights, params, bundle.file_size());
-  if (e != Error::Ok) return with_context(e, path);
+  // Every page of the file may become resident (the header and tokenizer too): the plan
+  // counts bundle.file_size().
+  model->bundle_layers_ = std::move(layers);
+  model->bundle_weights_ = weights;
   return model;
 }
 

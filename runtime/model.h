@@ -13,6 +13,7 @@
 #include "platform/thread_pool.h"
 #include "runtime/arena.h"
 #include "runtime/kv_cache.h"
+#include "runtime/kv_policy.h"
 #include "runtime/memory_plan.h"
 #include "runtime/model_config.h"
 #include "runtime/sampler.h"
@@ -22,6 +23,9 @@ namespace tern {
 
 class Bundle;
 class Session;
+namespace schema {
+struct KvProfile;
+}
 
 // A 1-D weight (norm) as stored; data == nullptr means absent.
 struct VectorView {
@@ -51,7 +55,23 @@ struct ModelParams {
   uint32_t context_tokens = 0;       // 0: as many as the budget allows, up to the model's
   uint32_t batch_tokens = 64;        // prefill batch
   KvType kv_type = KvType::F32;  // f16 halves the cache but moves logits by ~0.05
+  // KV mode by parse_kv_mode name: "f32", "fp16" (dense, exact), "q8", "q4", "q3", "q2",
+  // "k4v2" (compressed, every head alike), "adaptive:B" (the bundle's calibrated per-head
+  // widths at B average bits). Null or "": the dense kv_type cache (the default). Copied
+  // at load; the string need not outlive the call.
+  const char* kv_mode = nullptr;
+  int32_t kv_sink_tokens = -1;    // -1: the mode's default (4; adaptive: the bundle's)
+  int32_t kv_recent_window = -1;  // exact recent tokens; -1: the default (32; adaptive: the bundle's)
+  // -1: on for compressed modes (q*, k*v*, adaptive), off for f32/fp16; 0: off (past the
+  // capacity prefill/decode fail); 1: on (f32/fp16 then use a compressed cache of exact heads).
+  int32_t kv_eviction = -1;
 };
+
+// Turns a KV mode and its overrides into a cache profile for `config`. *compressed false:
+// the dense cache of *dense_type. `bits` receives config.layers * config.kv_heads entries
+// (adaptive modes) and becomes out->head_bits. `bundle_profile` may be null (not calibrated).
+Error resolve_kv_mode(const ModelParams& params, const ModelConfig& config, const schema::KvProfile* bundle_profile,
+                      KvHeadBits* bits, bool* compressed, KvType* dense_type, KvCacheProfile* out);
 
 // Per-layer norm weights converted to f32, plus RoPE frequencies: what the forward pass reads.
 struct LayerRuntime {
@@ -65,6 +85,10 @@ class Model {
  public:
   // Maps and verifies a bundle, then create().
   static Result<std::unique_ptr<Model>> load(const char* path, const ModelParams& params);
+  // The planner: maps and verifies a bundle but allocates no arena; plan_with() then gives
+  // the memory plan a load with those params would make (the same code computes both).
+  static Result<std::unique_ptr<Model>> open_for_planning(const char* path);
+  Result<MemoryPlan> plan_with(const ModelParams& params);
   // From weights already in memory (tests, embedders with their own storage).
   // `resident_weight_bytes` is what the weights occupy for the memory plan.
   static Result<std::unique_ptr<Model>> create(const ModelConfig& config, const ModelWeights& weights,
@@ -85,6 +109,10 @@ class Model {
   size_t threads() const { return pool_.num_threads(); }
   const Bundle* bundle() const { return bundle_.get(); }
   KvType kv_type() const { return params_.kv_type; }
+  // The compressed cache's profile, or null when the session uses a dense cache.
+  const KvCacheProfile* kv_profile() const { return kv_compressed_ ? &kv_profile_ : nullptr; }
+  // The KV mode as resolved ("f32", "q4", "adaptive:2.5", ...).
+  const char* kv_mode() const { return kv_mode_; }
   uint64_t budget_bytes() const { return params_.memory_budget_bytes; }
   // Null when the model was created from weights without a bundle.
   Tokenizer* tokenizer() { return has_tokenizer_ ? &tokenizer_ : nullptr; }
@@ -98,6 +126,7 @@ class Model {
 
  private:
   Model() = default;
+  static Result<std::unique_ptr<Model>> open_bundle(const char* path);
   Error init(const ModelConfig& config, const ModelWeights& weights, const ModelParams& params,
              size_t resident_weight_bytes);
   friend class Session;
@@ -118,6 +147,14 @@ class Model {
   Session* session_ = nullptr;
   Tokenizer tokenizer_;
   bool has_tokenizer_ = false;
+  bool plan_only_ = false;
+  std::unique_ptr<LayerWeights[]> bundle_layers_;  // views built at open, until init copies them
+  ModelWeights bundle_weights_;
+  bool kv_compressed_ = false;
+  bool kv_sink_reposition_ = true;
+  KvCacheProfile kv_profile_;
+  std::unique_ptr<KvHeadBits[]> kv_bits_;  // adaptive per-head widths (allocated at load)
+  char kv_mode_[32] = "f32";
 };
 
 // Checks a weight set against its config: shapes, layouts, presence of what the family needs.

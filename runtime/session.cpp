@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "platform/clock.h"
+#include "runtime/kv_compressed_cache.h"
 #include "runtime/model.h"
 #include "runtime/tokenizer.h"
 
@@ -12,10 +13,23 @@ Error Session::init(Model& model, const SamplerParams& sampler, ArenaAllocator& 
   model_ = &model;
   const MemoryPlan& plan = model.plan();
   context_ = plan.context_tokens;
-  TERN_ASSIGN_OR_RETURN(kv_, create_kv_cache(model.kv_type(), kv_shape_of(model.config()), context_, arena));
   size_t unused = 0;
-  TERN_RETURN_IF_ERROR(carve_forward_scratch(model.config(), plan.batch_tokens, context_, &arena, &scratch_, &unused));
-  TERN_ASSIGN_OR_RETURN(history_, arena.allocate_array<int32_t>(context_, ArenaPurpose::Scratch, 64));
+  if (const KvCacheProfile* profile = model.kv_profile(); profile != nullptr) {
+    TERN_ASSIGN_OR_RETURN(CompressedKvCache * cache, CompressedKvCache::create(*profile, context_, arena));
+    TERN_CHECK_OR_RETURN(cache->capacity_tokens() == context_, Error::Internal,
+                         "KV cache capacity %u differs from the planned %u", cache->capacity_tokens(), context_);
+    kv_ = cache;
+    evicting_ = profile->eviction != KvEviction::None;
+    TERN_RETURN_IF_ERROR(carve_forward_scratch(model.config(), plan.batch_tokens, context_,
+                                               AttentionScratch::AttendOnly, &arena, &scratch_, &unused));
+  } else {
+    TERN_ASSIGN_OR_RETURN(kv_, create_kv_cache(model.kv_type(), kv_shape_of(model.config()), context_, arena));
+    TERN_RETURN_IF_ERROR(carve_forward_scratch(model.config(), plan.batch_tokens, context_,
+                                               AttentionScratch::ReadBack, &arena, &scratch_, &unused));
+  }
+  scratch_.reposition_sinks = model.kv_sink_reposition_;
+  history_capacity_ = session_history_tokens(context_, evicting_);
+  TERN_ASSIGN_OR_RETURN(history_, arena.allocate_array<int32_t>(history_capacity_, ArenaPurpose::Scratch, 64));
   TERN_ASSIGN_OR_RETURN(prompt_, arena.allocate_array<int32_t>(context_, ArenaPurpose::Scratch, 64));
   TERN_RETURN_IF_ERROR(validate(sampler));
   SamplerParams checked = sampler;
@@ -29,12 +43,29 @@ Error Session::init(Model& model, const SamplerParams& sampler, ArenaAllocator& 
   return sampler_.configure(checked);
 }
 
+void Session::append_history(const int32_t* tokens, uint32_t n) {
+  if (history_len_ + n > history_capacity_) {
+    // Slide: keep the newest tokens (at least context_ of them, since n <= batch <= context_).
+    const uint32_t keep = history_capacity_ - n < history_len_ ? history_capacity_ - n : history_len_;
+    std::memmove(history_, history_ + (history_len_ - keep), keep * sizeof(int32_t));
+    history_len_ = keep;
+  }
+  std::memcpy(history_ + history_len_, tokens, n * sizeof(int32_t));
+  history_len_ += n;
+}
+
 Error Session::prefill(const int32_t* tokens, size_t count) {
   TERN_CHECK_OR_RETURN(tokens != nullptr || count == 0, Error::InvalidArgument, "prefill with null tokens");
+  TERN_CHECK_OR_RETURN(!needs_reset_, Error::InvalidState,
+                       "an earlier failed batch left the KV cache inconsistent; reset the session");
   if (count == 0) return Error::Ok;
-  if (count > context_ - position_) {
-    return fail(Error::PromptTooLong, "%zu tokens do not fit: %u of the %u-token context are free", count,
+  if (!evicting_ && count > context_ - position_) {
+    return fail(Error::PromptTooLong,
+                "%zu tokens do not fit: %u of the %u-token context are free (KV eviction is off)", count,
                 context_ - position_, context_);
+  }
+  if (evicting_ && count > UINT32_MAX - position_) {
+    return fail(Error::PromptTooLong, "%zu tokens after position %u pass the last position 2^32-1", count, position_);
   }
   const uint32_t vocab = model_->config().vocab;
   for (size_t i = 0; i < count; ++i) {
@@ -47,11 +78,15 @@ Error Session::prefill(const int32_t* tokens, size_t count) {
     const bool last = done + n == count;
     const Error e = forward(*model_, *kv_, scratch_, tokens + done, n, position_, last, &abort_);
     if (e != Error::Ok) {
-      // Positions already written stay valid; the failed batch is dropped.
+      // Positions already written stay valid; the failed batch is dropped (a compressed
+      // cache forgets the positions it wrote, or the session must be reset).
       has_logits_ = false;
+      if (CompressedKvCache* c = kv_->compressed(); c != nullptr && c->rollback_to(position_) != Error::Ok) {
+        needs_reset_ = true;
+      }
       return e;
     }
-    std::memcpy(history_ + position_, tokens + done, n * sizeof(int32_t));
+    append_history(tokens + done, n);
     position_ += n;
     done += n;
   }
@@ -60,19 +95,22 @@ Error Session::prefill(const int32_t* tokens, size_t count) {
 }
 
 Error Session::decode(int32_t token) {
-  if (position_ >= context_) {
-    return fail(Error::ContextFull, "the %u-token context is full; reset the session", context_);
+  if (!evicting_ && position_ >= context_) {
+    return fail(Error::ContextFull, "the %u-token context is full (KV eviction is off); reset the session", context_);
   }
   return prefill(&token, 1);
 }
 
 Result<int32_t> Session::sample() {
   if (!has_logits_) return fail(Error::InvalidState, "sample before any prefill or decode");
-  return sampler_.sample(scratch_.logits, history_, position_);
+  return sampler_.sample(scratch_.logits, history_, history_len_);
 }
 
 void Session::reset() {
   position_ = 0;
+  history_len_ = 0;
+  needs_reset_ = false;
+  kv_->reset();
   has_logits_ = false;
   clear_abort();
   (void)sampler_.configure(sampler_.params());  // reseed: the same seed gives the same text again
@@ -150,7 +188,7 @@ Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOp
   }
 
   const uint64_t t0 = monotonic_ns();
-  const uint32_t free_positions = context_ - position_;
+  const uint32_t free_positions = evicting_ ? context_ : context_ - position_;
   size_t needed = 0;
   auto encoded = tokenizer->encode(prompt, prompt_size, options.add_bos && position_ == 0, options.parse_special,
                                    prompt_, free_positions, &needed);
@@ -187,7 +225,7 @@ Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOp
         (model_->config().eot_id >= 0 && token == model_->config().eot_id)) {
       st.stop_reason = StopReason::EndOfGeneration;
       // Keep the end-of-turn token in the context: a chat's next turn follows it.
-      if (position_ < context_ && decode(token) == Error::Ok) ++st.decoded_tokens;
+      if ((evicting_ || position_ < context_) && decode(token) == Error::Ok) ++st.decoded_tokens;
       break;
     }
     auto bytes = decoder.push(token, piece, sizeof piece);
@@ -205,7 +243,7 @@ Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOp
     }
     // Every emitted token goes into the context (the last one too), so a later generate()
     // or decode() continues from exactly the text the caller saw.
-    if (position_ >= context_) {
+    if (!evicting_ && position_ >= context_) {
       st.stop_reason = StopReason::ContextFull;
       break;
     }

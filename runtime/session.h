@@ -50,10 +50,15 @@ using PieceCallback = bool (*)(const char* text, size_t size, void* user_data);
 
 class Session {
  public:
-  // Runs the tokens after the current position, in batches. PromptTooLong (nothing run)
-  // when they do not fit in the context; the prompt is never truncated silently.
+  // Runs the tokens after the current position, in batches. Without eviction:
+  // PromptTooLong (nothing run) when they do not fit in the context; the prompt is never
+  // truncated silently. With eviction (evicting()): any length; batches past the cache's
+  // capacity evict the oldest middle blocks as they go (a batch's earlier tokens see the
+  // cache as it is after the whole batch was written, so up to batch-1 fewer old positions
+  // than token-by-token decoding would keep).
   Error prefill(const int32_t* tokens, size_t count);
-  // One token (the decode GEMV path). ContextFull when the context is used up.
+  // One token (the decode GEMV path). ContextFull when the context is used up (never with
+  // eviction: positions then grow past the capacity, up to 2^32 - 1).
   Error decode(int32_t token);
   // Logits after the last prefill/decode (vocab floats); null before any.
   const float* logits() const { return has_logits_ ? scratch_.logits : nullptr; }
@@ -64,15 +69,28 @@ class Session {
 
   // Tokenizes `prompt`, prefills it and generates until a stop condition, streaming text to
   // `on_piece` (may be null). Needs a bundle's tokenizer. PromptTooLong when the prompt's
-  // tokens do not fit in the free context.
+  // tokens do not fit in the free context (with eviction: in context_tokens(), the size of
+  // the tokenizer's buffer; longer prompts go through prefill()). With eviction it never
+  // stops for ContextFull.
   Error generate(const char* prompt, size_t prompt_size, const GenerateOptions& options, PieceCallback on_piece,
                  void* user_data, GenerateStats* stats);
 
   // Forgets the conversation (the memory stays) and clears an abort request.
   void reset();
+  // Positions run so far (with eviction this may exceed context_tokens()).
   uint32_t position() const { return position_; }
+  // Positions the KV cache holds at once (its capacity).
   uint32_t context_tokens() const { return context_; }
+  bool evicting() const { return evicting_; }
+  // The most recent tokens, oldest first, history_size() of them: every token without
+  // eviction; with eviction a sliding window of at least the last context_tokens() (it
+  // feeds the repetition penalty, which looks back repeat_last_n <= that many).
   const int32_t* history() const { return history_; }
+  uint32_t history_size() const { return history_len_; }
+  // Host tools: see attention per layer (null to remove). Attention then runs serially.
+  void set_attention_observer(const AttentionObserver* observer) { scratch_.observer = observer; }
+  // Tests, tools: attend a compressed cache by reading rows back (needs a ReadBack scratch).
+  ForwardScratch& forward_scratch() { return scratch_; }
 
   // Makes a running prefill/decode/generate return Aborted soon (checked per layer). Safe
   // to call from any thread; stays in effect until clear_abort() or reset().
@@ -91,10 +109,16 @@ class Session {
   KvCache* kv_ = nullptr;
   ForwardScratch scratch_;
   Sampler sampler_;
-  int32_t* history_ = nullptr;  // tokens at positions [0, position_)
+  void append_history(const int32_t* tokens, uint32_t n);
+
+  int32_t* history_ = nullptr;  // the last history_len_ tokens, history_capacity_ entries
   int32_t* prompt_ = nullptr;   // generate()'s tokenized prompt, context_ entries
+  uint32_t history_capacity_ = 0;
+  uint32_t history_len_ = 0;
   uint32_t context_ = 0;
   uint32_t position_ = 0;
+  bool evicting_ = false;
+  bool needs_reset_ = false;  // a failed batch left the cache where rollback cannot reach
   bool has_logits_ = false;
   std::atomic<int> abort_{0};
 };
