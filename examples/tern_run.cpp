@@ -61,6 +61,9 @@ void print_memory(const tern_model* model) {
   std::fprintf(stderr, "    kv_cache           %10.2f MiB\n", mib(r.arena_kv_cache_bytes));
   std::fprintf(stderr, "    sampler            %10.2f MiB\n", mib(r.arena_sampler_bytes));
   std::fprintf(stderr, "    other              %10.2f MiB\n", mib(r.arena_other_bytes));
+  std::fprintf(stderr, "kv: mode %s, %s, %.1f bytes/token, capacity %u tokens, eviction %s\n", r.kv_mode,
+               r.kv_compressed ? "compressed per-head cache" : "dense cache", r.kv_bytes_per_token, r.context_tokens,
+               r.kv_evicting ? "on (generation continues past the capacity)" : "off");
 }
 
 void print_stats(const tern_generate_stats& st) {
@@ -81,7 +84,8 @@ int main(int argc, char** argv) {
   int n_new = 128;
   tern_sampler_params sampler = tern_sampler_default_params();
   unsigned threads = 1, ctx = 0, batch = 64;
-  bool chat = false, no_bos = false, greedy = false;
+  int kv_window = -1, kv_sinks = -1;
+  bool chat = false, no_bos = false, greedy = false, no_evict = false, evict = false;
   app.add_option("BUNDLE", bundle, ".tern bundle")->required();
   app.add_option("-p,--prompt", prompt, "prompt text");
   app.add_option("-n,--n-predict", n_new, "new tokens to generate")->check(CLI::NonNegativeNumber);
@@ -97,7 +101,15 @@ int main(int argc, char** argv) {
   app.add_option("--memory-budget", budget_text, "bytes the process may use, e.g. 512M (0 = unlimited)");
   app.add_option("-c,--ctx", ctx, "context tokens (0 = as many as the budget allows)");
   app.add_option("-b,--batch", batch, "prefill batch")->check(CLI::PositiveNumber);
-  app.add_option("--kv", kv, "KV cache precision")->check(CLI::IsMember({"f16", "f32"}));
+  app.add_option("--kv", kv,
+                 "KV mode: f32 (default), fp16|f16 (dense); q8, q4, q3, q2, k4v2 (compressed per head, eviction on); "
+                 "adaptive:B (the bundle's calibrated widths at B average bits)");
+  app.add_option("--kv-window", kv_window, "exact recent tokens of a compressed cache (default 32)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--kv-sinks", kv_sinks, "sink tokens kept exact and never evicted (default 4)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--no-evict", no_evict, "stop at the KV capacity instead of evicting old blocks");
+  app.add_flag("--evict", evict, "evict with f32/fp16 too (a compressed cache of exact heads)");
   app.add_flag("--chat", chat, "interactive chat on stdin");
   app.add_flag("--no-bos", no_bos, "do not prepend BOS");
   CLI11_PARSE(app, argc, argv);
@@ -111,7 +123,11 @@ int main(int argc, char** argv) {
   mp.n_threads = threads;
   mp.n_ctx = ctx;
   mp.n_batch = batch;
-  mp.kv_type = kv == "f16" ? TERN_KV_F16 : TERN_KV_F32;
+  mp.kv_type = TERN_KV_F32;
+  mp.kv_mode = kv.c_str();
+  mp.kv_sink_tokens = kv_sinks;
+  mp.kv_recent_window = kv_window;
+  mp.kv_eviction = no_evict ? 0 : (evict ? 1 : -1);
   tern_model* model = nullptr;
   tern_status s = tern_model_load(bundle.c_str(), &mp, &model);
   if (s != TERN_OK) return die("load", s);

@@ -2,10 +2,15 @@
 // (opaque casts): nothing is allocated here beyond what load and session creation do.
 #include "runtime/include/tern.h"
 
+#include <cstdio>
 #include <cstring>
+#include <memory>
+#include <new>
 
 #include "platform/error.h"
 #include "platform/log.h"
+#include "runtime/bundle.h"
+#include "runtime/kv_profile.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
 #include "runtime/tokenizer.h"
@@ -87,6 +92,10 @@ tern_model_params tern_model_default_params(void) {
   p.n_ctx = d.context_tokens;
   p.n_batch = d.batch_tokens;
   p.kv_type = static_cast<tern_kv_type>(d.kv_type);
+  p.kv_mode = nullptr;
+  p.kv_sink_tokens = d.kv_sink_tokens;
+  p.kv_recent_window = d.kv_recent_window;
+  p.kv_eviction = d.kv_eviction;
   return p;
 }
 
@@ -166,6 +175,10 @@ tern_status tern_model_load(const char* path, const tern_model_params* params, t
   mp.context_tokens = p.n_ctx;
   mp.batch_tokens = p.n_batch;
   mp.kv_type = static_cast<KvType>(p.kv_type);
+  mp.kv_mode = p.kv_mode;
+  mp.kv_sink_tokens = p.kv_sink_tokens;
+  mp.kv_recent_window = p.kv_recent_window;
+  mp.kv_eviction = p.kv_eviction;
   auto model = Model::load(path, mp);
   if (!model.ok()) return status(model.error());
   *out_model = reinterpret_cast<tern_model*>(std::move(model).value().release());
@@ -218,6 +231,10 @@ tern_status tern_memory_report_get(const tern_model* model, tern_memory_report* 
   r->context_tokens = plan.context_tokens;
   r->batch_tokens = plan.batch_tokens;
   r->budget_bytes = m.budget_bytes();
+  r->kv_bytes_per_token = plan.kv_bytes_per_token;
+  r->kv_compressed = plan.kv_compressed ? 1 : 0;
+  r->kv_evicting = plan.kv_evicting ? 1 : 0;
+  std::snprintf(r->kv_mode, sizeof r->kv_mode, "%s", m.kv_mode());
   return TERN_OK;
 }
 
@@ -360,6 +377,109 @@ tern_status tern_generate(tern_session* session, const char* prompt, size_t prom
     out_stats->stop_reason = static_cast<tern_stop_reason>(static_cast<int>(st.stop_reason));
   }
   return status(e);
+}
+
+tern_plan_request tern_plan_default_request(void) {
+  const ModelParams d;
+  tern_plan_request r;
+  r.memory_budget_bytes = 0;
+  r.n_ctx = 0;
+  r.n_batch = 0;
+  r.kv_sink_tokens = d.kv_sink_tokens;
+  r.kv_recent_window = d.kv_recent_window;
+  r.kv_eviction = d.kv_eviction;
+  r.kv_modes = nullptr;
+  r.n_kv_modes = 0;
+  return r;
+}
+
+tern_status tern_plan(const char* bundle_path, const tern_plan_request* request, tern_plan_row* rows, size_t capacity,
+                      size_t* out_count) {
+  TERN_C_REQUIRE_(bundle_path);
+  TERN_C_REQUIRE_(out_count);
+  *out_count = 0;
+  if (rows == nullptr && capacity != 0) return null_argument(__func__, "rows");
+  const tern_plan_request r = request != nullptr ? *request : tern_plan_default_request();
+  if (r.kv_modes == nullptr && r.n_kv_modes != 0) return null_argument(__func__, "kv_modes");
+  auto opened = Model::open_for_planning(bundle_path);
+  if (!opened.ok()) return status(opened.error());
+  Model& model = **opened;
+  // The modes: the caller's, or the standard set plus every calibrated average, found by
+  // asking kv_profile_for_average (the one definition of what adaptive:B means) at B in
+  // steps of 1/8 and at the profile's own average.
+  constexpr size_t kMaxModes = 64;
+  char names[kMaxModes][32];
+  size_t n = 0;
+  if (r.kv_modes != nullptr) {
+    for (size_t i = 0; i < r.n_kv_modes && n < kMaxModes; ++i) {
+      if (r.kv_modes[i] == nullptr) return null_argument(__func__, "kv_modes[i]");
+      std::snprintf(names[n++], sizeof names[0], "%s", r.kv_modes[i]);
+    }
+  } else {
+    for (const char* m : {"fp16", "q8", "q4", "q2"}) std::snprintf(names[n++], sizeof names[0], "%s", m);
+    const Bundle* bundle = model.bundle();
+    const schema::KvProfile* profile = bundle != nullptr ? bundle->kv_profile() : nullptr;
+    if (profile != nullptr) {
+      const ModelConfig& c = model.config();
+      std::unique_ptr<KvHeadBits[]> bits(new (std::nothrow) KvHeadBits[static_cast<size_t>(c.layers) * c.kv_heads]);
+      if (bits == nullptr) return status(fail(Error::OutOfMemory, "tern_plan: KV head table"));
+      for (int eighth = 16; eighth <= 64 && n < kMaxModes; ++eighth) {
+        const float b = static_cast<float>(eighth) / 8.0f;
+        KvCacheProfile out;
+        if (kv_profile_for_average(profile, kv_shape_of(c), b, bits.get(), &out) == Error::Ok) {
+          std::snprintf(names[n++], sizeof names[0], "adaptive:%g", static_cast<double>(b));
+        }
+      }
+    }
+  }
+  *out_count = n;
+  char last_message[512] = "";
+  for (size_t i = 0; i < n && i < capacity; ++i) {
+    tern_plan_row& row = rows[i];
+    std::memset(&row, 0, sizeof row);
+    static_assert(sizeof row.kv_mode == sizeof names[0], "mode name size");
+    std::memcpy(row.kv_mode, names[i], sizeof row.kv_mode);
+    ModelParams p;
+    p.memory_budget_bytes = r.memory_budget_bytes;
+    p.context_tokens = r.memory_budget_bytes == 0 ? r.n_ctx : 0;
+    if (r.n_batch > 0) p.batch_tokens = r.n_batch;
+    p.kv_mode = names[i];
+    p.kv_sink_tokens = r.kv_sink_tokens;
+    p.kv_recent_window = r.kv_recent_window;
+    p.kv_eviction = r.kv_eviction;
+    auto plan = model.plan_with(p);
+    row.status = status(plan.ok() ? Error::Ok : plan.error());
+    if (!plan.ok()) {
+      std::snprintf(last_message, sizeof last_message, "%.31s: %.400s", names[i], last_error_message());
+      // A budget too small for the smallest cache still reports what that needs.
+      if (plan.error() == Error::BudgetTooSmall) {
+        p.memory_budget_bytes = 0;
+        p.context_tokens = 0;  // minimum_budget_bytes does not depend on the context asked for
+        if (auto least = model.plan_with(p); least.ok()) {
+          row.minimum_budget_bytes = least->minimum_budget_bytes;
+          row.kv_bytes_per_token = least->kv_bytes_per_token;
+          row.weights_bytes = least->resident_weight_bytes;
+          row.process_overhead_bytes = least->overhead_bytes;
+        }
+      }
+      continue;
+    }
+    const MemoryPlan& m = *plan;
+    row.context_tokens = m.context_tokens;
+    row.kv_bytes_per_token = m.kv_bytes_per_token;
+    row.weights_bytes = m.resident_weight_bytes;
+    row.process_overhead_bytes = m.overhead_bytes;
+    row.arena_bytes = m.arena_bytes;
+    row.scratch_bytes = m.scratch_bytes;
+    row.kv_bytes = m.kv_bytes;
+    row.total_bytes = m.total_bytes;
+    row.minimum_budget_bytes = m.minimum_budget_bytes;
+  }
+  if (last_message[0] != '\0') (void)fail(Error::Ok, "%.500s", last_message);
+  if (capacity < n) {
+    return status(fail(Error::OutOfRange, "tern_plan: %zu modes, room for %zu rows", n, capacity));
+  }
+  return TERN_OK;
 }
 
 tern_status tern_session_request_abort(tern_session* session) {

@@ -60,7 +60,20 @@ typedef struct tern_model_params {
   uint32_t n_threads;           /* 0: one per core */
   uint32_t n_ctx;               /* 0: as many as the budget allows, up to the model's context */
   uint32_t n_batch;             /* prefill batch */
-  tern_kv_type kv_type;
+  tern_kv_type kv_type;         /* the dense cache's precision when kv_mode is NULL or "" */
+  /* KV mode (copied at load): "f32", "fp16" (dense, exact); "q8", "q4", "q3", "q2", "k4v2"
+   * (compressed per-head cache, quantized blocks of 32 tokens, exact sinks and recent
+   * window); "adaptive:B" (the bundle's calibrated per-head widths at B average bits;
+   * TERN_NOT_FOUND lists the averages the bundle holds). NULL or "": kv_type, dense. */
+  const char* kv_mode;
+  int32_t kv_sink_tokens;   /* -1: the mode's default (4, adaptive: the bundle's) */
+  int32_t kv_recent_window; /* exact recent tokens; -1: the default (32, adaptive: the bundle's) */
+  /* StreamingLLM eviction: -1 default (on for compressed modes, off for f32/fp16), 0 off,
+   * 1 on (f32/fp16 then use the compressed cache with every head exact). With eviction a
+   * session generates past n_ctx without TERN_CONTEXT_FULL: the sink tokens and the most
+   * recent ones stay, the oldest middle blocks are dropped. Start from
+   * tern_model_default_params(): a zeroed struct means 0 sinks and eviction off. */
+  int32_t kv_eviction;
 } tern_model_params;
 
 typedef struct tern_sampler_params {
@@ -101,8 +114,12 @@ typedef struct tern_memory_report {
   uint64_t arena_kv_cache_bytes;
   uint64_t arena_sampler_bytes;
   uint64_t arena_other_bytes;
-  uint32_t context_tokens;
+  uint32_t context_tokens;         /* positions the KV cache holds at once */
   uint32_t batch_tokens;
+  double kv_bytes_per_token;       /* marginal KV bytes per position, all layers and heads */
+  int kv_compressed;               /* 1: per-head compressed cache (kv_mode q*, k*v*, adaptive) */
+  int kv_evicting;                 /* 1: positions may exceed context_tokens (eviction on) */
+  char kv_mode[32];                /* the resolved mode: "f32", "q4", "adaptive:2.5", ... */
 } tern_memory_report;
 
 typedef enum tern_stop_reason {
@@ -175,12 +192,13 @@ void tern_session_free(tern_session* session);
 /* Forgets the conversation and clears an abort request. */
 tern_status tern_session_reset(tern_session* session);
 tern_status tern_session_set_sampler(tern_session* session, const tern_sampler_params* params);
-/* Tokens already in the context. */
+/* Tokens run so far (with eviction this may exceed the KV capacity, context_tokens). */
 tern_status tern_session_position(const tern_session* session, uint32_t* out_position);
 
-/* Runs tokens after the current position (batched). */
+/* Runs tokens after the current position (batched). With eviction, any number of tokens:
+ * batches past the capacity evict as they go. */
 tern_status tern_prefill(tern_session* session, const int32_t* tokens, size_t count);
-/* Runs one token. TERN_CONTEXT_FULL when no position is free. */
+/* Runs one token. TERN_CONTEXT_FULL when no position is free (never with eviction on). */
 tern_status tern_decode(tern_session* session, int32_t token);
 /* Logits of the last token run (vocab_size floats), valid until the next prefill/decode/reset. */
 tern_status tern_get_logits(const tern_session* session, const float** out_logits, size_t* out_vocab_size);
@@ -189,6 +207,50 @@ tern_status tern_sample(tern_session* session, int32_t* out_token);
 tern_status tern_generate(tern_session* session, const char* prompt, size_t prompt_size,
                           const tern_generate_params* params, tern_piece_callback callback, void* user_data,
                           tern_generate_stats* out_stats);
+
+/* ---- Planner: what a bundle needs, per KV mode, before loading it ----
+ * tern_plan() maps and verifies the bundle (no arena, nothing kept) and fills one row per
+ * KV mode with the plan tern_model_load() would make with the same parameters (the same
+ * code computes both): load with memory_budget_bytes = row.total_bytes and that mode, and
+ * the session's context is row.context_tokens; row.minimum_budget_bytes loads, one byte
+ * less fails with TERN_BUDGET_TOO_SMALL. Allocates only while it runs (the bundle's
+ * layer table); call it before loading, not while generating. */
+typedef struct tern_plan_request {
+  uint64_t memory_budget_bytes; /* > 0: the largest context per mode within this budget */
+  uint32_t n_ctx;               /* with budget 0: the budget each mode needs for this context
+                                   (0 and budget 0: the model's full context) */
+  uint32_t n_batch;             /* prefill batch; 0: the default (64) */
+  int32_t kv_sink_tokens;       /* -1 default; as in tern_model_params */
+  int32_t kv_recent_window;     /* -1 default */
+  int32_t kv_eviction;          /* -1 default */
+  const char* const* kv_modes;  /* modes to plan; NULL: "fp16", "q8", "q4", "q2", then
+                                   "adaptive:B" for every average the bundle is calibrated at */
+  size_t n_kv_modes;
+} tern_plan_request;
+
+typedef struct tern_plan_row {
+  char kv_mode[32];
+  tern_status status;              /* TERN_OK, or why the mode has no plan (e.g. BUDGET_TOO_SMALL:
+                                      the budget holds not even its smallest cache) */
+  uint32_t context_tokens;         /* KV positions held at once */
+  double kv_bytes_per_token;       /* marginal, all layers and heads */
+  uint64_t weights_bytes;          /* mapped bundle */
+  uint64_t process_overhead_bytes;
+  uint64_t arena_bytes;            /* converted weights + tokenizer + scratch + sampler + KV */
+  uint64_t scratch_bytes;          /* activations, attention scores, token history */
+  uint64_t kv_bytes;               /* the KV cache (exact byte function of its kind) */
+  uint64_t total_bytes;            /* process overhead + weights + arena: the budget this plan needs */
+  uint64_t minimum_budget_bytes;   /* the smallest budget that loads this mode at all */
+} tern_plan_row;
+
+tern_plan_request tern_plan_default_request(void);
+/* Writes min(capacity, modes) rows and *out_count = the number of modes (rows == NULL with
+ * capacity 0 asks for the count). TERN_OUT_OF_RANGE when capacity is too small (the first
+ * `capacity` rows are still written). A mode that cannot be planned sets its row's status
+ * (tern_last_error_message() holds the last such message); the call itself fails only for
+ * bad arguments or an unreadable bundle. */
+tern_status tern_plan(const char* bundle_path, const tern_plan_request* request, tern_plan_row* rows, size_t capacity,
+                      size_t* out_count);
 
 /* Asks a running prefill/decode/generate on `session` to stop with TERN_ABORTED (checked per
  * layer). Any thread may call it; the request stays until tern_session_clear_abort() or

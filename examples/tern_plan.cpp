@@ -1,0 +1,197 @@
+// tern-plan BUNDLE --budget 2G | --context 8192 | --device pi4|pi5|android6g|iphone4g|all [--json]
+// Before loading anything big: per KV mode (fp16, q8, q4, q2, and adaptive at every average
+// the bundle is calibrated at), what the weights, scratch and KV cache cost, and the largest
+// context a budget holds (or the budget a context needs). The numbers are tern_plan()'s,
+// computed by the same code tern_model_load() plans with. Uses only the public C API.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "runtime/include/tern.h"
+
+namespace {
+
+// Memory an app can count on, as a share of the device's RAM (the rest is the OS, other
+// apps and the page cache). Chosen conservatively:
+//   pi4 / pi5: Raspberry Pi OS Lite runs in ~0.3-0.5 GB; 75 % leaves room for it, the
+//     page cache of other files and a desktop session.
+//   android6g: Android's low-memory killer reclaims a foreground app long before it has
+//     all the RAM (system, GPU, cached apps); ~40 % of a 6 GB phone (2.4 GB) is what large
+//     apps sustain in practice.
+//   iphone4g: iOS jetsam ends an app at about half of a 4 GB device's RAM (without the
+//     increased-memory-limit entitlement): 2 GB.
+struct Device {
+  const char* name;
+  const char* description;
+  double ram_gib;
+  double app_share;
+};
+constexpr Device kDevices[] = {
+    {"pi4", "Raspberry Pi 4, 4 GB", 4.0, 0.75},
+    {"pi5", "Raspberry Pi 5, 8 GB", 8.0, 0.75},
+    {"android6g", "Android phone, 6 GB", 6.0, 0.40},
+    {"iphone4g", "iPhone, 4 GB", 4.0, 0.50},
+};
+
+bool parse_size(const std::string& text, uint64_t* out) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || v < 0) return false;
+  double mult = 1;
+  switch (*end) {
+    case 'k': case 'K': mult = 1024.0; ++end; break;
+    case 'm': case 'M': mult = 1024.0 * 1024; ++end; break;
+    case 'g': case 'G': mult = 1024.0 * 1024 * 1024; ++end; break;
+    default: break;
+  }
+  if (*end == 'i') ++end;
+  if (*end == 'B' || *end == 'b') ++end;
+  if (*end != '\0') return false;
+  *out = static_cast<uint64_t>(v * mult);
+  return true;
+}
+
+double mib(uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
+
+struct Table {
+  std::string label;  // "budget 2.00 GiB" / "context 8192" / device
+  std::string device;
+  uint64_t budget = 0;
+  uint32_t context = 0;
+  std::vector<tern_plan_row> rows;
+};
+
+void print_text(const Table& t) {
+  std::printf("%s\n", t.label.c_str());
+  std::printf("%-14s %9s %10s %10s %10s %10s %11s %11s\n", "kv mode", "context", "KV B/tok", "weights", "scratch",
+              "KV cache", t.budget > 0 ? "total" : "budget", "min budget");
+  for (const tern_plan_row& r : t.rows) {
+    if (r.status != TERN_OK && r.minimum_budget_bytes == 0) {
+      std::printf("%-14s %s\n", r.kv_mode, tern_status_string(r.status));
+      continue;
+    }
+    if (r.status != TERN_OK) {
+      std::printf("%-14s %9s %10.1f %8.1f M %10s %10s %11s %9.1f M  (%s)\n", r.kv_mode, "-", r.kv_bytes_per_token,
+                  mib(r.weights_bytes), "-", "-", "-", mib(r.minimum_budget_bytes), tern_status_string(r.status));
+      continue;
+    }
+    std::printf("%-14s %9u %10.1f %8.1f M %8.1f M %8.1f M %9.1f M %9.1f M\n", r.kv_mode, r.context_tokens,
+                r.kv_bytes_per_token, mib(r.weights_bytes), mib(r.scratch_bytes), mib(r.kv_bytes), mib(r.total_bytes),
+                mib(r.minimum_budget_bytes));
+  }
+  std::printf("(MiB; process overhead %.0f MiB included in the totals)\n\n",
+              t.rows.empty() ? 0.0 : mib(t.rows[0].process_overhead_bytes));
+}
+
+void print_json_row(const tern_plan_row& r, bool last) {
+  std::printf(
+      "      {\"kv_mode\": \"%s\", \"status\": \"%s\", \"context_tokens\": %u, \"kv_bytes_per_token\": %.3f, "
+      "\"weights_bytes\": %llu, \"process_overhead_bytes\": %llu, \"arena_bytes\": %llu, \"scratch_bytes\": %llu, "
+      "\"kv_bytes\": %llu, \"total_bytes\": %llu, \"minimum_budget_bytes\": %llu}%s\n",
+      r.kv_mode, tern_status_string(r.status), r.context_tokens, r.kv_bytes_per_token,
+      static_cast<unsigned long long>(r.weights_bytes), static_cast<unsigned long long>(r.process_overhead_bytes),
+      static_cast<unsigned long long>(r.arena_bytes), static_cast<unsigned long long>(r.scratch_bytes),
+      static_cast<unsigned long long>(r.kv_bytes), static_cast<unsigned long long>(r.total_bytes),
+      static_cast<unsigned long long>(r.minimum_budget_bytes), last ? "" : ",");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Plan a Tern bundle's memory per KV mode"};
+  std::string bundle, budget_text, device;
+  unsigned context = 0, batch = 0;
+  int sinks = -1, window = -1;
+  bool json = false, no_evict = false;
+  std::vector<std::string> modes;
+  app.add_option("BUNDLE", bundle, ".tern bundle")->required();
+  app.add_option("--budget", budget_text, "memory budget, e.g. 2G: the largest context per mode");
+  app.add_option("--context", context, "context tokens: the budget each mode needs");
+  app.add_option("--device", device, "pi4, pi5, android6g, iphone4g or all (budget = the app's share of RAM)")
+      ->check(CLI::IsMember({"pi4", "pi5", "android6g", "iphone4g", "all"}));
+  app.add_option("--kv", modes, "KV modes to plan (default: fp16 q8 q4 q2 and every calibrated adaptive:B)");
+  app.add_option("-b,--batch", batch, "prefill batch (default 64)");
+  app.add_option("--kv-sinks", sinks, "sink tokens (default 4)");
+  app.add_option("--kv-window", window, "exact recent tokens (default 32)");
+  app.add_flag("--no-evict", no_evict, "plan without eviction");
+  app.add_flag("--json", json, "JSON output");
+  CLI11_PARSE(app, argc, argv);
+  const int choices = !budget_text.empty() + (context > 0) + !device.empty();
+  if (choices != 1) {
+    std::fprintf(stderr, "tern-plan: give exactly one of --budget, --context, --device\n");
+    return 2;
+  }
+
+  std::vector<Table> tables;
+  if (!budget_text.empty()) {
+    Table t;
+    if (!parse_size(budget_text, &t.budget) || t.budget == 0) {
+      std::fprintf(stderr, "tern-plan: --budget '%s' is not a size like 2G\n", budget_text.c_str());
+      return 2;
+    }
+    char label[96];
+    std::snprintf(label, sizeof label, "budget %.2f MiB: the largest context per KV mode", mib(t.budget));
+    t.label = label;
+    tables.push_back(t);
+  } else if (context > 0) {
+    Table t;
+    t.context = context;
+    t.label = "context " + std::to_string(context) + " tokens (or the model's, if smaller): the budget it needs";
+    tables.push_back(t);
+  } else {
+    for (const Device& d : kDevices) {
+      if (device != "all" && device != d.name) continue;
+      Table t;
+      t.device = d.name;
+      t.budget = static_cast<uint64_t>(d.ram_gib * d.app_share * 1024.0 * 1024.0 * 1024.0);
+      char label[160];
+      std::snprintf(label, sizeof label, "%s (%s): %.0f %% of RAM for the app = %.2f GiB", d.name, d.description,
+                    d.app_share * 100.0, static_cast<double>(t.budget) / (1024.0 * 1024.0 * 1024.0));
+      t.label = label;
+      tables.push_back(t);
+    }
+  }
+
+  std::vector<const char*> mode_ptrs;
+  for (const std::string& m : modes) mode_ptrs.push_back(m.c_str());
+  for (Table& t : tables) {
+    tern_plan_request r = tern_plan_default_request();
+    r.memory_budget_bytes = t.budget;
+    r.n_ctx = t.context;
+    r.n_batch = batch;
+    r.kv_sink_tokens = sinks;
+    r.kv_recent_window = window;
+    r.kv_eviction = no_evict ? 0 : -1;
+    r.kv_modes = mode_ptrs.empty() ? nullptr : mode_ptrs.data();
+    r.n_kv_modes = mode_ptrs.size();
+    size_t count = 0;
+    tern_status s = tern_plan(bundle.c_str(), &r, nullptr, 0, &count);
+    if (s != TERN_OK && s != TERN_OUT_OF_RANGE) {
+      std::fprintf(stderr, "tern-plan: %s (%s)\n", tern_last_error_message(), tern_status_string(s));
+      return 1;
+    }
+    t.rows.resize(count);
+    s = tern_plan(bundle.c_str(), &r, t.rows.data(), t.rows.size(), &count);
+    if (s != TERN_OK) {
+      std::fprintf(stderr, "tern-plan: %s (%s)\n", tern_last_error_message(), tern_status_string(s));
+      return 1;
+    }
+  }
+
+  if (json) {
+    std::printf("{\n  \"bundle\": \"%s\",\n  \"plans\": [\n", bundle.c_str());
+    for (size_t i = 0; i < tables.size(); ++i) {
+      const Table& t = tables[i];
+      std::printf("    {\"device\": \"%s\", \"budget_bytes\": %llu, \"context_tokens\": %u, \"rows\": [\n",
+                  t.device.c_str(), static_cast<unsigned long long>(t.budget), t.context);
+      for (size_t j = 0; j < t.rows.size(); ++j) print_json_row(t.rows[j], j + 1 == t.rows.size());
+      std::printf("    ]}%s\n", i + 1 == tables.size() ? "" : ",");
+    }
+    std::printf("  ]\n}\n");
+  } else {
+    for (const Table& t : tables) print_text(t);
+  }
+  return 0;
+}
