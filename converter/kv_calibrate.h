@@ -3,7 +3,7 @@
 // f32 dense cache) and each KV head's sensitivity (KL of the next-token distribution when
 // that head alone is quantized at 2/3/4/8 bits), then allocates widths at several averages
 // and keeps, at each average, the allocation that is not worse than uniform on the
-// calibration text (perplexity and greedy agreement), else uniform.
+// calibration text (mean KL of the next-token distribution and greedy agreement), else uniform.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +29,8 @@ struct CalibrationOptions {
   uint32_t block_tokens = 32;
   uint32_t value_group = 32;
   kvcal::GqaCombine combine = kvcal::GqaCombine::Min;
-  double entropy_alpha = 0.25;         // the seeds' rule b = avg + alpha (H2_avg - H2)
+  double entropy_alpha = 0.25;
+  uint32_t threads = 1;                // forward passes of different modes run in parallel         // the seeds' rule b = avg + alpha (H2_avg - H2)
   std::function<void(const char* step, uint64_t done, uint64_t total)> progress;
 };
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 #include "converter/kv_calibration.h"
 #include "runtime/bundle.h"
@@ -126,6 +127,9 @@ struct Lane {
   float* ref_outputs = nullptr;  // [layers][heads*head_dim] of the current position (reference's)
   bool is_reference = false;
   const RunOptions* options = nullptr;
+  std::vector<double> log_probs;  // [vocab] of the current position
+  int32_t best = 0;
+  Error error = Error::Ok;
 };
 
 void on_output(void* user, uint32_t layer, uint32_t, uint32_t n, const float* att) {
@@ -227,7 +231,7 @@ Result<RunResult> run_modes(const Model& model, std::vector<KvMode>& modes, cons
   uint64_t total = 0, done = 0;
   for (const auto& w : windows) total += static_cast<uint64_t>(w.second - 1) * lanes.size();
 
-  std::vector<double> ref_lp(c.vocab), lp(c.vocab);
+  for (Lane& lane : lanes) lane.log_probs.resize(c.vocab);
   auto log_softmax = [&](const float* logits, std::vector<double>& out) {
     double mx = logits[0];
     int32_t best = 0;
@@ -239,6 +243,25 @@ Result<RunResult> run_modes(const Model& model, std::vector<KvMode>& modes, cons
     for (uint32_t i = 0; i < c.vocab; ++i) out[i] = double(logits[i]) - lse;
     return best;
   };
+  // One position of one lane; the reference's must be done before the others start.
+  auto step = [&](Lane& lane, const int32_t* tokens, uint32_t pos) {
+    lane.error = forward(model, *lane.kv, lane.scratch, tokens + pos, 1, pos, true, nullptr);
+    if (lane.error != Error::Ok) return;
+    const int32_t next = tokens[pos + 1];
+    lane.best = log_softmax(lane.scratch.logits, lane.log_probs);
+    lane.stats.nll -= lane.log_probs[next];
+    lane.stats.predictions++;
+    if (lane.is_reference) {
+      lane.stats.agree++;
+      return;
+    }
+    const Lane& ref = lanes[0];
+    lane.stats.agree += lane.best == ref.best;
+    double kl = 0;
+    for (uint32_t v = 0; v < c.vocab; ++v) kl += std::exp(ref.log_probs[v]) * (ref.log_probs[v] - lane.log_probs[v]);
+    lane.stats.kl += std::max(0.0, kl);
+  };
+  const uint32_t threads = std::max<uint32_t>(1, std::min<uint32_t>(options.threads, static_cast<uint32_t>(modes.size())));
   for (const auto& [start, len] : windows) {
     for (Lane& lane : lanes) {
       if (Error e = reset_lane(model, lane, context); e != Error::Ok) {
@@ -247,26 +270,24 @@ Result<RunResult> run_modes(const Model& model, std::vector<KvMode>& modes, cons
     }
     const int32_t* tokens = ids.data() + start;
     for (uint32_t pos = 0; pos + 1 < len; ++pos) {
-      const int32_t next = tokens[pos + 1];
-      int32_t ref_best = 0;
-      for (size_t i = 0; i < lanes.size(); ++i) {
-        Lane& lane = lanes[i];
-        TERN_RETURN_IF_ERROR(forward(model, *lane.kv, lane.scratch, tokens + pos, 1, pos, true, nullptr));
-        std::vector<double>& out = i == 0 ? ref_lp : lp;
-        const int32_t best = log_softmax(lane.scratch.logits, out);
-        lane.stats.nll -= out[next];
-        lane.stats.predictions++;
-        if (i == 0) {
-          ref_best = best;
-          lane.stats.agree++;
-        } else {
-          lane.stats.agree += best == ref_best;
-          double kl = 0;
-          for (uint32_t v = 0; v < c.vocab; ++v) kl += std::exp(ref_lp[v]) * (ref_lp[v] - lp[v]);
-          lane.stats.kl += std::max(0.0, kl);
-        }
-        ++done;
+      step(lanes[0], tokens, pos);
+      auto work = [&](uint32_t t) {
+        for (size_t i = 1 + t; i < lanes.size(); i += threads) step(lanes[i], tokens, pos);
+      };
+      if (threads == 1) {
+        work(0);
+      } else {
+        std::vector<std::thread> pool;
+        for (uint32_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
+        work(0);
+        for (std::thread& th : pool) th.join();
       }
+      for (const Lane& lane : lanes) {
+        if (lane.error != Error::Ok)
+          return fail(lane.error, "KV mode %s at position %u failed", lane.mode ? lane.mode->name.c_str() : "reference",
+                      pos);
+      }
+      done += lanes.size();
       if (options.progress) options.progress(done, total);
     }
   }

@@ -66,6 +66,7 @@ struct RunOptions {
   uint32_t context = 0;         // window length (0: the model's context); each window starts a fresh cache
   uint32_t max_windows = 0;     // 0: every complete window, plus the remainder when it is >= 2 tokens
   bool attention_cosine = true;
+  uint32_t threads = 1;         // modes run on up to this many threads (the reference first, every position)
   // Per-position, per-query-head attention rows of the reference run (dense f32 cache).
   std::function<void(uint32_t layer, uint32_t query_head, uint32_t pos, const float* probs, uint32_t len)> on_probs;
   // Called after every position with (done, total) forward passes.

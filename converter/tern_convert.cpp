@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <string>
 
+#include <algorithm>
 #include <cstdlib>
+#include <thread>
 #include <fstream>
 #include <sstream>
 
@@ -108,6 +110,9 @@ int main(int argc, char** argv) {
   app.add_option("--window", calib.recent_window, "KV: most recent tokens kept exact");
   app.add_option("--sinks", calib.sink_tokens, "KV: first tokens kept exact");
   app.add_option("--calib-tokens", calib.tokens, "calibration positions")->check(CLI::Range(128u, 1u << 20));
+  calib.threads = std::max(1u, std::thread::hardware_concurrency());
+  app.add_option("--calib-threads", calib.threads, "threads for calibration (default: one per core)")
+      ->check(CLI::Range(1u, 256u));
   CLI11_PARSE(app, argc, argv);
   const bool calibrate = app.count("--calibrate") > 0;
 

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -68,6 +69,8 @@ int main(int argc, char** argv) {
   app.add_option("--modes", modes_list, "comma-separated modes for --sweep");
   app.add_flag("--json", json, "one JSON object");
   app.add_flag("-q,--quiet", quiet, "no progress on stderr");
+  uint32_t threads = std::max(1u, std::thread::hardware_concurrency());
+  app.add_option("--threads", threads, "modes evaluated in parallel (default: one per core)");
   CLI11_PARSE(app, argc, argv);
 
   ModelParams params;
@@ -123,6 +126,7 @@ int main(int argc, char** argv) {
   kvq::RunOptions run;
   run.context = context;
   run.max_windows = max_windows;
+  run.threads = threads;
   const bool bar = !quiet && isatty(STDERR_FILENO);
   if (bar) {
     run.progress = [](uint64_t done, uint64_t total) {
