@@ -10,7 +10,23 @@
 // Eviction (StreamingLLM): when a block must enter a full middle, the oldest middle block
 // is dropped. Sinks (positions 0..S-1) are never dropped, so position 0 always stays.
 // Keys are cached after RoPE at their original positions: relative distances between
-// the query and every kept token stay right after eviction, with nothing to re-rotate.
+// the query and every kept middle/window token stay right after eviction (and are bounded
+// by the capacity), with nothing to re-rotate.
+//
+// Sink positions (StreamingLLM's "positions within the cache"): the distance from a query
+// at position p to the sinks would grow without bound, past the model's trained context.
+// So once E non-sink positions were dropped (CompressedKvCache::evicted_positions()), the
+// forward pass scores the sinks with a second copy of the query rotated by -E positions
+// (RoPE composes: R(p-E) = R(-E)R(p)), i.e. as if it stood at p - E, right after the
+// sinks and the kept tokens; inside the Hadamard basis when the head is rotated, since
+// attend() rotates both copies alike. Every other kept token is scored with the query at
+// p. The result equals a fresh session over the kept tokens renumbered 0..k-1 on layer 0
+// (tests/runtime/kv_session_test.cpp); TERN_KV_NO_SINK_REPOSITION=1 turns it off to measure.
+//
+// Sessions with eviction: positions are uint32 and may exceed the capacity; a prefill
+// batch past the capacity evicts as it goes (its earlier tokens see the cache as it is
+// after the whole batch was written); the token history for the repetition penalty is a
+// sliding window of at least the capacity.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // Unbounded generation in a fixed budget: a child process loads tiny-austen with a q4 KV
 // cache at the budget tern_plan() says a 260-token cache needs, generates 20,000 tokens
-// (2,000 under emulation), evicting every 32 tokens once full, and the parent checks
+// (1,200 under emulation), evicting every 32 tokens once full, and the parent checks
 //  (a) the child's peak RSS (wait4's ru_maxrss) stays within the budget,
 //  (b) the child made no heap call while generating (this binary interposes malloc/new),
 //  (c) the text stays as fluent at the end as before the first eviction: the model's own
@@ -106,7 +106,7 @@ constexpr uint32_t kWindow = 256;       // tokens per fluency window
 constexpr const char* kPrompt = "It is a truth universally acknowledged, that a single man in possession";
 
 bool emulated() { return std::getenv("TERN_SLOW_EMULATION") != nullptr; }
-uint32_t tokens_to_generate() { return emulated() ? 2000 : 20000; }
+uint32_t tokens_to_generate() { return emulated() ? 1200 : 20000; }
 
 // ---- The child (forked, so its peak RSS is measured alone): load, generate, report. ----
 int child_main(const char* out_path, uint64_t budget, uint32_t n) {
@@ -341,7 +341,7 @@ TEST(KvBudget, TextFarPastTheCapacityStaysPredictable) {
   size_t n = 0;
   ASSERT_EQ(tern_tokenize(model, text.data(), text.size(), 1, 0, ids.data(), ids.size(), &n), TERN_OK);
   tern_model_free(model);
-  ids.resize(std::min<size_t>(n, emulated() ? 1500 : 4100));
+  ids.resize(std::min<size_t>(n, emulated() ? 1200 : 4100));
   double early = 0;
   const double with = teacher_forced_nll(path, ids, 2 * kCacheTokens, true, &early);
   const double without = teacher_forced_nll(path, ids, 2 * kCacheTokens, false, nullptr);
