@@ -420,7 +420,7 @@ tern_status tern_plan(const char* bundle_path, const tern_plan_request* request,
     const Bundle* bundle = model.bundle();
     const schema::KvProfile* profile = bundle != nullptr ? bundle->kv_profile() : nullptr;
     if (profile != nullptr) {
-      const ModelConfig& c = model.config();
+      const ModelConfig& c = bundle->config();  // model.config() is set by plan_with(), not yet
       std::unique_ptr<KvHeadBits[]> bits(new (std::nothrow) KvHeadBits[static_cast<size_t>(c.layers) * c.kv_heads]);
       if (bits == nullptr) return status(fail(Error::OutOfMemory, "tern_plan: KV head table"));
       for (int eighth = 16; eighth <= 64 && n < kMaxModes; ++eighth) {

@@ -145,4 +145,31 @@ TEST(KvPlan, ContextRowsNameTheBudgetThatHoldsIt) {
   }
 }
 
+// A calibrated bundle: the default rows add adaptive:B for every average it holds, and each
+// loads with exactly the capacity the planner promised.
+TEST(KvPlan, AdaptiveRowsForEveryCalibratedAverage) {
+  TERN_REQUIRE_BUNDLE("tiny-austen-calibrated.tern", "corpus/austen_all.txt");
+  const std::string path = tern::testing::bundle_path("tiny-austen-calibrated.tern");
+  const uint64_t budget = uint64_t{126} * 1024 * 1024 / 10;
+  const auto rows = plan(path, budget, 0);
+  size_t adaptive = 0;
+  for (const auto& row : rows) {
+    if (std::strncmp(row.kv_mode, "adaptive:", 9) != 0) continue;
+    ++adaptive;
+    ASSERT_EQ(row.status, TERN_OK) << row.kv_mode;
+    tern_memory_report rep;
+    ASSERT_EQ(load(path, row.kv_mode, budget, &rep), TERN_OK) << row.kv_mode << ": " << tern_last_error_message();
+    EXPECT_EQ(rep.context_tokens, row.context_tokens) << row.kv_mode;
+    EXPECT_EQ(rep.planned_total_bytes, row.total_bytes) << row.kv_mode;
+    EXPECT_EQ(rep.kv_compressed, 1);
+  }
+  EXPECT_GE(adaptive, 1u) << "no adaptive:B row for a calibrated bundle";
+  // A mode the bundle does not hold is NotFound, naming the averages it has.
+  tern_model_params mp = tern_model_default_params();
+  mp.kv_mode = "adaptive:7.25";
+  tern_model* model = nullptr;
+  EXPECT_EQ(tern_model_load(path.c_str(), &mp, &model), TERN_NOT_FOUND);
+  EXPECT_NE(std::strstr(tern_last_error_message(), "adaptive"), nullptr) << tern_last_error_message();
+}
+
 }  // namespace
