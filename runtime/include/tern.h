@@ -29,7 +29,11 @@
  *
  * Prompts longer than the context
  *   Never truncated: tern_prefill() and tern_generate() fail with TERN_PROMPT_TOO_LONG and
- *   run nothing; the message states the prompt's length and the free context. */
+ *   run nothing; the message states the prompt's length and the free context. With KV
+ *   eviction on (kv_eviction, default for the compressed kv_mode values) there is no such
+ *   limit for tern_prefill() and generation: the cache keeps the sink tokens and the most
+ *   recent ones and drops the oldest in between (StreamingLLM); tern_generate()'s prompt is
+ *   still limited to the cache's capacity, its tokenizer buffer. */
 #ifndef TERN_H_
 #define TERN_H_
 
