@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   app.add_option("-n,--tg", tg, "generated tokens per run")->check(CLI::PositiveNumber);
   app.add_option("-r,--reps", reps, "repetitions (after one warm-up)")->check(CLI::PositiveNumber);
   app.add_option("-t,--threads", threads, "thread counts")->expected(1, -1);
-  app.add_option("--kv", kv, "KV cache precision")->check(CLI::IsMember({"f16", "f32"}));
+  app.add_option("--kv", kv, "KV mode: f32, fp16 (dense), q8, q4, q3, q2, k4v2, adaptive:B (compressed)");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<int32_t> tokens(pp + tg);
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
     params.threads = t;
     params.context_tokens = pp + tg;
     params.batch_tokens = pp;
-    params.kv_type = kv == "f16" ? tern::KvType::F16 : tern::KvType::F32;
+    params.kv_mode = kv.c_str();
     auto model = tern::Model::load(bundle.c_str(), params);
     if (!model.ok()) {
       std::fprintf(stderr, "tern-bench: %s\n", tern::last_error_message());
