@@ -30,6 +30,17 @@ double KvMode::bits_per_element() const {
 
 double ModeStats::ppl() const { return predictions ? std::exp(nll / static_cast<double>(predictions)) : 0.0; }
 
+double ModeStats::delta_ppl_percent() const {
+  return predictions ? 100.0 * (std::exp(dnll / static_cast<double>(predictions)) - 1.0) : 0.0;
+}
+
+double ModeStats::delta_ppl_se_percent() const {
+  if (predictions < 2) return 0.0;
+  const double n = static_cast<double>(predictions), mean = dnll / n;
+  const double var = std::max(0.0, (dnll_sq / n - mean * mean) * n / (n - 1.0));
+  return 100.0 * std::exp(mean) * std::sqrt(var / n);
+}
+
 KvMode compressed_mode(const std::string& name, const ModelConfig& config, const KvSettings& s,
                        std::vector<KvHeadBits> bits) {
   KvMode m;
@@ -256,6 +267,9 @@ Result<RunResult> run_modes(const Model& model, std::vector<KvMode>& modes, cons
       return;
     }
     const Lane& ref = lanes[0];
+    const double d = ref.log_probs[next] - lane.log_probs[next];
+    lane.stats.dnll += d;
+    lane.stats.dnll_sq += d * d;
     lane.stats.agree += lane.best == ref.best;
     double kl = 0;
     for (uint32_t v = 0; v < c.vocab; ++v) kl += std::exp(ref.log_probs[v]) * (ref.log_probs[v] - lane.log_probs[v]);

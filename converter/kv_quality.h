@@ -56,7 +56,12 @@ struct ModeStats {
   uint64_t cosine_rows = 0;
   uint64_t predictions = 0;
   uint64_t agree = 0;           // argmax equal to the reference's
+  // Per-position NLL minus the reference's at the same position: the paired difference
+  // behind ΔPPL, so its standard error says whether two modes' ΔPPL differ beyond noise.
+  double dnll = 0, dnll_sq = 0;
   double ppl() const;
+  double delta_ppl_percent() const;       // 100 (exp(mean dnll) - 1) = 100 (ppl / ppl_exact - 1)
+  double delta_ppl_se_percent() const;    // its standard error (delta method)
   double mean_kl() const { return predictions ? kl / static_cast<double>(predictions) : 0.0; }
   double agreement() const { return predictions ? static_cast<double>(agree) / static_cast<double>(predictions) : 0.0; }
   double mean_cosine() const { return cosine_rows ? cosine / static_cast<double>(cosine_rows) : 1.0; }

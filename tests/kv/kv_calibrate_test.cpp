@@ -215,6 +215,12 @@ TEST_P(KvCalibrateTest, AdaptiveNeverWorseThanUniformOnTheCalibrationText) {
     const kvq::ModeStats& a = r->modes[2 * i];
     const kvq::ModeStats& u = r->modes[2 * i + 1];
     EXPECT_DOUBLE_EQ(am.bytes_per_token(), um.bytes_per_token()) << am.name << ": equal bytes";
+    for (const kvq::ModeStats* s : {&a, &u}) {
+      // The paired per-position sum and the two separate NLL sums describe the same ΔPPL.
+      EXPECT_NEAR(s->delta_ppl_percent(), 100.0 * (s->ppl() / r->reference.ppl() - 1.0), 1e-6) << am.name;
+      EXPECT_GT(s->delta_ppl_se_percent(), 0.0) << am.name << ": a quantized cache moves some position's NLL";
+      EXPECT_LT(s->delta_ppl_se_percent(), 5.0) << am.name;
+    }
     EXPECT_LE(a.kl, u.kl + 1e-12) << am.name << " (" << rules[i] << ") KL " << a.mean_kl() << " vs " << u.mean_kl();
     EXPECT_GE(a.agree, u.agree) << am.name << " (" << rules[i] << ")";
     if (rules[i] != "uniform") {
@@ -252,6 +258,7 @@ TEST_P(KvCalibrateTest, ExactPerplexityMatchesASessionRun) {
   EXPECT_EQ(r->modes[0].predictions, n - 1);
   EXPECT_EQ(r->modes[0].agree, n - 1);
   EXPECT_NEAR(r->modes[0].mean_cosine(), 1.0, 1e-9) << "the same cache type attends identically";
+  EXPECT_EQ(r->modes[0].dnll_sq, 0.0) << "an exact cache changes no position's NLL";
 
   auto session = (*model)->create_session(SamplerParams{});
   ASSERT_TRUE(session.ok()) << last_error_message();
