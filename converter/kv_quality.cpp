@@ -34,6 +34,29 @@ double ModeStats::delta_ppl_percent() const {
   return predictions ? 100.0 * (std::exp(dnll / static_cast<double>(predictions)) - 1.0) : 0.0;
 }
 
+Result<Comparison> compare(const ModeStats& a, const ModeStats& b) {
+  const size_t n = a.position_nll.size();
+  TERN_CHECK_OR_RETURN(n >= 2 && n == b.position_nll.size() && n == a.position_agree.size() &&
+                           n == b.position_agree.size(),
+                       Error::InvalidArgument, "compare: both modes need the same per-position records (%zu, %zu)", n,
+                       b.position_nll.size());
+  double sd = 0, sd2 = 0, sg = 0, sg2 = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = double(a.position_nll[i]) - double(b.position_nll[i]);
+    const double g = double(a.position_agree[i]) - double(b.position_agree[i]);
+    sd += d, sd2 += d * d, sg += g, sg2 += g * g;
+  }
+  const double nn = static_cast<double>(n);
+  auto se = [&](double s1, double s2) { return std::sqrt(std::max(0.0, (s2 / nn - (s1 / nn) * (s1 / nn)) / (nn - 1.0))); };
+  Comparison c;
+  c.positions = n;
+  c.delta_ppl_percent = 100.0 * (std::exp(sd / nn) - 1.0);
+  c.delta_ppl_se_percent = 100.0 * std::exp(sd / nn) * se(sd, sd2);
+  c.delta_agreement_points = 100.0 * sg / nn;
+  c.delta_agreement_se_points = 100.0 * se(sg, sg2);
+  return c;
+}
+
 double ModeStats::delta_ppl_se_percent() const {
   if (predictions < 2) return 0.0;
   const double n = static_cast<double>(predictions), mean = dnll / n;
@@ -271,6 +294,10 @@ Result<RunResult> run_modes(const Model& model, std::vector<KvMode>& modes, cons
     lane.stats.dnll += d;
     lane.stats.dnll_sq += d * d;
     lane.stats.agree += lane.best == ref.best;
+    if (lane.options->per_position) {
+      lane.stats.position_nll.push_back(static_cast<float>(-lane.log_probs[next]));
+      lane.stats.position_agree.push_back(lane.best == ref.best);
+    }
     double kl = 0;
     for (uint32_t v = 0; v < c.vocab; ++v) kl += std::exp(ref.log_probs[v]) * (ref.log_probs[v] - lane.log_probs[v]);
     lane.stats.kl += std::max(0.0, kl);

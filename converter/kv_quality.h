@@ -59,6 +59,10 @@ struct ModeStats {
   // Per-position NLL minus the reference's at the same position: the paired difference
   // behind ΔPPL, so its standard error says whether two modes' ΔPPL differ beyond noise.
   double dnll = 0, dnll_sq = 0;
+  // With RunOptions::per_position: each prediction's NLL and whether its argmax matched, in
+  // order, so two modes can be compared position by position (kvq::compare).
+  std::vector<float> position_nll;
+  std::vector<uint8_t> position_agree;
   double ppl() const;
   double delta_ppl_percent() const;       // 100 (exp(mean dnll) - 1) = 100 (ppl / ppl_exact - 1)
   double delta_ppl_se_percent() const;    // its standard error (delta method)
@@ -71,6 +75,7 @@ struct RunOptions {
   uint32_t context = 0;         // window length (0: the model's context); each window starts a fresh cache
   uint32_t max_windows = 0;     // 0: every complete window, plus the remainder when it is >= 2 tokens
   bool attention_cosine = true;
+  bool per_position = false;    // fill ModeStats::position_nll / position_agree
   uint32_t threads = 1;         // modes run on up to this many threads (the reference first, every position)
   // Per-position, per-query-head attention rows of the reference run (dense f32 cache).
   std::function<void(uint32_t layer, uint32_t query_head, uint32_t pos, const float* probs, uint32_t len)> on_probs;
@@ -82,6 +87,16 @@ struct RunResult {
   ModeStats reference;          // the exact f32 run (agreement 100 %, KL 0)
   std::vector<ModeStats> modes;
 };
+
+// Mode a against mode b over the same positions (both run with per_position): the PPL ratio
+// a/b as a percentage change, its standard error from the paired per-position NLL differences,
+// and the greedy agreements' difference (points) with its standard error.
+struct Comparison {
+  double delta_ppl_percent = 0, delta_ppl_se_percent = 0;
+  double delta_agreement_points = 0, delta_agreement_se_points = 0;
+  uint64_t positions = 0;
+};
+Result<Comparison> compare(const ModeStats& a, const ModeStats& b);
 
 // Runs the reference and every mode over `ids` in windows. Fails if a cache cannot be built.
 Result<RunResult> run_modes(const Model& model, std::vector<KvMode>& modes, const std::vector<int32_t>& ids,

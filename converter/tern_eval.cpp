@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
   run.context = context;
   run.max_windows = max_windows;
   run.threads = threads;
+  run.per_position = true;
   const bool bar = !quiet && isatty(STDERR_FILENO);
   if (bar) {
     run.progress = [](uint64_t done, uint64_t total) {
@@ -147,6 +148,22 @@ int main(int argc, char** argv) {
   const uint32_t ctx = context ? std::min(context, c.max_context) : c.max_context;
   const kvq::ModeStats& ref = result->reference;
 
+  // adaptive:B against uniform:B (equal bytes) wherever both were run, position by position.
+  struct Pair {
+    std::string adaptive, uniform;
+    kvq::Comparison c;
+  };
+  std::vector<Pair> pairs;
+  for (size_t i = 0; i < modes.size(); ++i) {
+    if (modes[i].name.rfind("adaptive:", 0) != 0) continue;
+    const std::string u = "uniform:" + modes[i].name.substr(9);
+    for (size_t j = 0; j < modes.size(); ++j) {
+      if (modes[j].name != u) continue;
+      auto c = kvq::compare(result->modes[i], result->modes[j]);
+      if (c.ok()) pairs.push_back(Pair{modes[i].name, u, *c});
+    }
+  }
+
   if (json) {
     nlohmann::json out;
     if (!sweep && modes.size() == 1) {
@@ -156,6 +173,16 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < modes.size(); ++i)
         out["modes"].push_back(
             mode_json(modes[i].name, modes[i].bytes_per_token(), modes[i].bits_per_element(), result->modes[i], ref));
+    }
+    if (!pairs.empty()) {
+      out["adaptive_vs_uniform"] = nlohmann::json::array();
+      for (const Pair& p : pairs)
+        out["adaptive_vs_uniform"].push_back({{"adaptive", p.adaptive},
+                                              {"uniform", p.uniform},
+                                              {"delta_ppl_percent", p.c.delta_ppl_percent},
+                                              {"delta_ppl_se_percent", p.c.delta_ppl_se_percent},
+                                              {"delta_agreement_points", p.c.delta_agreement_points},
+                                              {"delta_agreement_se_points", p.c.delta_agreement_se_points}});
     }
     out["bundle"] = bundle_path;
     out["text"] = text_path;
@@ -185,6 +212,14 @@ int main(int argc, char** argv) {
     std::printf("| %s | %.0f | %.2f | %.4f | %+.3f ± %.3f %% | %.2f %% | %.4f | %.5f | %s |\n", modes[i].name.c_str(),
                 modes[i].bytes_per_token(), modes[i].bits_per_element(), s.ppl(), 100.0 * (s.ppl() / ref.ppl() - 1.0),
                 s.delta_ppl_se_percent(), 100.0 * s.agreement(), 1e3 * s.mean_kl(), s.mean_cosine(), pareto(i) ? "*" : "");
+  }
+  if (!pairs.empty()) {
+    // Paired over the same positions: a difference within ~2 standard errors is noise.
+    std::printf("\n| adaptive vs uniform (equal bytes) | PPL change | greedy agreement change |\n| --- | ---: | ---: |\n");
+    for (const Pair& p : pairs)
+      std::printf("| %s vs %s | %+.3f ± %.3f %% | %+.2f ± %.2f points |\n", p.adaptive.c_str(), p.uniform.c_str(),
+                  p.c.delta_ppl_percent, p.c.delta_ppl_se_percent, p.c.delta_agreement_points,
+                  p.c.delta_agreement_se_points);
   }
   return 0;
 }

@@ -206,6 +206,7 @@ TEST_P(KvCalibrateTest, AdaptiveNeverWorseThanUniformOnTheCalibrationText) {
   }
   kvq::RunOptions run;
   run.attention_cosine = false;
+  run.per_position = true;
   auto r = kvq::run_modes(**model, modes, *ids, run);
   ASSERT_TRUE(r.ok()) << last_error_message();
   size_t adaptive_wins = 0;
@@ -221,6 +222,16 @@ TEST_P(KvCalibrateTest, AdaptiveNeverWorseThanUniformOnTheCalibrationText) {
       EXPECT_GT(s->delta_ppl_se_percent(), 0.0) << am.name << ": a quantized cache moves some position's NLL";
       EXPECT_LT(s->delta_ppl_se_percent(), 5.0) << am.name;
     }
+    // The paired comparison against the totals it summarizes.
+    auto cmp = kvq::compare(a, u);
+    ASSERT_TRUE(cmp.ok()) << last_error_message();
+    EXPECT_EQ(cmp->positions, a.predictions);
+    EXPECT_NEAR(cmp->delta_ppl_percent, 100.0 * (a.ppl() / u.ppl() - 1.0), 1e-3) << am.name;
+    EXPECT_NEAR(cmp->delta_agreement_points, 100.0 * (double(a.agree) - double(u.agree)) / double(a.predictions), 1e-9);
+    auto self = kvq::compare(a, a);
+    ASSERT_TRUE(self.ok());
+    EXPECT_EQ(self->delta_ppl_percent, 0.0);
+    EXPECT_EQ(self->delta_ppl_se_percent, 0.0);
     EXPECT_LE(a.kl, u.kl + 1e-12) << am.name << " (" << rules[i] << ") KL " << a.mean_kl() << " vs " << u.mean_kl();
     EXPECT_GE(a.agree, u.agree) << am.name << " (" << rules[i] << ")";
     if (rules[i] != "uniform") {
@@ -259,6 +270,7 @@ TEST_P(KvCalibrateTest, ExactPerplexityMatchesASessionRun) {
   EXPECT_EQ(r->modes[0].agree, n - 1);
   EXPECT_NEAR(r->modes[0].mean_cosine(), 1.0, 1e-9) << "the same cache type attends identically";
   EXPECT_EQ(r->modes[0].dnll_sq, 0.0) << "an exact cache changes no position's NLL";
+  EXPECT_FALSE(kvq::compare(r->modes[0], r->reference).ok()) << "the reference keeps no per-position records here";
 
   auto session = (*model)->create_session(SamplerParams{});
   ASSERT_TRUE(session.ok()) << last_error_message();
