@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/cli_sizes.h"
 #include "runtime/include/tern.h"
 
 namespace {
@@ -35,25 +36,8 @@ constexpr Device kDevices[] = {
     {"iphone4g", "iPhone, 4 GB", 4.0, 0.50},
 };
 
-bool parse_size(const std::string& text, uint64_t* out) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (end == text.c_str() || v < 0) return false;
-  double mult = 1;
-  switch (*end) {
-    case 'k': case 'K': mult = 1024.0; ++end; break;
-    case 'm': case 'M': mult = 1024.0 * 1024; ++end; break;
-    case 'g': case 'G': mult = 1024.0 * 1024 * 1024; ++end; break;
-    default: break;
-  }
-  if (*end == 'i') ++end;
-  if (*end == 'B' || *end == 'b') ++end;
-  if (*end != '\0') return false;
-  *out = static_cast<uint64_t>(v * mult);
-  return true;
-}
-
-double mib(uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
+using tern::cli::mib;
+using tern::cli::parse_size;
 
 struct Table {
   std::string label;  // "budget 2.00 GiB" / "context 8192" / device

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/cli_sizes.h"
 #include "runtime/include/tern.h"
 
 namespace {
@@ -25,25 +26,8 @@ int print_piece(const char* text, size_t size, void*) {
   return 0;
 }
 
-bool parse_size(const std::string& text, uint64_t* out) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (end == text.c_str() || v < 0) return false;
-  double mult = 1;
-  switch (*end) {
-    case 'k': case 'K': mult = 1024.0; ++end; break;
-    case 'm': case 'M': mult = 1024.0 * 1024; ++end; break;
-    case 'g': case 'G': mult = 1024.0 * 1024 * 1024; ++end; break;
-    default: break;
-  }
-  if (*end == 'i') ++end;
-  if (*end == 'B' || *end == 'b') ++end;
-  if (*end != '\0') return false;
-  *out = static_cast<uint64_t>(v * mult);
-  return true;
-}
-
-double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+using tern::cli::mib;
+using tern::cli::parse_size;
 
 void print_memory(const tern_model* model) {
   tern_memory_report r;

@@ -9,12 +9,10 @@
 // Without re-positioning the sink query (TERN_KV_NO_SINK_REPOSITION=1) the last window is
 // measurably worse, so the fluency check can fail.
 #include <gtest/gtest.h>
-#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -22,80 +20,13 @@
 #include <fstream>
 #include <iterator>
 #include <algorithm>
-#include <new>
 #include <string>
 #include <vector>
 
 #include "runtime/include/tern.h"
+#include "tests/runtime/alloc_counter.h"
 #include "tests/runtime/bundle_util.h"
 
-extern "C" {
-void* __libc_malloc(size_t);
-void* __libc_calloc(size_t, size_t);
-void* __libc_realloc(void*, size_t);
-void __libc_free(void*);
-void* __libc_memalign(size_t, size_t);
-}
-
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<long> g_calls{0};
-inline void note() {
-  if (g_counting.load(std::memory_order_relaxed)) g_calls.fetch_add(1, std::memory_order_relaxed);
-}
-}  // namespace
-
-extern "C" {
-void* malloc(size_t n) {
-  note();
-  return __libc_malloc(n);
-}
-void* calloc(size_t a, size_t b) {
-  note();
-  return __libc_calloc(a, b);
-}
-void* realloc(void* p, size_t n) {
-  note();
-  return __libc_realloc(p, n);
-}
-void free(void* p) {
-  if (p != nullptr) note();
-  __libc_free(p);
-}
-void* aligned_alloc(size_t alignment, size_t n) {
-  note();
-  return __libc_memalign(alignment, n);
-}
-void* memalign(size_t alignment, size_t n) {
-  note();
-  return __libc_memalign(alignment, n);
-}
-int posix_memalign(void** out, size_t alignment, size_t n) {
-  note();
-  *out = __libc_memalign(alignment, n);
-  return *out == nullptr ? ENOMEM : 0;
-}
-}
-
-void* operator new(size_t n) {
-  note();
-  void* p = __libc_malloc(n == 0 ? 1 : n);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-void* operator new[](size_t n) { return operator new(n); }
-void* operator new(size_t n, const std::nothrow_t&) noexcept {
-  note();
-  return __libc_malloc(n == 0 ? 1 : n);
-}
-void* operator new[](size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
-void operator delete(void* p) noexcept {
-  if (p != nullptr) note();
-  __libc_free(p);
-}
-void operator delete[](void* p) noexcept { operator delete(p); }
-void operator delete(void* p, size_t) noexcept { operator delete(p); }
-void operator delete[](void* p, size_t) noexcept { operator delete(p); }
 
 namespace {
 
@@ -132,17 +63,19 @@ int child_main(const char* out_path, uint64_t budget, uint32_t n) {
   std::vector<int32_t> tokens(n + 64);
   size_t prompt = 0;
   if (!check(tern_tokenize(model, kPrompt, std::strlen(kPrompt), 1, 0, tokens.data(), 64, &prompt), "tokenize")) return 1;
-  g_calls = 0;
-  g_counting = true;
-  tern_status s = tern_prefill(session, tokens.data(), prompt);
-  for (uint32_t i = 0; i < n && s == TERN_OK; ++i) {
-    int32_t token = 0;
-    s = tern_sample(session, &token);
-    if (s == TERN_OK) s = tern_decode(session, token);
-    tokens[prompt + i] = token;
+  tern_status s = TERN_OK;
+  long calls = 0;
+  {
+    tern::test::AllocCounter counter;
+    s = tern_prefill(session, tokens.data(), prompt);
+    for (uint32_t i = 0; i < n && s == TERN_OK; ++i) {
+      int32_t token = 0;
+      s = tern_sample(session, &token);
+      if (s == TERN_OK) s = tern_decode(session, token);
+      tokens[prompt + i] = token;
+    }
+    calls = counter.calls();
   }
-  g_counting = false;
-  const long calls = g_calls.load();
   if (!check(s, "generate")) return 1;
   uint32_t position = 0;
   tern_session_position(session, &position);
