@@ -30,6 +30,14 @@ double KvMode::bits_per_element() const {
 
 double ModeStats::ppl() const { return predictions ? std::exp(nll / static_cast<double>(predictions)) : 0.0; }
 
+namespace {
+// Standard error of the mean of n samples given their sum and sum of squares.
+double mean_standard_error(double sum, double sum_sq, double n) {
+  const double mean = sum / n;
+  return std::sqrt(std::max(0.0, (sum_sq / n - mean * mean) / (n - 1.0)));
+}
+}  // namespace
+
 double ModeStats::delta_ppl_percent() const {
   return predictions ? 100.0 * (std::exp(dnll / static_cast<double>(predictions)) - 1.0) : 0.0;
 }
@@ -47,7 +55,7 @@ Result<Comparison> compare(const ModeStats& a, const ModeStats& b) {
     sd += d, sd2 += d * d, sg += g, sg2 += g * g;
   }
   const double nn = static_cast<double>(n);
-  auto se = [&](double s1, double s2) { return std::sqrt(std::max(0.0, (s2 / nn - (s1 / nn) * (s1 / nn)) / (nn - 1.0))); };
+  auto se = [&](double s1, double s2) { return mean_standard_error(s1, s2, nn); };
   Comparison c;
   c.positions = n;
   c.delta_ppl_percent = 100.0 * (std::exp(sd / nn) - 1.0);
@@ -59,9 +67,8 @@ Result<Comparison> compare(const ModeStats& a, const ModeStats& b) {
 
 double ModeStats::delta_ppl_se_percent() const {
   if (predictions < 2) return 0.0;
-  const double n = static_cast<double>(predictions), mean = dnll / n;
-  const double var = std::max(0.0, (dnll_sq / n - mean * mean) * n / (n - 1.0));
-  return 100.0 * std::exp(mean) * std::sqrt(var / n);
+  const double n = static_cast<double>(predictions);
+  return 100.0 * std::exp(dnll / n) * mean_standard_error(dnll, dnll_sq, n);
 }
 
 KvMode compressed_mode(const std::string& name, const ModelConfig& config, const KvSettings& s,

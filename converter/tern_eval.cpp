@@ -39,7 +39,7 @@ nlohmann::json mode_json(const std::string& name, double bpt, double bits, const
   j["mode"] = name;
   j["ppl"] = s.ppl();
   j["ppl_exact"] = ref.ppl();
-  j["delta_ppl_percent"] = 100.0 * (s.ppl() / ref.ppl() - 1.0);
+  j["delta_ppl_percent"] = s.delta_ppl_percent();
   j["delta_ppl_se_percent"] = s.delta_ppl_se_percent();
   j["tokens"] = s.predictions;
   j["greedy_agreement"] = s.agreement();
@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < modes.size(); ++i) {
     const kvq::ModeStats& s = result->modes[i];
     std::printf("| %s | %.0f | %.2f | %.4f | %+.3f ± %.3f %% | %.2f %% | %.4f | %.5f | %s |\n", modes[i].name.c_str(),
-                modes[i].bytes_per_token(), modes[i].bits_per_element(), s.ppl(), 100.0 * (s.ppl() / ref.ppl() - 1.0),
+                modes[i].bytes_per_token(), modes[i].bits_per_element(), s.ppl(), s.delta_ppl_percent(),
                 s.delta_ppl_se_percent(), 100.0 * s.agreement(), 1e3 * s.mean_kl(), s.mean_cosine(), pareto(i) ? "*" : "");
   }
   if (!pairs.empty()) {
