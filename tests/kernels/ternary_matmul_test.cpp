@@ -144,6 +144,37 @@ TEST_P(TernaryRealShapeTest, BitNet2B4TShapes) {
 INSTANTIATE_TEST_SUITE_P(AllIsas, TernaryRealShapeTest, ::testing::ValuesIn(kAllIsas),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
+// Kernels that keep partial sums in int16 (AVX2, NEON) must widen them before they can
+// overflow: every weight +1 (or -1) against every activation at +-127 is the largest
+// sum a lane can reach, over K long enough for many widenings and K % 16 != 0.
+class TernaryExtremeTest : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(TernaryExtremeTest, LargestSumsDoNotOverflow) {
+  const Isa isa = GetParam();
+  if (!isa_supported(isa, cpu_features())) GTEST_SKIP() << to_string(isa) << " not supported here";
+  for (size_t cols : {size_t{6912}, size_t{16 * 8 * 3 + 7}}) {
+    for (size_t tokens : {size_t{1}, size_t{2}, size_t{5}}) {
+      Problem p = make_problem(32, cols, tokens, TernaryLayout::T2Interleaved16, 1, 0);
+      for (size_t r = 0; r < p.rows; ++r)
+        for (size_t c = 0; c < cols; ++c) p.codes[r * cols + c] = r % 2 == 0 ? 1 : -1;
+      for (size_t t = 0; t < tokens; ++t) {
+        int32_t s = 0;
+        for (size_t c = 0; c < cols; ++c) s += p.q[t * cols + c] = t % 2 == 0 ? 127 : -127;
+        p.sums[t] = s;
+      }
+      ASSERT_EQ(ternary_pack(p.w.layout, p.codes.data(), p.rows, cols, p.packed.data(), p.packed.size()), Error::Ok);
+      const auto expected = expected_products(p);
+      ASSERT_EQ(std::abs(expected[0]), static_cast<int32_t>(127 * cols));
+      std::vector<int32_t> acc(expected.size());
+      ASSERT_EQ(ternary_matmul_int32(isa, p.w, p.x, acc.data(), nullptr), Error::Ok);
+      EXPECT_EQ(acc, expected) << cols << " columns, " << tokens << " tokens";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, TernaryExtremeTest, ::testing::ValuesIn(kAllIsas),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
 TEST(TernaryMatmul, ReferenceAgreesAcrossLayouts) {
   for (TernaryLayout layout : {TernaryLayout::T2RowMajor, TernaryLayout::T2Interleaved16}) {
     Problem p = make_problem(37, 70, 3, layout, 11);
