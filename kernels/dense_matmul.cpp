@@ -215,6 +215,105 @@ void dense_gemv_f32(const DenseMatrix& m, const float* x, float* y, const Thread
   dense_gemv_with(kernel, m, x, y, pool);
 }
 
+void dense_gemv_i8__scalar(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
+                           size_t row_end) {
+  const size_t groups = m.cols / m.group;
+  for (size_t r = row_begin; r < row_end; ++r) {
+    float acc = 0.0f;
+    for (size_t g = 0; g < groups; ++g) {
+      int32_t dot = 0;
+      for (size_t c = g * m.group; c < (g + 1) * m.group; ++c) {
+        int32_t w;
+        if (m.type == DenseType::Q8) {
+          w = static_cast<const int8_t*>(m.data)[r * m.cols + c];
+        } else {
+          w = (static_cast<const uint8_t*>(m.data)[r * (m.cols / 2) + c / 2] >> (4 * (c % 2))) & 0xf;  // v + 8
+        }
+        dot += w * x.q[dense_i8_position(m.type, c)];
+      }
+      if (m.type == DenseType::Q4) dot -= 8 * x.sums[g];
+      acc += static_cast<float>(dot) * (m.scales[r * groups + g] * x.scales[g]);
+    }
+    y[r] = acc;
+  }
+}
+
+namespace {
+
+DenseGemvI8Kernel dense_i8_kernel_for(Isa isa) {
+  switch (isa) {
+#if defined(__x86_64__)
+    // No AVX-512 variant: this host has no AVX-512 to test one on, and every AVX-512 CPU
+    // runs the AVX2 kernel, which reads 32 weight bytes per instruction group already.
+    case Isa::Avx2:
+    case Isa::Avx512Vnni: return dense_gemv_i8__avx2;
+#endif
+#if defined(__aarch64__)
+    case Isa::Neon: return dense_gemv_i8__neon;
+    case Isa::NeonDot:
+    case Isa::NeonI8mm: return dense_gemv_i8__neondot;
+#endif
+    default: return dense_gemv_i8__scalar;
+  }
+}
+
+void quantize_activations_i8(const DenseMatrix& m, const float* x, int8_t* q, float* scales, int32_t* sums) {
+  for (size_t g = 0; g < m.cols / m.group; ++g) {
+    const size_t c0 = g * m.group, c1 = c0 + m.group;
+    float amax = 0.0f;
+    for (size_t c = c0; c < c1; ++c) amax = std::fmax(amax, std::fabs(x[c]));
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    int32_t sum = 0;
+    for (size_t c = c0; c < c1; ++c) {
+      const float v = std::fmin(127.0f, std::fmax(-127.0f, std::nearbyint(x[c] * inv)));  // NaN -> -127
+      const int8_t qv = static_cast<int8_t>(v);
+      q[dense_i8_position(m.type, c)] = qv;
+      sum += qv;
+    }
+    scales[g] = amax / 127.0f;
+    sums[g] = sum;
+  }
+}
+
+void dense_gemv_i8_with(DenseGemvI8Kernel kernel, const DenseMatrix& m, const float* x, float* y,
+                        const ThreadPool* pool) {
+  constexpr size_t kMinGroup = 32;
+  int8_t q[kDenseI8MaxCols];
+  float scales[kDenseI8MaxCols / kMinGroup];
+  int32_t sums[kDenseI8MaxCols / kMinGroup];
+  quantize_activations_i8(m, x, q, scales, sums);
+  const DenseActivationsI8 xa{q, scales, sums};
+  auto rows_task = [&](size_t start, size_t count) { kernel(m, xa, y, start, start + count); };
+  if (pool != nullptr && pool->num_threads() > 1) {
+    pool->parallel_for_tiles(m.rows, 256, rows_task);
+  } else {
+    rows_task(0, m.rows);
+  }
+}
+
+}  // namespace
+
+bool dense_gemv_i8_applies(const DenseMatrix& m) {
+  if (m.type != DenseType::Q8 && m.type != DenseType::Q4) return false;
+  const size_t vector = m.type == DenseType::Q8 ? 32 : 64;
+  return m.group > 0 && m.group % vector == 0 && m.cols % m.group == 0 && m.cols <= kDenseI8MaxCols;
+}
+
+void dense_gemv_i8(const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool) {
+  if (!dense_gemv_i8_applies(m)) return dense_gemv_f32(m, x, y, pool);
+  static const DenseGemvI8Kernel kernel = dense_i8_kernel_for(ternary_active_isa());
+  dense_gemv_i8_with(kernel, m, x, y, pool);
+}
+
+Error dense_gemv_i8_isa(Isa isa, const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool) {
+  if (!isa_supported(isa, cpu_features())) {
+    return fail(Error::UnsupportedCpu, "no %s dense kernels can run here", to_string(isa));
+  }
+  if (!dense_gemv_i8_applies(m)) return dense_gemv_f32_isa(isa, m, x, y, pool);
+  dense_gemv_i8_with(dense_i8_kernel_for(isa), m, x, y, pool);
+  return Error::Ok;
+}
+
 void quantize_dense_q8(const float* w, size_t rows, size_t cols, size_t group, int8_t* q, float* scales) {
   const size_t groups = (cols + group - 1) / group;
   for (size_t r = 0; r < rows; ++r) {

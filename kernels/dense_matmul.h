@@ -45,6 +45,19 @@ void dense_gemv_f32(const DenseMatrix& m, const float* x, float* y, const Thread
 // The same with the kernels of a given ISA (tests, benchmarks); UnsupportedCpu if it cannot run.
 Error dense_gemv_f32_isa(Isa isa, const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool);
 
+// The lm_head for one token with int8 activations, for Q8/Q4 matrices: x is quantized per
+// weight group (absmax to +-127, round half to even) and every group's dot product is exact
+// in int32 before the weight and activation scales apply — what llama.cpp's q8_0/q4_0 dot
+// products do. Widening int8 weights to f32 costs three vector instructions per 8 weights
+// where an integer dot product costs about one per 32, and this GEMV reads the largest
+// matrix of a decode step. The error per output is at most Σ_c |W[r][c]| * xscale(c) / 2
+// beyond f32 rounding. Other types, groups that are not whole vectors (q8: 32 columns, q4:
+// 64), cols % group != 0 and cols > kDenseI8MaxCols run dense_gemv_f32.
+constexpr size_t kDenseI8MaxCols = 16384;  // activations are quantized into a stack buffer
+bool dense_gemv_i8_applies(const DenseMatrix& m);
+void dense_gemv_i8(const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool);
+Error dense_gemv_i8_isa(Isa isa, const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool);
+
 // Host-side quantizers used by the converter (and tests).
 void quantize_dense_q8(const float* w, size_t rows, size_t cols, size_t group, int8_t* q, float* scales);
 void quantize_dense_q4(const float* w, size_t rows, size_t cols, size_t group, uint8_t* q, float* scales);

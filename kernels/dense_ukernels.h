@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/dense_matmul.h"
 
@@ -18,6 +19,37 @@ bool dense_gemv__avx512(const DenseMatrix& m, const float* x, float* y, size_t r
 #endif
 #if defined(__aarch64__)
 bool dense_gemv__neon(const DenseMatrix& m, const float* x, float* y, size_t row_begin, size_t row_end);
+#endif
+
+// Integer q8/q4 GEMV (dense_gemv_i8): one token's activations quantized per weight group.
+// For Q4 each 64-column chunk holds its even columns first, then its odd columns, so the
+// low and high nibbles of 32 weight bytes meet 32 consecutive activation bytes each.
+struct DenseActivationsI8 {
+  const int8_t* q;      // cols values
+  const float* scales;  // one per group
+  const int32_t* sums;  // one per group: Σ q, which undoes the +8 of Q4's stored nibbles
+};
+using DenseGemvI8Kernel = void (*)(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
+                                   size_t row_end);
+
+// Position of column c in DenseActivationsI8::q.
+inline size_t dense_i8_position(DenseType type, size_t c) {
+  if (type != DenseType::Q4) return c;
+  const size_t j = c % 64;
+  return c - j + (j % 2) * 32 + j / 2;
+}
+
+void dense_gemv_i8__scalar(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
+                           size_t row_end);
+#if defined(__x86_64__)
+void dense_gemv_i8__avx2(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
+                         size_t row_end);
+#endif
+#if defined(__aarch64__)
+void dense_gemv_i8__neon(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
+                         size_t row_end);
+void dense_gemv_i8__neondot(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
+                            size_t row_end);
 #endif
 
 }  // namespace tern

@@ -367,7 +367,7 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
   if (want_logits) {
     float* last = s.x + static_cast<size_t>(n - 1) * hidden;
     rms_norm(last, model.final_norm(), hidden, c.norm_eps, s.xn);
-    dense_gemv_f32(w.lm_head, s.xn, s.logits, pool);
+    dense_gemv_i8(w.lm_head, s.xn, s.logits, pool);  // f32 unless the lm_head is q8/q4
   }
   return Error::Ok;
 }

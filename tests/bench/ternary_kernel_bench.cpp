@@ -198,7 +198,9 @@ BENCHMARK(BM_MemRead)->Arg(1)->ArgName("threads")->Unit(benchmark::kMillisecond)
 BENCHMARK(BM_MemRead)->Arg(2)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // The tied lm_head of 2B-4T: 128256 x 2560, one token. Ours through dense_gemv_f32_isa
-// (arg 0: 0 = f32, 1 = f16, 2 = q8 group 64; arg 1: 1 = selected ISA, 0 = scalar).
+// or, for the int8-activation rows, dense_gemv_i8_isa (arg 0: 0 = f32, 1 = f16, 2 = q8
+// group 64, 3 = q8 int8 activations, 4 = q4 int8 activations; arg 1: 1 = selected ISA,
+// 0 = scalar).
 constexpr size_t kVocab = 128256, kDim = 2560;
 
 std::vector<float> lm_head_activation() {
@@ -208,14 +210,15 @@ std::vector<float> lm_head_activation() {
 }
 
 void BM_LmHead(benchmark::State& state) {
-  const DenseType types[] = {DenseType::F32, DenseType::F16, DenseType::Q8};
+  const DenseType types[] = {DenseType::F32, DenseType::F16, DenseType::Q8, DenseType::Q8, DenseType::Q4};
   const DenseType type = types[state.range(0)];
+  const bool int8_activations = state.range(0) >= 3;
   const Isa isa = state.range(1) != 0 ? ternary_active_isa() : Isa::Scalar;
   DenseMatrix m;
   m.type = type;
   m.rows = kVocab;
   m.cols = kDim;
-  m.group = type == DenseType::Q8 ? 64 : 0;
+  m.group = type == DenseType::Q8 || type == DenseType::Q4 ? 64 : 0;
   m.size_bytes = dense_data_size(type, kVocab, kDim);
   AlignedBytes data = aligned_bytes(m.size_bytes);
   for (size_t i = 0; i < m.size_bytes; ++i) data[i] = static_cast<uint8_t>((i * 131) >> 3);
@@ -233,7 +236,9 @@ void BM_LmHead(benchmark::State& state) {
   std::vector<float> y(kVocab);
   ThreadPool* pool = pool_for(static_cast<size_t>(state.range(2)));
   for (auto _ : state) {
-    if (dense_gemv_f32_isa(isa, m, x.data(), y.data(), pool) != Error::Ok) {
+    const Error e = int8_activations ? dense_gemv_i8_isa(isa, m, x.data(), y.data(), pool)
+                                     : dense_gemv_f32_isa(isa, m, x.data(), y.data(), pool);
+    if (e != Error::Ok) {
       state.SkipWithError("kernel failed");
       break;
     }
@@ -241,12 +246,13 @@ void BM_LmHead(benchmark::State& state) {
   }
   state.counters["weight_B/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * m.size_bytes,
                                                     benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
-  state.SetLabel(std::string(to_string(type)) + " " + to_string(isa));
+  state.SetLabel(std::string(to_string(type)) + (int8_activations ? " int8-act " : " ") + to_string(isa));
 }
 BENCHMARK(BM_LmHead)->ArgNames({"type", "simd", "threads"})
-    ->Args({0, 1, 1})->Args({1, 1, 1})->Args({2, 1, 1})->Args({2, 0, 1})
+    ->Args({0, 1, 1})->Args({1, 1, 1})->Args({2, 1, 1})->Args({3, 1, 1})->Args({4, 1, 1})->Args({2, 0, 1})
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_LmHead)->ArgNames({"type", "simd", "threads"})->Args({1, 1, 2})->Args({2, 1, 2})
+BENCHMARK(BM_LmHead)->ArgNames({"type", "simd", "threads"})
+    ->Args({1, 1, 2})->Args({2, 1, 2})->Args({3, 1, 2})->Args({4, 1, 2})
     ->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // XNNPACK fully-connected on the same shape: f32 (f32 weights) and qs8 (int8 weights,

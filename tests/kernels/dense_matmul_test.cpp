@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -125,6 +126,69 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, DenseGemvTest,
                                   std::to_string(c.group);
                          });
 
+// The integer path (int8 activations per weight group): every ISA against the double
+// reference within the activation-rounding bound Σ_c |w_c| * (amax_g / 127) / 2, and against
+// the scalar integer kernel to float rounding. Groups that are not whole vectors take the
+// f32 path, bit for bit.
+const DenseCase kI8Cases[] = {
+    {DenseType::Q8, 5, 64, 64},  {DenseType::Q8, 9, 2560, 64},  {DenseType::Q8, 6, 96, 32},
+    {DenseType::Q8, 7, 256, 128}, {DenseType::Q4, 5, 64, 64},   {DenseType::Q4, 9, 2560, 64},
+    {DenseType::Q4, 3, 256, 128}, {DenseType::Q4, 6, 192, 64},  {DenseType::Q8, 4, 48, 16},
+    {DenseType::Q4, 5, 64, 32},   {DenseType::Q8, 3, 100, 50},
+};
+
+class DenseGemvI8Test : public ::testing::TestWithParam<std::tuple<Isa, DenseCase>> {};
+
+TEST_P(DenseGemvI8Test, WithinActivationRoundingOfDoublePrecision) {
+  const auto [isa, c] = GetParam();
+  if (!isa_supported(isa, cpu_features())) GTEST_SKIP() << to_string(isa) << " not supported here";
+  DenseProblem p = make_dense(c, static_cast<uint32_t>(c.rows * 131 + c.cols));
+  if (c.type == DenseType::Q8) {  // the one value a symmetric quantizer never writes
+    reinterpret_cast<int8_t*>(p.data.data())[1] = -128;
+    p.decoded[1] = -128.0 * p.scales[0];
+  }
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(c.cols);
+  for (auto& v : x) v = dist(rng);
+  x[0] = 9.0f;  // an outlier, as final hidden states have
+  std::vector<float> y(c.rows, -1234.0f), scalar(c.rows, -1234.0f);
+  ASSERT_EQ(dense_gemv_i8_isa(isa, p.m, x.data(), y.data(), nullptr), Error::Ok);
+  ASSERT_EQ(dense_gemv_i8_isa(Isa::Scalar, p.m, x.data(), scalar.data(), nullptr), Error::Ok);
+  if (!dense_gemv_i8_applies(p.m)) {
+    std::vector<float> f32(c.rows);
+    ASSERT_EQ(dense_gemv_f32_isa(isa, p.m, x.data(), f32.data(), nullptr), Error::Ok);
+    EXPECT_EQ(y, f32);
+    return;
+  }
+  for (size_t r = 0; r < c.rows; ++r) {
+    double expected = 0, magnitude = 0, bound = 0;
+    for (size_t g = 0; g < c.cols / c.group; ++g) {
+      double amax = 0;
+      for (size_t col = g * c.group; col < (g + 1) * c.group; ++col) amax = std::max(amax, std::fabs(double{x[col]}));
+      for (size_t col = g * c.group; col < (g + 1) * c.group; ++col) {
+        const double w = p.decoded[r * c.cols + col];
+        expected += w * x[col];
+        magnitude += std::fabs(w * x[col]);
+        bound += std::fabs(w) * amax / 127.0 / 2.0;
+      }
+    }
+    EXPECT_NEAR(y[r], expected, bound + 1e-5 * magnitude) << "row " << r;
+    EXPECT_NEAR(y[r], scalar[r], 1e-5 * magnitude) << "row " << r;
+    EXPECT_GT(std::fabs(y[r] - static_cast<float>(expected)), 0.0f)
+        << "row " << r << ": activations were not quantized";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, DenseGemvI8Test,
+                         ::testing::Combine(::testing::ValuesIn(kAllIsas), ::testing::ValuesIn(kI8Cases)),
+                         [](const auto& info) {
+                           const DenseCase c = std::get<1>(info.param);
+                           return std::string(to_string(std::get<0>(info.param))) + "_" + to_string(c.type) + "_" +
+                                  std::to_string(c.rows) + "x" + std::to_string(c.cols) + "_g" +
+                                  std::to_string(c.group);
+                         });
+
 // The selected kernels, split over two threads, agree with the single-threaded scalar run.
 TEST(DenseGemv, ThreadedSelectedIsaMatchesScalar) {
   auto pool = ThreadPool::create(2);
@@ -136,6 +200,15 @@ TEST(DenseGemv, ThreadedSelectedIsaMatchesScalar) {
     std::vector<float> y(1000), ref(1000);
     dense_gemv_f32(p.m, x.data(), y.data(), &*pool);
     ASSERT_EQ(dense_gemv_f32_isa(Isa::Scalar, p.m, x.data(), ref.data(), nullptr), Error::Ok);
+    for (size_t r = 0; r < y.size(); ++r) EXPECT_NEAR(y[r], ref[r], 1e-4f * (1.0f + std::fabs(ref[r]))) << r;
+  }
+  for (DenseType type : {DenseType::Q8, DenseType::Q4}) {
+    DenseProblem p = make_dense({type, 1000, 256, 64}, 10);
+    std::vector<float> x(256);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(static_cast<float>(i));
+    std::vector<float> y(1000), ref(1000);
+    dense_gemv_i8(p.m, x.data(), y.data(), &*pool);
+    ASSERT_EQ(dense_gemv_i8_isa(Isa::Scalar, p.m, x.data(), ref.data(), nullptr), Error::Ok);
     for (size_t r = 0; r < y.size(); ++r) EXPECT_NEAR(y[r], ref[r], 1e-4f * (1.0f + std::fabs(ref[r]))) << r;
   }
 }
