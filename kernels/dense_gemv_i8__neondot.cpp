@@ -1,62 +1,23 @@
-// Integer q8/q4 GEMV, AArch64 with SDOT (Cortex-A76 and later, Raspberry Pi 5):
-// one instruction per 16 weight bytes (q8) or two per 16 bytes of nibbles (q4,
-// which fit in a signed byte). Layout and scales as in dense_gemv_i8__neon.cpp.
-#include <arm_neon.h>
-
-#include "kernels/dense_ukernels.h"
+// Integer q8/q4 GEMV, AArch64 with SDOT (Cortex-A76 and later, Raspberry Pi 5): one
+// instruction per 16 weight bytes (q8), two per 16 bytes of nibbles (q4; 0..15 fits a
+// signed byte). The loop is dense_gemv_i8_neon_impl.h.
+#include "kernels/dense_gemv_i8_neon_impl.h"
 
 namespace tern {
 namespace {
 
-constexpr size_t kRows = 4;
-
-template <size_t N, bool Q4>
-void rows_i8(const DenseMatrix &m, const DenseActivationsI8 &x, float *y, size_t r) {
-  const uint8_t *w = static_cast<const uint8_t *>(m.data);
-  const size_t row_bytes = Q4 ? m.cols / 2 : m.cols;
-  const size_t group_bytes = Q4 ? m.group / 2 : m.group;
-  const size_t groups = m.cols / m.group;
-  float32x4_t acc[N];
-  for (size_t i = 0; i < N; ++i) acc[i] = vdupq_n_f32(0.0f);
-  for (size_t g = 0; g < groups; ++g) {
-    int32x4_t dot[N];
-    const int32x4_t start = Q4 ? vsetq_lane_s32(-8 * x.sums[g], vdupq_n_s32(0), 0) : vdupq_n_s32(0);
-    for (size_t i = 0; i < N; ++i) dot[i] = start;
-    for (size_t b = g * group_bytes; b < (g + 1) * group_bytes; b += 16) {
-      if (Q4) {
-        const int8_t *xp = x.q + 2 * (b - b % 32) + b % 32;
-        const int8x16_t xe = vld1q_s8(xp), xo = vld1q_s8(xp + 32);
-        for (size_t i = 0; i < N; ++i) {
-          const uint8x16_t wv = vld1q_u8(w + (r + i) * row_bytes + b);
-          dot[i] = vdotq_s32(dot[i], vreinterpretq_s8_u8(vandq_u8(wv, vdupq_n_u8(0x0f))), xe);
-          dot[i] = vdotq_s32(dot[i], vreinterpretq_s8_u8(vshrq_n_u8(wv, 4)), xo);
-        }
-      } else {
-        const int8x16_t xv = vld1q_s8(x.q + b);
-        for (size_t i = 0; i < N; ++i)
-          dot[i] = vdotq_s32(dot[i], vld1q_s8(reinterpret_cast<const int8_t *>(w) + (r + i) * row_bytes + b), xv);
-      }
-    }
-    const float xs = x.scales[g];
-    for (size_t i = 0; i < N; ++i)
-      acc[i] = vfmaq_n_f32(acc[i], vcvtq_f32_s32(dot[i]), m.scales[(r + i) * groups + g] * xs);
+struct Sdot {
+  static int32x4_t q8(int32x4_t acc, int8x16_t w, int8x16_t x) { return vdotq_s32(acc, w, x); }
+  static int32x4_t q4(int32x4_t acc, int8x16_t lo, int8x16_t hi, int8x16_t xe, int8x16_t xo) {
+    return vdotq_s32(vdotq_s32(acc, lo, xe), hi, xo);
   }
-  for (size_t i = 0; i < N; ++i) y[r + i] = vaddvq_f32(acc[i]);
-}
-
-template <bool Q4>
-void gemv(const DenseMatrix &m, const DenseActivationsI8 &x, float *y, size_t r0, size_t r1) {
-  size_t r = r0;
-  for (; r + kRows <= r1; r += kRows) rows_i8<kRows, Q4>(m, x, y, r);
-  for (; r < r1; ++r) rows_i8<1, Q4>(m, x, y, r);
-}
+};
 
 }  // namespace
 
-void dense_gemv_i8__neondot(const DenseMatrix &m, const DenseActivationsI8 &x, float *y, size_t row_begin,
+void dense_gemv_i8__neondot(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
                             size_t row_end) {
-  if (m.type == DenseType::Q4) return gemv<true>(m, x, y, row_begin, row_end);
-  gemv<false>(m, x, y, row_begin, row_end);
+  dense_i8_neon::gemv<Sdot>(m, x, y, row_begin, row_end);
 }
 
 }  // namespace tern
