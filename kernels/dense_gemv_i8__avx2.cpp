@@ -1,9 +1,8 @@
-// Integer q8/q4 GEMV, AVX2. Q8: PMADDUBSW needs one unsigned operand, so the
-// weight's sign moves onto the activation (|w| * sign(x, w)); pairs reach at
-// most 2 * 127 * 127 and do not saturate. Q4: the stored nibbles (v + 8, 0..15)
-// are already unsigned; the low and high nibbles of 32 bytes meet the group's
-// even and odd activations, and the +8 comes off once per group through the
-// activation sum. Four rows share each activation load.
+// Integer q8/q4 GEMV, AVX2. Q8: PMADDUBSW needs one unsigned operand, so the weight's sign
+// moves onto the activation (|w| * sign(x, w)); pairs reach at most 2 * 128 * 127 and do not
+// saturate. Q4: the stored nibbles (v + 8, 0..15) are already unsigned; the low and high
+// nibbles of 32 bytes meet the group's even and odd activations, and the +8 comes off once
+// per group through the activation sum. Four rows share each activation load.
 #include <immintrin.h>
 
 #include "kernels/dense_ukernels.h"
@@ -22,16 +21,14 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-inline __m256i load(const void *p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
+inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
-// Rows r .. r+N-1, with rows kAheadRows further on prefetched line by line
-// (four short streams restarting every row look random to the hardware
-// prefetchers). G: the group size when known at compile time (the converter's
-// default 64 and 128, where the group loop unrolls completely), 0 for any
-// other.
+// Rows r .. r+N-1, with rows kAheadRows further on prefetched line by line (four short
+// streams restarting every row look random to the hardware prefetchers). G: the group size
+// when known at compile time (the converter's default 64, and 128), 0 for any other.
 template <size_t N, bool Q4, size_t G>
-void rows_i8(const DenseMatrix &m, const DenseActivationsI8 &x, float *y, size_t r) {
-  const uint8_t *w = static_cast<const uint8_t *>(m.data);
+void rows_i8(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t r) {
+  const uint8_t* w = static_cast<const uint8_t*>(m.data);
   const size_t row_bytes = Q4 ? m.cols / 2 : m.cols;
   const size_t group = G != 0 ? G : m.group;
   const size_t group_bytes = Q4 ? group / 2 : group;
@@ -47,15 +44,13 @@ void rows_i8(const DenseMatrix &m, const DenseActivationsI8 &x, float *y, size_t
       const size_t o = g * group_bytes;  // each cache line once, from the group its start lies in
       for (size_t b = (o + kLine - 1) / kLine * kLine; b < o + group_bytes; b += kLine)
         for (size_t i = 0; i < N; ++i)
-          _mm_prefetch(reinterpret_cast<const char *>(w + (r + ahead + i) * row_bytes + b), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(w + (r + ahead + i) * row_bytes + b), _MM_HINT_T0);
     }
     __m256i dot[N];
-    // Q4: the -8 * Σq of the group, in lane 0 (the lanes are summed at the
-    // end).
+    // Q4: the -8 * Σq of the group, in lane 0 (the lanes are summed at the end).
     const __m256i start = _mm256_setr_epi32(Q4 ? -8 * x.sums[g] : 0, 0, 0, 0, 0, 0, 0, 0);
     for (size_t i = 0; i < N; ++i) dot[i] = start;
-      // Unrolled: as a loop the group-64 body ran at 11 GB/s from L3 (q4),
-      // unrolled at 18.
+    // Unrolled: as a loop the group-64 body ran at 11 GB/s from L3 (q4), unrolled at 18.
 #pragma GCC unroll 4
     for (size_t b = g * group_bytes; b < (g + 1) * group_bytes; b += 32) {
       if (Q4) {
@@ -84,27 +79,24 @@ void rows_i8(const DenseMatrix &m, const DenseActivationsI8 &x, float *y, size_t
 }
 
 template <bool Q4, size_t G>
-void gemv(const DenseMatrix &m, const DenseActivationsI8 &x, float *y, size_t r0, size_t r1) {
+void gemv(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t r0, size_t r1) {
   size_t r = r0;
   for (; r + kRows <= r1; r += kRows) rows_i8<kRows, Q4, G>(m, x, y, r);
   for (; r < r1; ++r) rows_i8<1, Q4, G>(m, x, y, r);
 }
 
 template <bool Q4>
-void gemv_any_group(const DenseMatrix &m, const DenseActivationsI8 &x, float *y, size_t r0, size_t r1) {
+void gemv_any_group(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t r0, size_t r1) {
   switch (m.group) {
-    case 64:
-      return gemv<Q4, 64>(m, x, y, r0, r1);
-    case 128:
-      return gemv<Q4, 128>(m, x, y, r0, r1);
-    default:
-      return gemv<Q4, 0>(m, x, y, r0, r1);
+    case 64: return gemv<Q4, 64>(m, x, y, r0, r1);
+    case 128: return gemv<Q4, 128>(m, x, y, r0, r1);
+    default: return gemv<Q4, 0>(m, x, y, r0, r1);
   }
 }
 
 }  // namespace
 
-void dense_gemv_i8__avx2(const DenseMatrix &m, const DenseActivationsI8 &x, float *y, size_t row_begin,
+void dense_gemv_i8__avx2(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
                          size_t row_end) {
   if (m.type == DenseType::Q4) return gemv_any_group<true>(m, x, y, row_begin, row_end);
   gemv_any_group<false>(m, x, y, row_begin, row_end);
