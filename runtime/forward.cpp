@@ -194,6 +194,10 @@ void attend_kv_head(const ModelConfig& c, const KvCache& kv, ForwardScratch& s, 
       float max_score = -INFINITY;
       for (uint32_t p = 0; p < len; ++p) {
         const float* k = keys + p * hd;
+        // One running sum (scalar without -ffast-math). Eight partial sums vectorize and cut
+        // this function's share of a 2B-4T prefill from 11 % to 7 %, but the changed rounding,
+        // amplified by the int8 re-quantization downstream, flipped bitllama2c-3M's argmax
+        // against its reference at two positions with top-2 gaps of 0.021 and 0.027.
         float dot = 0.0f;
         for (size_t i = 0; i < hd; ++i) dot += q[i] * k[i];
         sc[p] = dot * scale;
