@@ -243,10 +243,8 @@ namespace {
 DenseGemvI8Kernel dense_i8_kernel_for(Isa isa) {
   switch (isa) {
 #if defined(__x86_64__)
-    // No AVX-512 variant yet: the build host it was written on had no AVX-512 to test one
-    // on, and every AVX-512 CPU runs the AVX2 kernel correctly.
-    case Isa::Avx2:
-    case Isa::Avx512Vnni: return dense_gemv_i8__avx2;
+    case Isa::Avx2: return dense_gemv_i8__avx2;
+    case Isa::Avx512Vnni: return dense_gemv_i8__avx512vnni;
 #endif
 #if defined(__aarch64__)
     case Isa::Neon: return dense_gemv_i8__neon;

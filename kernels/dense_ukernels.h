@@ -44,6 +44,8 @@ void dense_gemv_i8__scalar(const DenseMatrix& m, const DenseActivationsI8& x, fl
 #if defined(__x86_64__)
 void dense_gemv_i8__avx2(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
                          size_t row_end);
+void dense_gemv_i8__avx512vnni(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
+                               size_t row_end);
 #endif
 #if defined(__aarch64__)
 void dense_gemv_i8__neon(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
