@@ -212,10 +212,9 @@ void matmul_rowmajor(const TernaryMatrix& w, const QuantizedActivations& x, floa
   }
 }
 
-void matmul_with(const TernaryBlockKernelInfo& kernel, const TernaryMatrix& w, const QuantizedActivations& x,
-                 float* y, size_t y_stride, const ThreadPool* pool) {
-  if (w.layout == TernaryLayout::T2RowMajor) return matmul_rowmajor(w, x, y, y_stride, pool);
-  auto emit = [&](size_t t0, size_t n, size_t row0, size_t rows, const int32_t* tile) {
+// Scales each finished tile of exact products into y.
+auto float_emit(const TernaryMatrix& w, const QuantizedActivations& x, float* y, size_t y_stride) {
+  return [&w, &x, y, y_stride](size_t t0, size_t n, size_t row0, size_t rows, const int32_t* tile) {
     for (size_t t = 0; t < n; ++t) {
       const float s = w.scale * x.scales[t0 + t];
       float* dst = y + (t0 + t) * y_stride + row0;
@@ -223,8 +222,16 @@ void matmul_with(const TernaryBlockKernelInfo& kernel, const TernaryMatrix& w, c
       for (size_t i = 0; i < rows; ++i) dst[i] = s * static_cast<float>(src[i]);
     }
   };
+}
+
+void matmul_with(const TernaryBlockKernelInfo& kernel, const TernaryMatrix& w, const QuantizedActivations& x,
+                 float* y, size_t y_stride, const ThreadPool* pool) {
+  if (w.layout == TernaryLayout::T2RowMajor) return matmul_rowmajor(w, x, y, y_stride, pool);
+  auto emit = float_emit(w, x, y, y_stride);
   run_t2i16(kernel, w, x, pool, emit);
 }
+
+size_t row_blocks(const TernaryMatrix& w) { return (w.rows + kT2iBlockRows - 1) / kT2iBlockRows; }
 
 }  // namespace
 
@@ -240,6 +247,32 @@ void ternary_matmul_int32_reference(const TernaryMatrix& w, const QuantizedActiv
 }
 
 Isa ternary_active_isa() { return active_kernels().isa; }
+
+void ternary_matmul_fused(const TernaryMatmulOutput* outputs, size_t count, const QuantizedActivations& x,
+                          const ThreadPool* pool) {
+  constexpr size_t kMaxOutputs = 8;
+  bool fuse = pool != nullptr && pool->num_threads() > 1 && count <= kMaxOutputs;
+  for (size_t i = 0; i < count && fuse; ++i) fuse = outputs[i].w->layout == TernaryLayout::T2Interleaved16;
+  if (!fuse) {
+    for (size_t i = 0; i < count; ++i) ternary_matmul(*outputs[i].w, x, outputs[i].y, outputs[i].y_stride, pool);
+    return;
+  }
+  const TernaryBlockKernelInfo& kernel = *active_kernels().t2i16;
+  size_t first[kMaxOutputs + 1] = {0};  // global index of each output's first row block
+  for (size_t i = 0; i < count; ++i) first[i + 1] = first[i] + row_blocks(*outputs[i].w);
+  auto task = [&](size_t start, size_t n) {
+    for (size_t i = 0; i < count; ++i) {
+      const size_t b0 = start > first[i] ? start : first[i];
+      const size_t b1 = start + n < first[i + 1] ? start + n : first[i + 1];
+      if (b0 >= b1) continue;
+      const TernaryMatmulOutput& o = outputs[i];
+      auto emit = float_emit(*o.w, x, o.y, o.y_stride);
+      run_t2i16_blocks(kernel, *o.w, x, b0 - first[i], b1 - first[i], emit);
+    }
+  };
+  size_t tile = first[count] / (pool->num_threads() * 8);  // as run_t2i16
+  pool->parallel_for_tiles(first[count], tile == 0 ? 1 : tile, task);
+}
 
 void ternary_matmul(const TernaryMatrix& w, const QuantizedActivations& x, float* y, size_t y_stride,
                     const ThreadPool* pool) {

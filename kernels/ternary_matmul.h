@@ -49,6 +49,18 @@ Error ternary_matrix_validate(const TernaryMatrix& w);
 void ternary_matmul(const TernaryMatrix& w, const QuantizedActivations& x, float* y, size_t y_stride,
                     const ThreadPool* pool);
 
+// Several products of the same activations (q/k/v, gate/up), each exactly as
+// ternary_matmul computes it, in one parallel pass: one fork-join instead of one per
+// matrix, and the threads share out the row blocks of all of them together (a 640-row k
+// projection alone is 40 blocks, too few to keep two threads equally busy).
+struct TernaryMatmulOutput {
+  const TernaryMatrix* w = nullptr;
+  float* y = nullptr;
+  size_t y_stride = 0;
+};
+void ternary_matmul_fused(const TernaryMatmulOutput* outputs, size_t count, const QuantizedActivations& x,
+                          const ThreadPool* pool);
+
 // The same product as exact integers (tests and the scalar reference):
 // acc[t * rows + r] = Σ_c code[r][c] * x.q[t][c].
 // Works for every layout (reads one weight at a time).

@@ -292,9 +292,8 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
     // Attention block.
     normalize_and_quantize(s, s.x, hidden, n, hidden, wide, norm_kind(c, lr.attn_norm), lr.attn_norm, c.norm_eps);
     const QuantizedActivations xa = activations(s, n, hidden, wide);
-    ternary_matmul(lw.wq, xa, s.q, qd, pool);
-    ternary_matmul(lw.wk, xa, s.k, kvd, pool);
-    ternary_matmul(lw.wv, xa, s.v, kvd, pool);
+    const TernaryMatmulOutput qkv[] = {{&lw.wq, s.q, qd}, {&lw.wk, s.k, kvd}, {&lw.wv, s.v, kvd}};
+    ternary_matmul_fused(qkv, 3, xa, pool);
     for (uint32_t t = 0; t < n; ++t) {
       const float* cs = s.rope_cos + t * half;
       const float* sn = s.rope_sin + t * half;
@@ -355,8 +354,8 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
     // Feed-forward block.
     normalize_and_quantize(s, s.x, hidden, n, hidden, wide, norm_kind(c, lr.ffn_norm), lr.ffn_norm, c.norm_eps);
     const QuantizedActivations fa = activations(s, n, hidden, wide);
-    ternary_matmul(lw.w_gate, fa, s.gate, ffn, pool);
-    ternary_matmul(lw.w_up, fa, s.up, ffn, pool);
+    const TernaryMatmulOutput gate_up[] = {{&lw.w_gate, s.gate, ffn}, {&lw.w_up, s.up, ffn}};
+    ternary_matmul_fused(gate_up, 2, fa, pool);
     const bool relu2 = c.activation == Activation::Relu2;
     for (size_t i = 0; i < n * ffn; ++i) {
       const float g = s.gate[i];

@@ -209,6 +209,44 @@ TEST(TernaryMatmul, FloatOutputIsScaledExactProduct) {
   }
 }
 
+// Fused products of shared activations (q/k/v, gate/up) equal each matrix's exact product
+// times both scales, for any split over threads, row counts not a multiple of the 16-row
+// block, and both layouts (the reference layout runs unfused).
+TEST(TernaryMatmul, FusedOutputsAreEachScaledExactProduct) {
+  auto pool = ThreadPool::create(2);
+  ASSERT_TRUE(pool.ok());
+  for (TernaryLayout layout : {TernaryLayout::T2RowMajor, TernaryLayout::T2Interleaved16}) {
+    for (size_t tokens : {size_t{1}, size_t{5}}) {
+      Problem parts[] = {make_problem(100, 257, tokens, layout, 11), make_problem(33, 257, tokens, layout, 12),
+                         make_problem(16, 257, tokens, layout, 13)};
+      const QuantizedActivations& x = parts[0].x;
+      const ThreadPool* const pools[] = {nullptr, &*pool};
+      for (const ThreadPool* threads : pools) {
+        std::vector<std::vector<float>> y(3);
+        TernaryMatmulOutput outputs[3];
+        for (size_t i = 0; i < 3; ++i) {
+          y[i].assign(tokens * (parts[i].rows + 2), -999.0f);
+          outputs[i] = {&parts[i].w, y[i].data(), parts[i].rows + 2};
+        }
+        ternary_matmul_fused(outputs, 3, x, threads);
+        for (size_t i = 0; i < 3; ++i) {
+          std::vector<int32_t> acc(tokens * parts[i].rows);
+          ternary_matmul_int32_reference(parts[i].w, x, acc.data());
+          for (size_t t = 0; t < tokens; ++t) {
+            for (size_t r = 0; r < parts[i].rows; ++r) {
+              const float expected = parts[i].w.scale * x.scales[t] * static_cast<float>(acc[t * parts[i].rows + r]);
+              ASSERT_FLOAT_EQ(y[i][t * outputs[i].y_stride + r], expected)
+                  << to_string(layout) << " output " << i << " t" << t << " r" << r;
+            }
+            for (size_t r = parts[i].rows; r < outputs[i].y_stride; ++r)
+              EXPECT_EQ(y[i][t * outputs[i].y_stride + r], -999.0f) << "wrote past rows";
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(TernaryMatmul, ForcedIsaFloatOutput) {
   Problem p = make_problem(40, 90, 3, TernaryLayout::T2Interleaved16, 3);
   std::vector<int32_t> acc(p.tokens * p.rows);
