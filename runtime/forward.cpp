@@ -368,11 +368,15 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
     const QuantizedActivations fa = activations(s, n, hidden, wide);
     const TernaryMatmulOutput gate_up[] = {{&lw.w_gate, s.gate, ffn}, {&lw.w_up, s.up, ffn}};
     ternary_matmul_fused(gate_up, 2, fa, pool);
-    const bool relu2 = c.activation == Activation::Relu2;
-    for (size_t i = 0; i < n * ffn; ++i) {
-      const float g = s.gate[i];
-      const float a = relu2 ? (g > 0.0f ? g * g : 0.0f) : silu(g);
-      s.gate[i] = a * s.up[i];
+    // Two loops, not one with a branch inside, so the relu² one vectorizes (with
+    // -fno-trapping-math, see CMakeLists.txt); as one scalar loop it was ~3 % of a 2B-4T token.
+    if (c.activation == Activation::Relu2) {
+      for (size_t i = 0; i < n * ffn; ++i) {
+        const float g = s.gate[i];
+        s.gate[i] = (g > 0.0f ? g * g : 0.0f) * s.up[i];
+      }
+    } else {
+      for (size_t i = 0; i < n * ffn; ++i) s.gate[i] = silu(s.gate[i]) * s.up[i];
     }
     normalize_and_quantize(s, s.gate, ffn, n, ffn, wide, norm_kind(c, lr.ffn_sub_norm), lr.ffn_sub_norm, c.norm_eps);
     ternary_matmul(lw.w_down, activations(s, n, ffn, wide), s.proj, hidden, pool);
