@@ -139,11 +139,12 @@ Error carve_forward_scratch(const ModelConfig& c, uint32_t batch, uint32_t conte
   const size_t wide = std::max({hidden, qd, ffn});
   const size_t group = c.kv_heads == 0 ? 1 : c.heads / c.kv_heads;
   const bool read_back = kind == AttentionScratch::ReadBack;
+  const bool all_scores = kind != AttentionScratch::AttendOnly;
   Carver carve(arena, bytes);
   s->batch = batch;
   s->context = context;
   s->kind = kind;
-  s->scores_per_head = (read_back ? group : std::min<size_t>(group, kKvMaxQueries)) * context;
+  s->scores_per_head = (all_scores ? group : std::min<size_t>(group, kKvMaxQueries)) * context;
   TERN_RETURN_IF_ERROR(carve.take(&s->x, batch * hidden));
   TERN_RETURN_IF_ERROR(carve.take(&s->xn, batch * wide));
   TERN_RETURN_IF_ERROR(carve.take(&s->xq, batch * wide));
@@ -181,11 +182,17 @@ void attend_kv_head(const ModelConfig& c, const KvCache& kv, ForwardScratch& s, 
   const size_t hd = c.head_dim, group = c.heads / c.kv_heads;
   const size_t qd = static_cast<size_t>(c.heads) * hd;
   const uint32_t total = pos0 + n;
-  float* keys = s.kv_rows + static_cast<size_t>(kv_head) * 2 * s.context * hd;
-  float* values = keys + static_cast<size_t>(s.context) * hd;
+  const float* keys = kv.key_rows_f32(layer, kv_head);
+  const float* values = kv.value_rows_f32(layer, kv_head);
+  if (keys == nullptr || values == nullptr) {  // f16 storage: widen the rows into scratch
+    float* k = s.kv_rows + static_cast<size_t>(kv_head) * 2 * s.context * hd;
+    float* v = k + static_cast<size_t>(s.context) * hd;
+    kv.read_keys(layer, kv_head, 0, total, k);
+    kv.read_values(layer, kv_head, 0, total, v);
+    keys = k;
+    values = v;
+  }
   float* scores = s.scores + static_cast<size_t>(kv_head) * s.scores_per_head;
-  kv.read_keys(layer, kv_head, 0, total, keys);
-  kv.read_values(layer, kv_head, 0, total, values);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (uint32_t t = 0; t < n; ++t) {
     const uint32_t len = pos0 + t + 1;
@@ -270,8 +277,8 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
   TERN_CHECK_OR_RETURN(static_cast<uint64_t>(pos0) + n <= UINT32_MAX, Error::ContextFull, "position %u overflows",
                        pos0);
   if (!use_attend) {
-    TERN_CHECK_OR_RETURN(s.kv_rows != nullptr, Error::InvalidArgument,
-                         "attention scratch has no rows to read the cache back into");
+    TERN_CHECK_OR_RETURN(s.kv_rows != nullptr || (ckv == nullptr && kv.key_rows_f32(0, 0) != nullptr),
+                         Error::InvalidArgument, "attention scratch has no rows to read the cache back into");
     TERN_CHECK_OR_RETURN(pos0 + n <= s.context && pos0 + n <= kv.capacity_tokens(), Error::ContextFull,
                          "positions %u..%u exceed the context of %u", pos0, pos0 + n - 1,
                          std::min(s.context, kv.capacity_tokens()));

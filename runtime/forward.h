@@ -36,6 +36,9 @@ enum class AttentionScratch : uint32_t {
   // CompressedKvCache::attend() only: no rows, scores for min(group, 4) query heads per
   // KV head. `context` is then the cache's resident capacity, not the session's length.
   AttendOnly = 1,
+  // Dense f32 caches: attention reads the cache's rows in place (KvCache::key_rows_f32), so
+  // no kv_rows; scores for every query head of a group.
+  InPlace = 2,
 };
 
 // Activations for up to `batch` tokens and attention over up to `context` positions.
@@ -72,6 +75,11 @@ struct ForwardScratch {
   float* sink_sin = nullptr;
   float* logits = nullptr;   // [vocab]
 };
+
+// The scratch a dense cache of `type` needs: f32 rows are read in place, f16 ones widened.
+inline AttentionScratch dense_attention_scratch(KvType type) {
+  return type == KvType::F32 ? AttentionScratch::InPlace : AttentionScratch::ReadBack;
+}
 
 // Either measures (arena == nullptr: adds each buffer's padded size to *bytes) or carves
 // the buffers from the arena. The two always agree because they run the same code.

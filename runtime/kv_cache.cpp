@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <new>
+#include <type_traits>
 
 #include "kernels/dense_matmul.h"
 
@@ -42,8 +43,18 @@ class DenseKvCache final : public KvCache {
   void read_values(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const override {
     decode(row(values_, layer, kv_head, begin), static_cast<size_t>(count) * shape_.head_dim, out);
   }
+  const float* key_rows_f32(uint32_t layer, uint32_t kv_head) const override {
+    return f32_rows(keys_, layer, kv_head);
+  }
+  const float* value_rows_f32(uint32_t layer, uint32_t kv_head) const override {
+    return f32_rows(values_, layer, kv_head);
+  }
 
  private:
+  const float* f32_rows(Element* base, uint32_t layer, uint32_t kv_head) const {
+    if constexpr (std::is_same_v<Element, float>) return row(base, layer, kv_head, 0);
+    return nullptr;
+  }
   Element* row(Element* base, uint32_t layer, uint32_t kv_head, uint32_t pos) const {
     const size_t head_index = static_cast<size_t>(layer) * shape_.kv_heads + kv_head;
     return base + (head_index * capacity_ + pos) * shape_.head_dim;

@@ -41,6 +41,10 @@ class KvCache {
   // Writes `count` rows of head_dim floats, positions [begin, begin + count), to `out`.
   virtual void read_keys(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const = 0;
   virtual void read_values(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const = 0;
+  // One head's key / value rows, position 0 first, when they are stored as f32 (attention
+  // then reads them in place instead of through read_keys/read_values); else null.
+  virtual const float* key_rows_f32(uint32_t layer, uint32_t kv_head) const { return nullptr; }
+  virtual const float* value_rows_f32(uint32_t layer, uint32_t kv_head) const { return nullptr; }
   // Forgets every position (a new conversation); the storage stays.
   virtual void reset() {}
   // The per-head compressed cache behind this interface, or null (no RTTI in device code).

@@ -31,7 +31,7 @@ size_t session_bytes(const ModelConfig& config, uint32_t batch, uint32_t context
 
 size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, KvType kv_type,
                            size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes) {
-  return session_bytes(config, batch, context, AttentionScratch::ReadBack, session_history_tokens(context, false),
+  return session_bytes(config, batch, context, dense_attention_scratch(kv_type), session_history_tokens(context, false),
                        kv_arena_bytes(kv_type, kv_shape_of(config), context), scratch_bytes, sampler_bytes, kv_bytes);
 }
 

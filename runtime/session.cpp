@@ -25,7 +25,7 @@ Error Session::init(Model& model, const SamplerParams& sampler, ArenaAllocator& 
   } else {
     TERN_ASSIGN_OR_RETURN(kv_, create_kv_cache(model.kv_type(), kv_shape_of(model.config()), context_, arena));
     TERN_RETURN_IF_ERROR(carve_forward_scratch(model.config(), plan.batch_tokens, context_,
-                                               AttentionScratch::ReadBack, &arena, &scratch_, &unused));
+                                               dense_attention_scratch(model.kv_type()), &arena, &scratch_, &unused));
   }
   scratch_.reposition_sinks = model.kv_sink_reposition_;
   history_capacity_ = session_history_tokens(context_, evicting_);
