@@ -174,22 +174,66 @@ Error carve_forward_scratch(const ModelConfig& c, uint32_t batch, uint32_t conte
 
 namespace {
 
-// Causal attention of n new tokens (positions pos0..) for one KV head and its query group.
-constexpr size_t kKeysAtOnce = 8;
+// Scores of keys [0, len) for one query, each key's dot product one running sum in column
+// order (scalar without -ffast-math). Eight partial sums per key vectorize too, but the
+// changed rounding, amplified by the int8 re-quantization downstream, flipped
+// bitllama2c-3M's argmax against its reference at two positions with top-2 gaps of 0.021
+// and 0.027. Eight keys at a time keep every key's sum exactly as it was: from rows they
+// give the core eight independent chains, from the dense f32 cache's key blocks
+// (kv_key_index) whole-vector loads as well.
+constexpr size_t kKeysAtOnce = kKvKeyBlock;
 
+void score_key_rows(const float* q, const float* keys, size_t hd, uint32_t len, float scale, float* sc) {
+  uint32_t p = 0;
+  for (; p + kKeysAtOnce <= len; p += kKeysAtOnce) {
+    float dot[kKeysAtOnce] = {};
+    const float* k = keys + p * hd;
+    for (size_t i = 0; i < hd; ++i)
+      for (size_t j = 0; j < kKeysAtOnce; ++j) dot[j] += q[i] * k[j * hd + i];
+    for (size_t j = 0; j < kKeysAtOnce; ++j) sc[p + j] = dot[j] * scale;
+  }
+  for (; p < len; ++p) {
+    const float* k = keys + p * hd;
+    float dot = 0.0f;
+    for (size_t i = 0; i < hd; ++i) dot += q[i] * k[i];
+    sc[p] = dot * scale;
+  }
+}
+
+void score_key_blocks(const float* q, const float* keys, size_t hd, uint32_t len, uint32_t capacity, float scale,
+                      float* sc) {
+  const uint32_t whole = std::min(len, capacity / kKvKeyBlock * kKvKeyBlock) / kKvKeyBlock * kKvKeyBlock;
+  uint32_t p = 0;
+  for (; p < whole; p += kKvKeyBlock) {
+    float dot[kKvKeyBlock] = {};
+    const float* block = keys + static_cast<size_t>(p) * hd;
+    for (size_t i = 0; i < hd; ++i)
+      for (size_t j = 0; j < kKvKeyBlock; ++j) dot[j] += q[i] * block[i * kKvKeyBlock + j];
+    for (size_t j = 0; j < kKvKeyBlock; ++j) sc[p + j] = dot[j] * scale;
+  }
+  for (; p < len; ++p) {
+    float dot = 0.0f;
+    for (uint32_t i = 0; i < hd; ++i) dot += q[i] * keys[kv_key_index(p, i, static_cast<uint32_t>(hd), capacity)];
+    sc[p] = dot * scale;
+  }
+}
+
+// Causal attention of n new tokens (positions pos0..) for one KV head and its query group.
 void attend_kv_head(const ModelConfig& c, const KvCache& kv, ForwardScratch& s, uint32_t layer, uint32_t kv_head,
                     uint32_t n, uint32_t pos0) {
   const size_t hd = c.head_dim, group = c.heads / c.kv_heads;
   const size_t qd = static_cast<size_t>(c.heads) * hd;
   const uint32_t total = pos0 + n;
-  const float* keys = kv.key_rows_f32(layer, kv_head);
+  const float* key_blocks = kv.key_blocks_f32(layer, kv_head);
   const float* values = kv.value_rows_f32(layer, kv_head);
-  if (keys == nullptr || values == nullptr) {  // f16 storage: widen the rows into scratch
+  const float* key_rows = nullptr;
+  if (key_blocks == nullptr || values == nullptr) {  // f16 storage: widen the rows into scratch
     float* k = s.kv_rows + static_cast<size_t>(kv_head) * 2 * s.context * hd;
     float* v = k + static_cast<size_t>(s.context) * hd;
     kv.read_keys(layer, kv_head, 0, total, k);
     kv.read_values(layer, kv_head, 0, total, v);
-    keys = k;
+    key_blocks = nullptr;
+    key_rows = k;
     values = v;
   }
   float* scores = s.scores + static_cast<size_t>(kv_head) * s.scores_per_head;
@@ -200,28 +244,13 @@ void attend_kv_head(const ModelConfig& c, const KvCache& kv, ForwardScratch& s, 
       const size_t head = kv_head * group + g;
       const float* q = s.q + t * qd + head * hd;
       float* sc = scores + g * s.context;
-      // One running sum per key, in column order (scalar without -ffast-math). Eight partial
-      // sums per key vectorize too, but the changed rounding, amplified by the int8
-      // re-quantization downstream, flipped bitllama2c-3M's argmax against its reference at
-      // two positions with top-2 gaps of 0.021 and 0.027. Eight keys at a time keep every
-      // key's sum exactly as it was and give the core eight independent chains instead of
-      // one add latency per element (this function: 20 % of a 2B-4T pp128 before).
-      uint32_t p = 0;
-      for (; p + kKeysAtOnce <= len; p += kKeysAtOnce) {
-        float dot[kKeysAtOnce] = {};
-        const float* k = keys + p * hd;
-        for (size_t i = 0; i < hd; ++i)
-          for (size_t j = 0; j < kKeysAtOnce; ++j) dot[j] += q[i] * k[j * hd + i];
-        for (size_t j = 0; j < kKeysAtOnce; ++j) sc[p + j] = dot[j] * scale;
-      }
-      for (; p < len; ++p) {
-        const float* k = keys + p * hd;
-        float dot = 0.0f;
-        for (size_t i = 0; i < hd; ++i) dot += q[i] * k[i];
-        sc[p] = dot * scale;
+      if (key_blocks != nullptr) {
+        score_key_blocks(q, key_blocks, hd, len, kv.capacity_tokens(), scale, sc);
+      } else {
+        score_key_rows(q, key_rows, hd, len, scale, sc);
       }
       float max_score = -INFINITY;
-      for (p = 0; p < len; ++p) max_score = std::max(max_score, sc[p]);
+      for (uint32_t p = 0; p < len; ++p) max_score = std::max(max_score, sc[p]);
       float sum = 0.0f;
       for (uint32_t p = 0; p < len; ++p) {
         sc[p] = std::exp(sc[p] - max_score);
@@ -277,7 +306,7 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
   TERN_CHECK_OR_RETURN(static_cast<uint64_t>(pos0) + n <= UINT32_MAX, Error::ContextFull, "position %u overflows",
                        pos0);
   if (!use_attend) {
-    TERN_CHECK_OR_RETURN(s.kv_rows != nullptr || (ckv == nullptr && kv.key_rows_f32(0, 0) != nullptr),
+    TERN_CHECK_OR_RETURN(s.kv_rows != nullptr || (ckv == nullptr && kv.key_blocks_f32(0, 0) != nullptr),
                          Error::InvalidArgument, "attention scratch has no rows to read the cache back into");
     TERN_CHECK_OR_RETURN(pos0 + n <= s.context && pos0 + n <= kv.capacity_tokens(), Error::ContextFull,
                          "positions %u..%u exceed the context of %u", pos0, pos0 + n - 1,

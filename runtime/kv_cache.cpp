@@ -22,7 +22,10 @@ constexpr size_t kKvAlignment = 64;
 
 size_t element_bytes(KvType type) { return type == KvType::F16 ? 2 : 4; }
 
-// Dense storage, [layer][kv_head][pos][head_dim] so one head's history is contiguous.
+// Dense storage; one head's history is contiguous ([layer][kv_head][...]). Values are rows
+// [pos][head_dim]; keys are in blocks of kKvKeyBlock positions, element-major inside a block
+// ([block][head_dim][kKvKeyBlock]), so attention scores a block of keys with whole-vector
+// loads, each key's dot product still one running sum (see kv_key_index).
 template <typename Element>
 class DenseKvCache final : public KvCache {
  public:
@@ -30,20 +33,24 @@ class DenseKvCache final : public KvCache {
       : KvCache(shape, capacity), keys_(keys), values_(values) {}
 
   void write(uint32_t layer, uint32_t kv_head, uint32_t pos, const float* key, const float* value) override {
-    Element* k = row(keys_, layer, kv_head, pos);
-    Element* v = row(values_, layer, kv_head, pos);
+    Element* k = head(keys_, layer, kv_head);
+    Element* v = head(values_, layer, kv_head) + static_cast<size_t>(pos) * shape_.head_dim;
     for (uint32_t i = 0; i < shape_.head_dim; ++i) {
-      k[i] = encode(key[i]);
+      k[kv_key_index(pos, i, shape_.head_dim, capacity_)] = encode(key[i]);
       v[i] = encode(value[i]);
     }
   }
   void read_keys(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const override {
-    decode(row(keys_, layer, kv_head, begin), static_cast<size_t>(count) * shape_.head_dim, out);
+    const Element* k = head(keys_, layer, kv_head);
+    for (uint32_t p = begin; p < begin + count; ++p)
+      for (uint32_t i = 0; i < shape_.head_dim; ++i)
+        decode(&k[kv_key_index(p, i, shape_.head_dim, capacity_)], 1, out++);
   }
   void read_values(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const override {
-    decode(row(values_, layer, kv_head, begin), static_cast<size_t>(count) * shape_.head_dim, out);
+    decode(head(values_, layer, kv_head) + static_cast<size_t>(begin) * shape_.head_dim,
+           static_cast<size_t>(count) * shape_.head_dim, out);
   }
-  const float* key_rows_f32(uint32_t layer, uint32_t kv_head) const override {
+  const float* key_blocks_f32(uint32_t layer, uint32_t kv_head) const override {
     return f32_rows(keys_, layer, kv_head);
   }
   const float* value_rows_f32(uint32_t layer, uint32_t kv_head) const override {
@@ -52,12 +59,12 @@ class DenseKvCache final : public KvCache {
 
  private:
   const float* f32_rows(Element* base, uint32_t layer, uint32_t kv_head) const {
-    if constexpr (std::is_same_v<Element, float>) return row(base, layer, kv_head, 0);
+    if constexpr (std::is_same_v<Element, float>) return head(base, layer, kv_head);
     return nullptr;
   }
-  Element* row(Element* base, uint32_t layer, uint32_t kv_head, uint32_t pos) const {
+  Element* head(Element* base, uint32_t layer, uint32_t kv_head) const {
     const size_t head_index = static_cast<size_t>(layer) * shape_.kv_heads + kv_head;
-    return base + (head_index * capacity_ + pos) * shape_.head_dim;
+    return base + head_index * capacity_ * shape_.head_dim;
   }
   static Element encode(float x);
   static void decode(const Element* src, size_t n, float* out);

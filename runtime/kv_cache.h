@@ -41,9 +41,10 @@ class KvCache {
   // Writes `count` rows of head_dim floats, positions [begin, begin + count), to `out`.
   virtual void read_keys(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const = 0;
   virtual void read_values(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const = 0;
-  // One head's key / value rows, position 0 first, when they are stored as f32 (attention
-  // then reads them in place instead of through read_keys/read_values); else null.
-  virtual const float* key_rows_f32(uint32_t layer, uint32_t kv_head) const { return nullptr; }
+  // One head's keys (laid out as kv_key_index says) and value rows (position 0 first) when
+  // they are stored as f32: attention then reads them in place instead of through
+  // read_keys/read_values. Else null.
+  virtual const float* key_blocks_f32(uint32_t layer, uint32_t kv_head) const { return nullptr; }
   virtual const float* value_rows_f32(uint32_t layer, uint32_t kv_head) const { return nullptr; }
   // Forgets every position (a new conversation); the storage stays.
   virtual void reset() {}
@@ -56,6 +57,17 @@ class KvCache {
   KvShape shape_;
   uint32_t capacity_;
 };
+
+// Where element i of position p's key lies in one head's key storage of a dense cache with
+// `capacity` positions: whole blocks of kKvKeyBlock positions element-major
+// ([block][head_dim][kKvKeyBlock]), the positions past the last whole block as rows. The
+// storage is capacity * head_dim elements either way.
+constexpr uint32_t kKvKeyBlock = 8;
+inline size_t kv_key_index(uint32_t p, uint32_t i, uint32_t head_dim, uint32_t capacity) {
+  const uint32_t blocked = capacity / kKvKeyBlock * kKvKeyBlock;
+  if (p >= blocked) return static_cast<size_t>(p) * head_dim + i;
+  return (static_cast<size_t>(p / kKvKeyBlock) * head_dim + i) * kKvKeyBlock + p % kKvKeyBlock;
+}
 
 // Bytes one position costs in a cache of `type` (keys and values, all layers and heads).
 size_t kv_bytes_per_token(KvType type, const KvShape& shape);

@@ -129,12 +129,12 @@ TEST(Sampler, InvalidParamsAreRejected) {
 
 class KvCacheTypes : public ::testing::TestWithParam<KvType> {};
 
-TEST_P(KvCacheTypes, RowsRoundTripWithoutOverlap) {
+void rows_round_trip(KvType type, uint32_t tokens) {
+  SCOPED_TRACE(tokens);
   const KvShape shape{3, 2, 8};
-  const uint32_t tokens = 5;
-  std::vector<uint8_t> memory(kv_arena_bytes(GetParam(), shape, tokens));
+  std::vector<uint8_t> memory(kv_arena_bytes(type, shape, tokens));
   ArenaAllocator arena(memory.data(), memory.size());
-  auto kv = create_kv_cache(GetParam(), shape, tokens, arena);
+  auto kv = create_kv_cache(type, shape, tokens, arena);
   ASSERT_TRUE(kv.ok()) << last_error_message();
   EXPECT_EQ((*kv)->capacity_tokens(), tokens);
   auto value = [](uint32_t l, uint32_t h, uint32_t p, uint32_t i, bool is_key) {
@@ -147,7 +147,7 @@ TEST_P(KvCacheTypes, RowsRoundTripWithoutOverlap) {
         for (uint32_t i = 0; i < 8; ++i) k[i] = value(l, h, p, i, true), v[i] = value(l, h, p, i, false);
         (*kv)->write(l, h, p, k, v);
       }
-  const float tolerance = GetParam() == KvType::F32 ? 0.0f : 2e-3f;  // 11-bit mantissa
+  const float tolerance = type == KvType::F32 ? 0.0f : 2e-3f;  // 11-bit mantissa
   for (uint32_t l = 0; l < 3; ++l)
     for (uint32_t h = 0; h < 2; ++h) {
       std::vector<float> k(tokens * 8), v(tokens * 8);
@@ -161,6 +161,11 @@ TEST_P(KvCacheTypes, RowsRoundTripWithoutOverlap) {
           }
         }
     }
+}
+
+// 5 positions: rows only; 21: two element-major key blocks of 8 and 5 rows (kv_key_index).
+TEST_P(KvCacheTypes, RowsRoundTripWithoutOverlap) {
+  for (uint32_t tokens : {5u, 21u}) rows_round_trip(GetParam(), tokens);
 }
 
 TEST_P(KvCacheTypes, TokensForBytesFitsInThoseBytes) {
