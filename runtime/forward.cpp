@@ -174,6 +174,17 @@ Error carve_forward_scratch(const ModelConfig& c, uint32_t batch, uint32_t conte
 
 namespace {
 
+// Four floats, element-wise arithmetic with the rounding of the scalar code (GCC/clang
+// vector extensions: SSE2 on x86-64, NEON on aarch64; no FMA, see -ffp-contract=off).
+typedef float F32x4 __attribute__((vector_size(16)));
+constexpr size_t kF32x4Lanes = 4;
+inline F32x4 load_f32x4(const float* p) {
+  F32x4 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline void store_f32x4(float* p, F32x4 v) { std::memcpy(p, &v, sizeof(v)); }
+
 // Scores of keys [0, len) for one query, each key's dot product one running sum in column
 // order (scalar without -ffast-math). Eight partial sums per key vectorize too, but the
 // changed rounding, amplified by the int8 re-quantization downstream, flipped
@@ -204,17 +215,44 @@ void score_key_blocks(const float* q, const float* keys, size_t hd, uint32_t len
                       float* sc) {
   const uint32_t whole = std::min(len, capacity / kKvKeyBlock * kKvKeyBlock) / kKvKeyBlock * kKvKeyBlock;
   uint32_t p = 0;
+  static_assert(kKvKeyBlock == 2 * kF32x4Lanes, "a key block is two 4-lane vectors");
   for (; p < whole; p += kKvKeyBlock) {
-    float dot[kKvKeyBlock] = {};
+    F32x4 lo = {0, 0, 0, 0}, hi = {0, 0, 0, 0};
     const float* block = keys + static_cast<size_t>(p) * hd;
-    for (size_t i = 0; i < hd; ++i)
-      for (size_t j = 0; j < kKvKeyBlock; ++j) dot[j] += q[i] * block[i * kKvKeyBlock + j];
-    for (size_t j = 0; j < kKvKeyBlock; ++j) sc[p + j] = dot[j] * scale;
+    for (size_t i = 0; i < hd; ++i) {
+      const F32x4 qi = {q[i], q[i], q[i], q[i]};
+      lo += qi * load_f32x4(block + i * kKvKeyBlock);
+      hi += qi * load_f32x4(block + i * kKvKeyBlock + kF32x4Lanes);
+    }
+    store_f32x4(sc + p, lo * scale);
+    store_f32x4(sc + p + kF32x4Lanes, hi * scale);
   }
   for (; p < len; ++p) {
     float dot = 0.0f;
     for (uint32_t i = 0; i < hd; ++i) dot += q[i] * keys[kv_key_index(p, i, static_cast<uint32_t>(hd), capacity)];
     sc[p] = dot * scale;
+  }
+}
+
+// out = Σ_p w[p] * values[p], each element summed over p in order from 0.0f. Columns go in
+// chunks held in registers across all positions (as one pass per position, `out` was loaded
+// and stored again for every position); the order of every element's sum is unchanged.
+void weigh_values(const float* w, const float* values, size_t hd, uint32_t len, float* out) {
+  constexpr size_t kChunk = 4 * kF32x4Lanes;
+  size_t i0 = 0;
+  for (; i0 + kChunk <= hd; i0 += kChunk) {
+    F32x4 acc[4] = {};
+    for (uint32_t p = 0; p < len; ++p) {
+      const float* v = values + p * hd + i0;
+      const F32x4 wp = {w[p], w[p], w[p], w[p]};
+      for (size_t j = 0; j < 4; ++j) acc[j] += wp * load_f32x4(v + j * kF32x4Lanes);
+    }
+    for (size_t j = 0; j < 4; ++j) store_f32x4(out + i0 + j * kF32x4Lanes, acc[j]);
+  }
+  for (; i0 < hd; ++i0) {
+    float acc = 0.0f;
+    for (uint32_t p = 0; p < len; ++p) acc += w[p] * values[p * hd + i0];
+    out[i0] = acc;
   }
 }
 
@@ -261,13 +299,7 @@ void attend_kv_head(const ModelConfig& c, const KvCache& kv, ForwardScratch& s, 
       if (s.observer != nullptr && s.observer->on_probs != nullptr) {
         s.observer->on_probs(s.observer->user, layer, static_cast<uint32_t>(head), pos0 + t, sc, len);
       }
-      float* out = s.att + t * qd + head * hd;
-      for (size_t i = 0; i < hd; ++i) out[i] = 0.0f;
-      for (uint32_t p = 0; p < len; ++p) {
-        const float w = sc[p];
-        const float* v = values + p * hd;
-        for (size_t i = 0; i < hd; ++i) out[i] += w * v[i];
-      }
+      weigh_values(sc, values, hd, len, s.att + t * qd + head * hd);
     }
   }
 }
