@@ -224,8 +224,9 @@ void score_key_blocks(const float* q, const float* keys, size_t hd, uint32_t len
       lo += qi * load_f32x4(block + i * kKvKeyBlock);
       hi += qi * load_f32x4(block + i * kKvKeyBlock + kF32x4Lanes);
     }
-    store_f32x4(sc + p, lo * scale);
-    store_f32x4(sc + p + kF32x4Lanes, hi * scale);
+    const F32x4 s4 = {scale, scale, scale, scale};
+    store_f32x4(sc + p, lo * s4);
+    store_f32x4(sc + p + kF32x4Lanes, hi * s4);
   }
   for (; p < len; ++p) {
     float dot = 0.0f;
