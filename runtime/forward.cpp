@@ -263,15 +263,15 @@ void attend_kv_head(const ModelConfig& c, const KvCache& kv, ForwardScratch& s, 
   const size_t hd = c.head_dim, group = c.heads / c.kv_heads;
   const size_t qd = static_cast<size_t>(c.heads) * hd;
   const uint32_t total = pos0 + n;
-  const float* key_blocks = kv.key_blocks_f32(layer, kv_head);
-  const float* values = kv.value_rows_f32(layer, kv_head);
+  // Scratch rows for caches not stored as f32 (null for f32 dense caches: read in place).
+  float* k = s.kv_rows == nullptr ? nullptr : s.kv_rows + static_cast<size_t>(kv_head) * 2 * s.context * hd;
+  float* v = k == nullptr ? nullptr : k + static_cast<size_t>(s.context) * hd;
+  const float* key_blocks = kv.key_blocks(layer, kv_head, total, k);
+  const float* values = kv.value_rows(layer, kv_head, total, v);
   const float* key_rows = nullptr;
-  if (key_blocks == nullptr || values == nullptr) {  // f16 storage: widen the rows into scratch
-    float* k = s.kv_rows + static_cast<size_t>(kv_head) * 2 * s.context * hd;
-    float* v = k + static_cast<size_t>(s.context) * hd;
+  if (key_blocks == nullptr) {  // compressed cache read back (tests, tools): rows
     kv.read_keys(layer, kv_head, 0, total, k);
     kv.read_values(layer, kv_head, 0, total, v);
-    key_blocks = nullptr;
     key_rows = k;
     values = v;
   }
@@ -339,7 +339,9 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
   TERN_CHECK_OR_RETURN(static_cast<uint64_t>(pos0) + n <= UINT32_MAX, Error::ContextFull, "position %u overflows",
                        pos0);
   if (!use_attend) {
-    TERN_CHECK_OR_RETURN(s.kv_rows != nullptr || (ckv == nullptr && kv.key_blocks_f32(0, 0) != nullptr),
+    // Dense caches widen whole key blocks of their own capacity into the scratch rows.
+    TERN_CHECK_OR_RETURN(s.kv_rows != nullptr ? ckv != nullptr || s.context >= kv.capacity_tokens()
+                                              : kv.key_blocks(0, 0, 0, nullptr) != nullptr,
                          Error::InvalidArgument, "attention scratch has no rows to read the cache back into");
     TERN_CHECK_OR_RETURN(pos0 + n <= s.context && pos0 + n <= kv.capacity_tokens(), Error::ContextFull,
                          "positions %u..%u exceed the context of %u", pos0, pos0 + n - 1,

@@ -36,8 +36,8 @@ enum class AttentionScratch : uint32_t {
   // CompressedKvCache::attend() only: no rows, scores for min(group, 4) query heads per
   // KV head. `context` is then the cache's resident capacity, not the session's length.
   AttendOnly = 1,
-  // Dense f32 caches: attention reads the cache's rows in place (KvCache::key_rows_f32), so
-  // no kv_rows; scores for every query head of a group.
+  // Dense f32 caches: attention reads the cache's keys and values in place
+  // (KvCache::key_blocks / value_rows), so no kv_rows; scores for every query head of a group.
   InPlace = 2,
 };
 

@@ -41,11 +41,17 @@ class KvCache {
   // Writes `count` rows of head_dim floats, positions [begin, begin + count), to `out`.
   virtual void read_keys(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const = 0;
   virtual void read_values(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const = 0;
-  // One head's keys (laid out as kv_key_index says) and value rows (position 0 first) when
-  // they are stored as f32: attention then reads them in place instead of through
-  // read_keys/read_values. Else null.
-  virtual const float* key_blocks_f32(uint32_t layer, uint32_t kv_head) const { return nullptr; }
-  virtual const float* value_rows_f32(uint32_t layer, uint32_t kv_head) const { return nullptr; }
+  // Dense caches, for attention: one head's keys of positions [0, count) laid out as
+  // kv_key_index says, and its value rows (position 0 first), as f32. Stored as f32 they
+  // are returned in place; otherwise they are widened into `scratch` (capacity * head_dim
+  // floats; null: nothing is widened and null returned). Null from caches without that
+  // layout (the compressed one): use read_keys/read_values.
+  virtual const float* key_blocks(uint32_t layer, uint32_t kv_head, uint32_t count, float* scratch) const {
+    return nullptr;
+  }
+  virtual const float* value_rows(uint32_t layer, uint32_t kv_head, uint32_t count, float* scratch) const {
+    return nullptr;
+  }
   // Forgets every position (a new conversation); the storage stays.
   virtual void reset() {}
   // The per-head compressed cache behind this interface, or null (no RTTI in device code).
@@ -67,6 +73,12 @@ inline size_t kv_key_index(uint32_t p, uint32_t i, uint32_t head_dim, uint32_t c
   const uint32_t blocked = capacity / kKvKeyBlock * kKvKeyBlock;
   if (p >= blocked) return static_cast<size_t>(p) * head_dim + i;
   return (static_cast<size_t>(p / kKvKeyBlock) * head_dim + i) * kKvKeyBlock + p % kKvKeyBlock;
+}
+// Elements of that storage from its start that hold every key of positions [0, count).
+inline size_t kv_key_extent(uint32_t count, uint32_t head_dim, uint32_t capacity) {
+  const uint32_t blocked = capacity / kKvKeyBlock * kKvKeyBlock;
+  const uint32_t positions = count <= blocked ? (count + kKvKeyBlock - 1) / kKvKeyBlock * kKvKeyBlock : count;
+  return static_cast<size_t>(positions) * head_dim;
 }
 
 // Bytes one position costs in a cache of `type` (keys and values, all layers and heads).
