@@ -28,6 +28,8 @@ __attribute__((noinline)) void block_t2i16_avx512vnni_n(const uint8_t* block, si
   // the weights come from cache (|lane| <= 4 * 192 * 128 per tile: int32 holds K < 350k).
   constexpr bool kInPlace = kAcc == 4;
   const __m512i mask = _mm512_set1_epi8(3);
+  const __m512i mask1 = _mm512_set1_epi8(0x0c), mask2 = _mm512_set1_epi8(0x30);
+  const __m512i mask3 = _mm512_set1_epi8(static_cast<char>(0xc0));
   __m512i acc[NT][kAcc];
   for (size_t t = 0; t < NT; ++t)
     for (size_t a = 0; a < kAcc; ++a) acc[t][a] = _mm512_setzero_si512();
@@ -47,9 +49,9 @@ __attribute__((noinline)) void block_t2i16_avx512vnni_n(const uint8_t* block, si
     __m512i w0, w1, w2, w3;
     if (kInPlace) {
       w0 = _mm512_and_si512(packed, mask);
-      w1 = _mm512_and_si512(packed, _mm512_slli_epi16(mask, 2));
-      w2 = _mm512_and_si512(packed, _mm512_slli_epi16(mask, 4));
-      w3 = _mm512_and_si512(packed, _mm512_slli_epi16(mask, 6));
+      w1 = _mm512_and_si512(packed, mask1);
+      w2 = _mm512_and_si512(packed, mask2);
+      w3 = _mm512_and_si512(packed, mask3);
     } else {
       w0 = _mm512_and_si512(packed, mask);
       w1 = _mm512_and_si512(_mm512_srli_epi16(packed, 2), mask);
