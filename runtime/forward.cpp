@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/dense_attention.h"
 #include "runtime/kv_compressed_cache.h"
 #include "runtime/model.h"
 
@@ -174,86 +175,14 @@ Error carve_forward_scratch(const ModelConfig& c, uint32_t batch, uint32_t conte
 
 namespace {
 
-// Four floats, element-wise arithmetic with the rounding of the scalar code (GCC/clang
-// vector extensions: SSE2 on x86-64, NEON on aarch64; no FMA, see -ffp-contract=off).
-typedef float F32x4 __attribute__((vector_size(16)));
-constexpr size_t kF32x4Lanes = 4;
-inline F32x4 load_f32x4(const float* p) {
-  F32x4 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-inline void store_f32x4(float* p, F32x4 v) { std::memcpy(p, &v, sizeof(v)); }
-
-// Scores of keys [0, len) for one query, each key's dot product one running sum in column
-// order (scalar without -ffast-math). Eight partial sums per key vectorize too, but the
-// changed rounding, amplified by the int8 re-quantization downstream, flipped
-// bitllama2c-3M's argmax against its reference at two positions with top-2 gaps of 0.021
-// and 0.027. Eight keys at a time keep every key's sum exactly as it was: from rows they
-// give the core eight independent chains, from the dense f32 cache's key blocks
-// (kv_key_index) whole-vector loads as well.
-constexpr size_t kKeysAtOnce = kKvKeyBlock;
-
+// Scores of keys stored as rows [0, len) for one query (a compressed cache read back), each
+// key's dot product one running sum in column order like the dense kernels'.
 void score_key_rows(const float* q, const float* keys, size_t hd, uint32_t len, float scale, float* sc) {
-  uint32_t p = 0;
-  for (; p + kKeysAtOnce <= len; p += kKeysAtOnce) {
-    float dot[kKeysAtOnce] = {};
-    const float* k = keys + p * hd;
-    for (size_t i = 0; i < hd; ++i)
-      for (size_t j = 0; j < kKeysAtOnce; ++j) dot[j] += q[i] * k[j * hd + i];
-    for (size_t j = 0; j < kKeysAtOnce; ++j) sc[p + j] = dot[j] * scale;
-  }
-  for (; p < len; ++p) {
+  for (uint32_t p = 0; p < len; ++p) {
     const float* k = keys + p * hd;
     float dot = 0.0f;
     for (size_t i = 0; i < hd; ++i) dot += q[i] * k[i];
     sc[p] = dot * scale;
-  }
-}
-
-void score_key_blocks(const float* q, const float* keys, size_t hd, uint32_t len, uint32_t capacity, float scale,
-                      float* sc) {
-  const uint32_t whole = std::min(len, capacity / kKvKeyBlock * kKvKeyBlock) / kKvKeyBlock * kKvKeyBlock;
-  uint32_t p = 0;
-  static_assert(kKvKeyBlock == 2 * kF32x4Lanes, "a key block is two 4-lane vectors");
-  for (; p < whole; p += kKvKeyBlock) {
-    F32x4 lo = {0, 0, 0, 0}, hi = {0, 0, 0, 0};
-    const float* block = keys + static_cast<size_t>(p) * hd;
-    for (size_t i = 0; i < hd; ++i) {
-      const F32x4 qi = {q[i], q[i], q[i], q[i]};
-      lo += qi * load_f32x4(block + i * kKvKeyBlock);
-      hi += qi * load_f32x4(block + i * kKvKeyBlock + kF32x4Lanes);
-    }
-    const F32x4 s4 = {scale, scale, scale, scale};
-    store_f32x4(sc + p, lo * s4);
-    store_f32x4(sc + p + kF32x4Lanes, hi * s4);
-  }
-  for (; p < len; ++p) {
-    float dot = 0.0f;
-    for (uint32_t i = 0; i < hd; ++i) dot += q[i] * keys[kv_key_index(p, i, static_cast<uint32_t>(hd), capacity)];
-    sc[p] = dot * scale;
-  }
-}
-
-// out = Σ_p w[p] * values[p], each element summed over p in order from 0.0f. Columns go in
-// chunks held in registers across all positions (as one pass per position, `out` was loaded
-// and stored again for every position); the order of every element's sum is unchanged.
-void weigh_values(const float* w, const float* values, size_t hd, uint32_t len, float* out) {
-  constexpr size_t kChunk = 4 * kF32x4Lanes;
-  size_t i0 = 0;
-  for (; i0 + kChunk <= hd; i0 += kChunk) {
-    F32x4 acc[4] = {};
-    for (uint32_t p = 0; p < len; ++p) {
-      const float* v = values + p * hd + i0;
-      const F32x4 wp = {w[p], w[p], w[p], w[p]};
-      for (size_t j = 0; j < 4; ++j) acc[j] += wp * load_f32x4(v + j * kF32x4Lanes);
-    }
-    for (size_t j = 0; j < 4; ++j) store_f32x4(out + i0 + j * kF32x4Lanes, acc[j]);
-  }
-  for (; i0 < hd; ++i0) {
-    float acc = 0.0f;
-    for (uint32_t p = 0; p < len; ++p) acc += w[p] * values[p * hd + i0];
-    out[i0] = acc;
   }
 }
 
@@ -277,17 +206,18 @@ void attend_kv_head(const ModelConfig& c, const KvCache& kv, ForwardScratch& s, 
   }
   float* scores = s.scores + static_cast<size_t>(kv_head) * s.scores_per_head;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const KvIsa isa = kv_best_isa();
   for (uint32_t t = 0; t < n; ++t) {
     const uint32_t len = pos0 + t + 1;
+    const size_t first = t * qd + kv_head * group * hd;  // the group's query heads are adjacent
+    if (key_blocks != nullptr) {
+      dense_attention_scores(isa, s.q + first, static_cast<uint32_t>(group), static_cast<uint32_t>(hd), key_blocks,
+                             len, kv.capacity_tokens(), scale, scores, s.context);
+    } else {
+      for (size_t g = 0; g < group; ++g) score_key_rows(s.q + first + g * hd, key_rows, hd, len, scale, scores + g * s.context);
+    }
     for (size_t g = 0; g < group; ++g) {
-      const size_t head = kv_head * group + g;
-      const float* q = s.q + t * qd + head * hd;
       float* sc = scores + g * s.context;
-      if (key_blocks != nullptr) {
-        score_key_blocks(q, key_blocks, hd, len, kv.capacity_tokens(), scale, sc);
-      } else {
-        score_key_rows(q, key_rows, hd, len, scale, sc);
-      }
       float max_score = -INFINITY;
       for (uint32_t p = 0; p < len; ++p) max_score = std::max(max_score, sc[p]);
       float sum = 0.0f;
@@ -298,10 +228,11 @@ void attend_kv_head(const ModelConfig& c, const KvCache& kv, ForwardScratch& s, 
       const float inv = 1.0f / sum;
       for (uint32_t p = 0; p < len; ++p) sc[p] *= inv;
       if (s.observer != nullptr && s.observer->on_probs != nullptr) {
-        s.observer->on_probs(s.observer->user, layer, static_cast<uint32_t>(head), pos0 + t, sc, len);
+        s.observer->on_probs(s.observer->user, layer, static_cast<uint32_t>(kv_head * group + g), pos0 + t, sc, len);
       }
-      weigh_values(sc, values, hd, len, s.att + t * qd + head * hd);
     }
+    dense_attention_values(isa, scores, s.context, static_cast<uint32_t>(group), values, static_cast<uint32_t>(hd), len,
+                           s.att + first);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/dense_attention.h"  // the key block layout (kv_key_index)
 #include "platform/error.h"
 #include "runtime/arena.h"
 #include "runtime/model_config.h"
@@ -63,23 +64,6 @@ class KvCache {
   KvShape shape_;
   uint32_t capacity_;
 };
-
-// Where element i of position p's key lies in one head's key storage of a dense cache with
-// `capacity` positions: whole blocks of kKvKeyBlock positions element-major
-// ([block][head_dim][kKvKeyBlock]), the positions past the last whole block as rows. The
-// storage is capacity * head_dim elements either way.
-constexpr uint32_t kKvKeyBlock = 8;
-inline size_t kv_key_index(uint32_t p, uint32_t i, uint32_t head_dim, uint32_t capacity) {
-  const uint32_t blocked = capacity / kKvKeyBlock * kKvKeyBlock;
-  if (p >= blocked) return static_cast<size_t>(p) * head_dim + i;
-  return (static_cast<size_t>(p / kKvKeyBlock) * head_dim + i) * kKvKeyBlock + p % kKvKeyBlock;
-}
-// Elements of that storage from its start that hold every key of positions [0, count).
-inline size_t kv_key_extent(uint32_t count, uint32_t head_dim, uint32_t capacity) {
-  const uint32_t blocked = capacity / kKvKeyBlock * kKvKeyBlock;
-  const uint32_t positions = count <= blocked ? (count + kKvKeyBlock - 1) / kKvKeyBlock * kKvKeyBlock : count;
-  return static_cast<size_t>(positions) * head_dim;
-}
 
 // Bytes one position costs in a cache of `type` (keys and values, all layers and heads).
 size_t kv_bytes_per_token(KvType type, const KvShape& shape);

@@ -1,6 +1,7 @@
 // Mixed-precision KV attention: one query head over a 2k-token history (2B-4T head
 // dim 128), all-f16 vs 4 exact sinks + quantized 32-token blocks + 32 exact recent.
 //   tern-kv-bench --benchmark_filter=Attend
+// And the dense f32 cache's attention per ISA (BM_DenseAttendGroup).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/dense_attention.h"
 #include "kernels/dense_matmul.h"
 #include "kernels/kv_attention.h"
 
@@ -163,6 +165,35 @@ void BM_AttendGroup(benchmark::State& state) {
                  (grouped ? " grouped" : " one at a time"));
 }
 BENCHMARK(BM_AttendGroup)->Args({16, 0})->Args({16, 1})->Args({4, 0})->Args({4, 1})->Args({2, 0})->Args({2, 1});
+
+// The dense f32 cache (KvCache::key_blocks / value_rows): the 4 query heads of a 2B-4T GQA
+// group over a 2k history (2 MB of keys and values), per ISA (range(0): KvIsa), one
+// decode step's scores, softmax and weighted values.
+void BM_DenseAttendGroup(benchmark::State& state) {
+  const KvIsa isa = static_cast<KvIsa>(state.range(0));
+  if (!kv_isa_supported(isa)) {
+    state.SkipWithError("ISA not supported here");
+    return;
+  }
+  constexpr uint32_t kGroupQueries = 4;
+  const auto rows = random_rows(kTokens, 1), values = random_rows(kTokens, 2);
+  std::vector<float> keys(rows.size());
+  for (uint32_t p = 0; p < kTokens; ++p)
+    for (uint32_t i = 0; i < kHeadDim; ++i) keys[kv_key_index(p, i, kHeadDim, kTokens)] = rows[p * kHeadDim + i];
+  const auto q = random_rows(kGroupQueries, 3);
+  std::vector<float> scores(kGroupQueries * kTokens), out(kGroupQueries * kHeadDim);
+  for (auto _ : state) {
+    dense_attention_scores(isa, q.data(), kGroupQueries, kHeadDim, keys.data(), kTokens, kTokens, 0.088f,
+                           scores.data(), kTokens);
+    for (uint32_t i = 0; i < kGroupQueries; ++i) kv_softmax(scores.data() + i * kTokens, kTokens);
+    dense_attention_values(isa, scores.data(), kTokens, kGroupQueries, values.data(), kHeadDim, kTokens, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["query_tokens/s"] = benchmark::Counter(static_cast<double>(kTokens) * kGroupQueries * state.iterations(),
+                                                        benchmark::Counter::kIsRate);
+  state.SetLabel(to_string(isa));
+}
+BENCHMARK(BM_DenseAttendGroup)->DenseRange(0, 3)->ArgName("isa");
 
 void BM_QuantizeBlock(benchmark::State& state) {
   const uint32_t bits = static_cast<uint32_t>(state.range(0));

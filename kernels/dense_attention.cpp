@@ -1,0 +1,60 @@
+// Drivers for dense f32 attention: query heads in groups of kKvMaxQueries, the ISA's whole
+// blocks and column chunks, the tails here in the same order.
+#include "kernels/dense_attention.h"
+
+#include <algorithm>
+
+namespace tern {
+
+const DenseAttentionUkernels& dense_attention_ukernels(KvIsa isa) {
+  switch (isa) {
+#if defined(__x86_64__)
+    case KvIsa::Avx2: return dense_attention__avx2;
+    case KvIsa::Avx512: return dense_attention__avx512;
+#endif
+#if defined(__aarch64__)
+    case KvIsa::Neon: return dense_attention__neon;
+#endif
+    default: return dense_attention__scalar;
+  }
+}
+
+void dense_attention_scores(KvIsa isa, const float* q, uint32_t queries, uint32_t head_dim, const float* keys,
+                            uint32_t len, uint32_t capacity, float scale, float* scores, size_t stride) {
+  const DenseAttentionUkernels& uk = dense_attention_ukernels(isa);
+  const uint32_t blocks = std::min(len, capacity / kKvKeyBlock * kKvKeyBlock) / kKvKeyBlock;
+  for (uint32_t q0 = 0; q0 < queries; q0 += kKvMaxQueries) {
+    const uint32_t n = std::min(queries - q0, kKvMaxQueries);
+    const float* qs = q + static_cast<size_t>(q0) * head_dim;
+    float* sc = scores + q0 * stride;
+    uk.block_scores(qs, n, head_dim, keys, blocks, scale, sc, stride);
+    for (uint32_t p = blocks * kKvKeyBlock; p < len; ++p) {
+      for (uint32_t j = 0; j < n; ++j) {
+        const float* qj = qs + static_cast<size_t>(j) * head_dim;
+        float dot = 0.0f;
+        for (uint32_t i = 0; i < head_dim; ++i) dot += qj[i] * keys[kv_key_index(p, i, head_dim, capacity)];
+        sc[j * stride + p] = dot * scale;
+      }
+    }
+  }
+}
+
+void dense_attention_values(KvIsa isa, const float* probs, size_t p_stride, uint32_t queries, const float* values,
+                            uint32_t head_dim, uint32_t len, float* out) {
+  const DenseAttentionUkernels& uk = dense_attention_ukernels(isa);
+  for (uint32_t q0 = 0; q0 < queries; q0 += kKvMaxQueries) {
+    const uint32_t n = std::min(queries - q0, kKvMaxQueries);
+    const float* pr = probs + q0 * p_stride;
+    float* o = out + static_cast<size_t>(q0) * head_dim;
+    const uint32_t done = uk.value_columns(pr, p_stride, n, values, head_dim, len, o);
+    for (uint32_t j = 0; j < n; ++j) {
+      for (uint32_t i = done; i < head_dim; ++i) {
+        float acc = 0.0f;
+        for (uint32_t p = 0; p < len; ++p) acc += pr[j * p_stride + p] * values[static_cast<size_t>(p) * head_dim + i];
+        o[static_cast<size_t>(j) * head_dim + i] = acc;
+      }
+    }
+  }
+}
+
+}  // namespace tern

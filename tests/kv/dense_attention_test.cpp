@@ -1,0 +1,88 @@
+// Dense f32 attention kernels: every ISA equals the definition (keys as rows, each sum in
+// index order, multiply then add) bit for bit, across odd head dims, group sizes, lengths
+// and capacities (partial key blocks, positions stored past the last whole block as rows).
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/dense_attention.h"
+#include "tests/kv/kv_test_util.h"
+
+namespace tern {
+namespace {
+
+class DenseAttentionIsaTest : public ::testing::TestWithParam<KvIsa> {
+ protected:
+  void SetUp() override {
+    if (!kv_isa_supported(GetParam())) GTEST_SKIP() << to_string(GetParam()) << " not supported here";
+  }
+};
+
+struct Shape {
+  uint32_t head_dim, queries, len, capacity;
+};
+const Shape kShapes[] = {
+    {32, 4, 1, 1},     {32, 4, 8, 8},    {32, 4, 9, 16},     {48, 1, 17, 19},  {64, 2, 40, 45},
+    {128, 4, 100, 128}, {128, 4, 203, 203}, {128, 5, 64, 70}, {80, 3, 33, 40},  {20, 8, 15, 24},
+    {72, 4, 31, 31},   {96, 2, 7, 7},    {128, 1, 250, 256}, {36, 4, 24, 26},
+};
+
+// Keys as rows [p][i] stored into the cache's layout.
+std::vector<float> block_layout(const std::vector<float>& rows, uint32_t head_dim, uint32_t capacity) {
+  std::vector<float> keys(static_cast<size_t>(capacity) * head_dim, NAN);
+  for (uint32_t p = 0; p < rows.size() / head_dim; ++p)
+    for (uint32_t i = 0; i < head_dim; ++i) keys[kv_key_index(p, i, head_dim, capacity)] = rows[p * head_dim + i];
+  return keys;
+}
+
+TEST_P(DenseAttentionIsaTest, ScoresEqualTheDefinitionBitForBit) {
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(::testing::Message() << "head_dim " << s.head_dim << " queries " << s.queries << " len " << s.len
+                                      << " capacity " << s.capacity);
+    const auto rows = testing::kv_random_rows(s.len, s.head_dim, 11 + s.len);
+    const auto q = testing::kv_random_rows(s.queries, s.head_dim, 7 + s.head_dim);
+    const auto keys = block_layout(rows, s.head_dim, s.capacity);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+    const size_t stride = s.len + 3;
+    std::vector<float> want(s.queries * stride, -1.0f), got(s.queries * stride, -1.0f);
+    for (uint32_t j = 0; j < s.queries; ++j) {
+      for (uint32_t p = 0; p < s.len; ++p) {
+        float dot = 0.0f;
+        for (uint32_t i = 0; i < s.head_dim; ++i) dot += q[j * s.head_dim + i] * rows[p * s.head_dim + i];
+        want[j * stride + p] = dot * scale;
+      }
+    }
+    dense_attention_scores(GetParam(), q.data(), s.queries, s.head_dim, keys.data(), s.len, s.capacity, scale,
+                           got.data(), stride);
+    ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
+  }
+}
+
+TEST_P(DenseAttentionIsaTest, ValuesEqualTheDefinitionBitForBit) {
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(::testing::Message() << "head_dim " << s.head_dim << " queries " << s.queries << " len " << s.len);
+    const auto values = testing::kv_random_rows(s.len, s.head_dim, 5 + s.len);
+    const size_t p_stride = s.capacity + 1;
+    std::vector<float> probs(s.queries * p_stride);
+    for (size_t i = 0; i < probs.size(); ++i) probs[i] = 1.0f / static_cast<float>(3 + (i * 7919) % 61);
+    std::vector<float> want(s.queries * s.head_dim), got(s.queries * s.head_dim, NAN);
+    for (uint32_t j = 0; j < s.queries; ++j) {
+      for (uint32_t i = 0; i < s.head_dim; ++i) {
+        float acc = 0.0f;
+        for (uint32_t p = 0; p < s.len; ++p) acc += probs[j * p_stride + p] * values[p * s.head_dim + i];
+        want[j * s.head_dim + i] = acc;
+      }
+    }
+    dense_attention_values(GetParam(), probs.data(), p_stride, s.queries, values.data(), s.head_dim, s.len,
+                           got.data());
+    ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, DenseAttentionIsaTest, ::testing::ValuesIn(testing::all_kv_isas()),
+                         testing::kv_isa_name);
+
+}  // namespace
+}  // namespace tern
