@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "kernels/dense_matmul.h"
+
 namespace tern {
 
 const DenseAttentionUkernels& dense_attention_ukernels(KvIsa isa) {
@@ -19,42 +21,77 @@ const DenseAttentionUkernels& dense_attention_ukernels(KvIsa isa) {
   }
 }
 
-void dense_attention_scores(KvIsa isa, const float* q, uint32_t queries, uint32_t head_dim, const float* keys,
-                            uint32_t len, uint32_t capacity, float scale, float* scores, size_t stride) {
+namespace {
+
+inline float widen(float x) { return x; }
+inline float widen(uint16_t x) { return f16_to_f32(x); }
+
+template <typename Element>
+void scores_impl(KvIsa isa, const float* q, uint32_t queries, uint32_t head_dim, const Element* keys, uint32_t len,
+                 uint32_t capacity, float scale, float* scores, size_t stride) {
   const DenseAttentionUkernels& uk = dense_attention_ukernels(isa);
   const uint32_t blocks = std::min(len, capacity / kKvKeyBlock * kKvKeyBlock) / kKvKeyBlock;
   for (uint32_t q0 = 0; q0 < queries; q0 += kKvMaxQueries) {
     const uint32_t n = std::min(queries - q0, kKvMaxQueries);
     const float* qs = q + static_cast<size_t>(q0) * head_dim;
     float* sc = scores + q0 * stride;
-    uk.block_scores(qs, n, head_dim, keys, blocks, scale, sc, stride);
+    if constexpr (sizeof(Element) == 2) {
+      uk.block_scores_f16(qs, n, head_dim, keys, blocks, scale, sc, stride);
+    } else {
+      uk.block_scores(qs, n, head_dim, keys, blocks, scale, sc, stride);
+    }
     for (uint32_t p = blocks * kKvKeyBlock; p < len; ++p) {
       for (uint32_t j = 0; j < n; ++j) {
         const float* qj = qs + static_cast<size_t>(j) * head_dim;
         float dot = 0.0f;
-        for (uint32_t i = 0; i < head_dim; ++i) dot += qj[i] * keys[kv_key_index(p, i, head_dim, capacity)];
+        for (uint32_t i = 0; i < head_dim; ++i) dot += qj[i] * widen(keys[kv_key_index(p, i, head_dim, capacity)]);
         sc[j * stride + p] = dot * scale;
       }
     }
   }
 }
 
-void dense_attention_values(KvIsa isa, const float* probs, size_t p_stride, uint32_t queries, const float* values,
-                            uint32_t head_dim, uint32_t len, float* out) {
+template <typename Element>
+void values_impl(KvIsa isa, const float* probs, size_t p_stride, uint32_t queries, const Element* values,
+                 uint32_t head_dim, uint32_t len, float* out) {
   const DenseAttentionUkernels& uk = dense_attention_ukernels(isa);
   for (uint32_t q0 = 0; q0 < queries; q0 += kKvMaxQueries) {
     const uint32_t n = std::min(queries - q0, kKvMaxQueries);
     const float* pr = probs + q0 * p_stride;
     float* o = out + static_cast<size_t>(q0) * head_dim;
-    const uint32_t done = uk.value_columns(pr, p_stride, n, values, head_dim, len, o);
+    uint32_t done;
+    if constexpr (sizeof(Element) == 2) {
+      done = uk.value_columns_f16(pr, p_stride, n, values, head_dim, len, o);
+    } else {
+      done = uk.value_columns(pr, p_stride, n, values, head_dim, len, o);
+    }
     for (uint32_t j = 0; j < n; ++j) {
       for (uint32_t i = done; i < head_dim; ++i) {
         float acc = 0.0f;
-        for (uint32_t p = 0; p < len; ++p) acc += pr[j * p_stride + p] * values[static_cast<size_t>(p) * head_dim + i];
+        for (uint32_t p = 0; p < len; ++p) acc += pr[j * p_stride + p] * widen(values[static_cast<size_t>(p) * head_dim + i]);
         o[static_cast<size_t>(j) * head_dim + i] = acc;
       }
     }
   }
+}
+
+}  // namespace
+
+void dense_attention_scores(KvIsa isa, const float* q, uint32_t queries, uint32_t head_dim, const float* keys,
+                            uint32_t len, uint32_t capacity, float scale, float* scores, size_t stride) {
+  scores_impl(isa, q, queries, head_dim, keys, len, capacity, scale, scores, stride);
+}
+void dense_attention_values(KvIsa isa, const float* probs, size_t p_stride, uint32_t queries, const float* values,
+                            uint32_t head_dim, uint32_t len, float* out) {
+  values_impl(isa, probs, p_stride, queries, values, head_dim, len, out);
+}
+void dense_attention_scores_f16(KvIsa isa, const float* q, uint32_t queries, uint32_t head_dim, const uint16_t* keys,
+                                uint32_t len, uint32_t capacity, float scale, float* scores, size_t stride) {
+  scores_impl(isa, q, queries, head_dim, keys, len, capacity, scale, scores, stride);
+}
+void dense_attention_values_f16(KvIsa isa, const float* probs, size_t p_stride, uint32_t queries,
+                                const uint16_t* values, uint32_t head_dim, uint32_t len, float* out) {
+  values_impl(isa, probs, p_stride, queries, values, head_dim, len, out);
 }
 
 }  // namespace tern

@@ -36,6 +36,12 @@ void dense_attention_scores(KvIsa isa, const float* q, uint32_t queries, uint32_
 // out[j*head_dim + i] = Σ_p probs[j*p_stride + p] * values[p*head_dim + i] over p < len.
 void dense_attention_values(KvIsa isa, const float* probs, size_t p_stride, uint32_t queries, const float* values,
                             uint32_t head_dim, uint32_t len, float* out);
+// The same over an f16 cache (IEEE halves), read in place: each half widens exactly, so the
+// results equal the f32 kernels' over the widened cache.
+void dense_attention_scores_f16(KvIsa isa, const float* q, uint32_t queries, uint32_t head_dim, const uint16_t* keys,
+                                uint32_t len, uint32_t capacity, float scale, float* scores, size_t stride);
+void dense_attention_values_f16(KvIsa isa, const float* probs, size_t p_stride, uint32_t queries,
+                                const uint16_t* values, uint32_t head_dim, uint32_t len, float* out);
 
 // Per-ISA inner loops (dense_attention__<isa>.cpp); queries is 1..kKvMaxQueries.
 struct DenseAttentionUkernels {
@@ -45,6 +51,10 @@ struct DenseAttentionUkernels {
   // Columns [0, returned) of out, the ISA's whole column chunks; the caller does the rest.
   uint32_t (*value_columns)(const float* probs, size_t p_stride, uint32_t queries, const float* values,
                             uint32_t head_dim, uint32_t len, float* out);
+  void (*block_scores_f16)(const float* q, uint32_t queries, uint32_t head_dim, const uint16_t* keys, uint32_t blocks,
+                           float scale, float* scores, size_t stride);
+  uint32_t (*value_columns_f16)(const float* probs, size_t p_stride, uint32_t queries, const uint16_t* values,
+                                uint32_t head_dim, uint32_t len, float* out);
 };
 extern const DenseAttentionUkernels dense_attention__scalar;
 #if defined(__x86_64__)
@@ -60,9 +70,10 @@ const DenseAttentionUkernels& dense_attention_ukernels(KvIsa isa);
 // step finds the cache evicted by the weights that streamed through since the last one.
 constexpr uint32_t kDenseAttentionPrefetchRows = 8;
 constexpr uint32_t kDenseAttentionPrefetchBlocks = 4;
-inline void dense_attention_prefetch(const float* p, size_t floats) {
-  constexpr size_t kLineFloats = 64 / sizeof(float);
-  for (size_t i = 0; i < floats; i += kLineFloats) __builtin_prefetch(p + i);
+template <typename Element>
+inline void dense_attention_prefetch(const Element* p, size_t elements) {
+  constexpr size_t kLine = 64 / sizeof(Element);
+  for (size_t i = 0; i < elements; i += kLine) __builtin_prefetch(p + i);
 }
 
 }  // namespace tern

@@ -1,5 +1,6 @@
-// Dense f32 attention with AVX2: a key block is one ymm (eight keys' element i); values in
-// chunks of 16 columns. Multiply and add stay separate (-ffp-contract=off on this file).
+// Dense attention with AVX2 (f16 caches widened by F16C on load): a key block is one ymm
+// (eight keys' element i); values in chunks of 16 columns. Multiply and add stay separate
+// (-ffp-contract=off on this file).
 #include <immintrin.h>
 
 #include "kernels/dense_attention.h"
@@ -7,9 +8,12 @@
 namespace tern {
 namespace {
 
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
 // B blocks for Q queries: 2 x 4 accumulators, each q[i] broadcast once for both blocks.
-template <uint32_t Q, uint32_t B>
-inline void blocks_q(const float* q, uint32_t head_dim, const float* block, float scale, float* scores,
+template <uint32_t Q, uint32_t B, typename Element>
+inline void blocks_q(const float* q, uint32_t head_dim, const Element* block, float scale, float* scores,
                      size_t stride) {
   __m256 acc[Q][B];
   for (uint32_t j = 0; j < Q; ++j)
@@ -17,7 +21,7 @@ inline void blocks_q(const float* q, uint32_t head_dim, const float* block, floa
   const size_t block_floats = static_cast<size_t>(head_dim) * kKvKeyBlock;
   for (uint32_t i = 0; i < head_dim; ++i) {
     __m256 k[B];
-    for (uint32_t b = 0; b < B; ++b) k[b] = _mm256_loadu_ps(block + b * block_floats + i * kKvKeyBlock);
+    for (uint32_t b = 0; b < B; ++b) k[b] = load8(block + b * block_floats + i * kKvKeyBlock);
     for (uint32_t j = 0; j < Q; ++j) {
       const __m256 qi = _mm256_broadcast_ss(q + static_cast<size_t>(j) * head_dim + i);
       for (uint32_t b = 0; b < B; ++b) acc[j][b] = _mm256_add_ps(acc[j][b], _mm256_mul_ps(qi, k[b]));
@@ -28,8 +32,8 @@ inline void blocks_q(const float* q, uint32_t head_dim, const float* block, floa
     for (uint32_t b = 0; b < B; ++b) _mm256_storeu_ps(scores + j * stride + b * kKvKeyBlock, _mm256_mul_ps(acc[j][b], s));
 }
 
-template <uint32_t Q>
-void blocks_for(const float* q, uint32_t head_dim, const float* keys, uint32_t blocks, float scale, float* scores,
+template <uint32_t Q, typename Element>
+void blocks_for(const float* q, uint32_t head_dim, const Element* keys, uint32_t blocks, float scale, float* scores,
                 size_t stride) {
   const size_t block_floats = static_cast<size_t>(head_dim) * kKvKeyBlock;
   uint32_t b = 0;
@@ -42,7 +46,8 @@ void blocks_for(const float* q, uint32_t head_dim, const float* keys, uint32_t b
   if (b < blocks) blocks_q<Q, 1>(q, head_dim, keys + b * block_floats, scale, scores + b * kKvKeyBlock, stride);
 }
 
-void block_scores(const float* q, uint32_t queries, uint32_t head_dim, const float* keys, uint32_t blocks,
+template <typename Element>
+void block_scores(const float* q, uint32_t queries, uint32_t head_dim, const Element* keys, uint32_t blocks,
                   float scale, float* scores, size_t stride) {
   switch (queries) {
     case 1: return blocks_for<1>(q, head_dim, keys, blocks, scale, scores, stride);
@@ -53,19 +58,19 @@ void block_scores(const float* q, uint32_t queries, uint32_t head_dim, const flo
 }
 
 // C ymm columns for Q queries, every position; the first pass fetches whole rows ahead.
-template <uint32_t Q, uint32_t C>
-inline void columns_q(const float* probs, size_t p_stride, const float* values, uint32_t head_dim, uint32_t len,
+template <uint32_t Q, uint32_t C, typename Element>
+inline void columns_q(const float* probs, size_t p_stride, const Element* values, uint32_t head_dim, uint32_t len,
                       uint32_t c0, float* out) {
   __m256 acc[Q][C];
   for (uint32_t j = 0; j < Q; ++j)
     for (uint32_t c = 0; c < C; ++c) acc[j][c] = _mm256_setzero_ps();
   for (uint32_t p = 0; p < len; ++p) {
-    const float* row = values + static_cast<size_t>(p) * head_dim;
+    const Element* row = values + static_cast<size_t>(p) * head_dim;
     if (c0 == 0 && p + kDenseAttentionPrefetchRows < len) {
       dense_attention_prefetch(row + kDenseAttentionPrefetchRows * head_dim, head_dim);
     }
     __m256 v[C];
-    for (uint32_t c = 0; c < C; ++c) v[c] = _mm256_loadu_ps(row + c0 + 8 * c);
+    for (uint32_t c = 0; c < C; ++c) v[c] = load8(row + c0 + 8 * c);
     for (uint32_t j = 0; j < Q; ++j) {
       const __m256 w = _mm256_broadcast_ss(probs + j * p_stride + p);
       for (uint32_t c = 0; c < C; ++c) acc[j][c] = _mm256_add_ps(acc[j][c], _mm256_mul_ps(w, v[c]));
@@ -75,8 +80,8 @@ inline void columns_q(const float* probs, size_t p_stride, const float* values, 
     for (uint32_t c = 0; c < C; ++c) _mm256_storeu_ps(out + static_cast<size_t>(j) * head_dim + c0 + 8 * c, acc[j][c]);
 }
 
-template <uint32_t Q>
-uint32_t columns_for(const float* probs, size_t p_stride, const float* values, uint32_t head_dim, uint32_t len,
+template <uint32_t Q, typename Element>
+uint32_t columns_for(const float* probs, size_t p_stride, const Element* values, uint32_t head_dim, uint32_t len,
                      float* out) {
   uint32_t c0 = 0;
   for (; c0 + 16 <= head_dim; c0 += 16) columns_q<Q, 2>(probs, p_stride, values, head_dim, len, c0, out);
@@ -84,7 +89,8 @@ uint32_t columns_for(const float* probs, size_t p_stride, const float* values, u
   return c0;
 }
 
-uint32_t value_columns(const float* probs, size_t p_stride, uint32_t queries, const float* values, uint32_t head_dim,
+template <typename Element>
+uint32_t value_columns(const float* probs, size_t p_stride, uint32_t queries, const Element* values, uint32_t head_dim,
                        uint32_t len, float* out) {
   switch (queries) {
     case 1: return columns_for<1>(probs, p_stride, values, head_dim, len, out);
@@ -96,6 +102,7 @@ uint32_t value_columns(const float* probs, size_t p_stride, uint32_t queries, co
 
 }  // namespace
 
-const DenseAttentionUkernels dense_attention__avx2 = {block_scores, value_columns};
+const DenseAttentionUkernels dense_attention__avx2 = {block_scores<float>, value_columns<float>,
+                                                      block_scores<uint16_t>, value_columns<uint16_t>};
 
 }  // namespace tern

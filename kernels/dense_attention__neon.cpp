@@ -1,4 +1,5 @@
-// Dense f32 attention with NEON: a key block is two float32x4 (eight keys' element i);
+// Dense attention with NEON (f16 caches widened by FCVTL on load): a key block is two
+// float32x4 (eight keys' element i);
 // values in chunks of 16 columns. vmulq + vaddq, never the fused vfmaq (-ffp-contract=off).
 #include <arm_neon.h>
 
@@ -7,19 +8,22 @@
 namespace tern {
 namespace {
 
-template <uint32_t Q>
-void blocks_for(const float* q, uint32_t head_dim, const float* keys, uint32_t blocks, float scale, float* scores,
+inline float32x4_t load4(const float* p) { return vld1q_f32(p); }
+inline float32x4_t load4(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+
+template <uint32_t Q, typename Element>
+void blocks_for(const float* q, uint32_t head_dim, const Element* keys, uint32_t blocks, float scale, float* scores,
                 size_t stride) {
   const size_t block_floats = static_cast<size_t>(head_dim) * kKvKeyBlock;
   for (uint32_t b = 0; b < blocks; ++b) {
-    const float* block = keys + b * block_floats;
+    const Element* block = keys + b * block_floats;
     if (b + kDenseAttentionPrefetchBlocks < blocks) {
       dense_attention_prefetch(block + kDenseAttentionPrefetchBlocks * block_floats, block_floats);
     }
     float32x4_t lo[Q], hi[Q];
     for (uint32_t j = 0; j < Q; ++j) lo[j] = hi[j] = vdupq_n_f32(0.0f);
     for (uint32_t i = 0; i < head_dim; ++i) {
-      const float32x4_t kl = vld1q_f32(block + i * kKvKeyBlock), kh = vld1q_f32(block + i * kKvKeyBlock + 4);
+      const float32x4_t kl = load4(block + i * kKvKeyBlock), kh = load4(block + i * kKvKeyBlock + 4);
       for (uint32_t j = 0; j < Q; ++j) {
         const float qi = q[static_cast<size_t>(j) * head_dim + i];
         lo[j] = vaddq_f32(lo[j], vmulq_n_f32(kl, qi));
@@ -34,7 +38,8 @@ void blocks_for(const float* q, uint32_t head_dim, const float* keys, uint32_t b
   }
 }
 
-void block_scores(const float* q, uint32_t queries, uint32_t head_dim, const float* keys, uint32_t blocks,
+template <typename Element>
+void block_scores(const float* q, uint32_t queries, uint32_t head_dim, const Element* keys, uint32_t blocks,
                   float scale, float* scores, size_t stride) {
   switch (queries) {
     case 1: return blocks_for<1>(q, head_dim, keys, blocks, scale, scores, stride);
@@ -44,8 +49,8 @@ void block_scores(const float* q, uint32_t queries, uint32_t head_dim, const flo
   }
 }
 
-template <uint32_t Q>
-uint32_t columns_for(const float* probs, size_t p_stride, const float* values, uint32_t head_dim, uint32_t len,
+template <uint32_t Q, typename Element>
+uint32_t columns_for(const float* probs, size_t p_stride, const Element* values, uint32_t head_dim, uint32_t len,
                      float* out) {
   constexpr uint32_t kChunk = 16;
   uint32_t c0 = 0;
@@ -54,12 +59,12 @@ uint32_t columns_for(const float* probs, size_t p_stride, const float* values, u
     for (uint32_t j = 0; j < Q; ++j)
       for (uint32_t c = 0; c < 4; ++c) acc[j][c] = vdupq_n_f32(0.0f);
     for (uint32_t p = 0; p < len; ++p) {
-      const float* row = values + static_cast<size_t>(p) * head_dim;
+      const Element* row = values + static_cast<size_t>(p) * head_dim;
       if (c0 == 0 && p + kDenseAttentionPrefetchRows < len) {
         dense_attention_prefetch(row + kDenseAttentionPrefetchRows * head_dim, head_dim);
       }
       float32x4_t v[4];
-      for (uint32_t c = 0; c < 4; ++c) v[c] = vld1q_f32(row + c0 + 4 * c);
+      for (uint32_t c = 0; c < 4; ++c) v[c] = load4(row + c0 + 4 * c);
       for (uint32_t j = 0; j < Q; ++j) {
         const float w = probs[j * p_stride + p];
         for (uint32_t c = 0; c < 4; ++c) acc[j][c] = vaddq_f32(acc[j][c], vmulq_n_f32(v[c], w));
@@ -71,7 +76,8 @@ uint32_t columns_for(const float* probs, size_t p_stride, const float* values, u
   return c0;
 }
 
-uint32_t value_columns(const float* probs, size_t p_stride, uint32_t queries, const float* values, uint32_t head_dim,
+template <typename Element>
+uint32_t value_columns(const float* probs, size_t p_stride, uint32_t queries, const Element* values, uint32_t head_dim,
                        uint32_t len, float* out) {
   switch (queries) {
     case 1: return columns_for<1>(probs, p_stride, values, head_dim, len, out);
@@ -83,6 +89,7 @@ uint32_t value_columns(const float* probs, size_t p_stride, uint32_t queries, co
 
 }  // namespace
 
-const DenseAttentionUkernels dense_attention__neon = {block_scores, value_columns};
+const DenseAttentionUkernels dense_attention__neon = {block_scores<float>, value_columns<float>,
+                                                      block_scores<uint16_t>, value_columns<uint16_t>};
 
 }  // namespace tern

@@ -1,18 +1,23 @@
-// Reference loops for dense f32 attention: the order every ISA reproduces.
+// Reference loops for dense attention: the order every ISA reproduces.
 #include "kernels/dense_attention.h"
+#include "kernels/dense_matmul.h"
 
 namespace tern {
 namespace {
 
-void block_scores(const float* q, uint32_t queries, uint32_t head_dim, const float* keys, uint32_t blocks,
+inline float widen(float x) { return x; }
+inline float widen(uint16_t x) { return f16_to_f32(x); }
+
+template <typename Element>
+void block_scores(const float* q, uint32_t queries, uint32_t head_dim, const Element* keys, uint32_t blocks,
                   float scale, float* scores, size_t stride) {
   for (uint32_t b = 0; b < blocks; ++b) {
-    const float* block = keys + static_cast<size_t>(b) * head_dim * kKvKeyBlock;
+    const Element* block = keys + static_cast<size_t>(b) * head_dim * kKvKeyBlock;
     for (uint32_t j = 0; j < queries; ++j) {
       const float* qj = q + static_cast<size_t>(j) * head_dim;
       float dot[kKvKeyBlock] = {};
       for (uint32_t i = 0; i < head_dim; ++i)
-        for (uint32_t k = 0; k < kKvKeyBlock; ++k) dot[k] += qj[i] * block[i * kKvKeyBlock + k];
+        for (uint32_t k = 0; k < kKvKeyBlock; ++k) dot[k] += qj[i] * widen(block[i * kKvKeyBlock + k]);
       for (uint32_t k = 0; k < kKvKeyBlock; ++k) scores[j * stride + b * kKvKeyBlock + k] = dot[k] * scale;
     }
   }
@@ -20,8 +25,9 @@ void block_scores(const float* q, uint32_t queries, uint32_t head_dim, const flo
 
 // Sixteen columns at a time held across all positions (a pass per position would load and
 // store `out` for every one).
-uint32_t value_columns(const float* probs, size_t p_stride, uint32_t queries, const float* values, uint32_t head_dim,
-                       uint32_t len, float* out) {
+template <typename Element>
+uint32_t value_columns(const float* probs, size_t p_stride, uint32_t queries, const Element* values,
+                       uint32_t head_dim, uint32_t len, float* out) {
   constexpr uint32_t kChunk = 16;
   uint32_t c0 = 0;
   for (; c0 + kChunk <= head_dim; c0 += kChunk) {
@@ -29,8 +35,8 @@ uint32_t value_columns(const float* probs, size_t p_stride, uint32_t queries, co
       float acc[kChunk] = {};
       for (uint32_t p = 0; p < len; ++p) {
         const float w = probs[j * p_stride + p];
-        const float* v = values + static_cast<size_t>(p) * head_dim + c0;
-        for (uint32_t k = 0; k < kChunk; ++k) acc[k] += w * v[k];
+        const Element* v = values + static_cast<size_t>(p) * head_dim + c0;
+        for (uint32_t k = 0; k < kChunk; ++k) acc[k] += w * widen(v[k]);
       }
       for (uint32_t k = 0; k < kChunk; ++k) out[static_cast<size_t>(j) * head_dim + c0 + k] = acc[k];
     }
@@ -40,6 +46,7 @@ uint32_t value_columns(const float* probs, size_t p_stride, uint32_t queries, co
 
 }  // namespace
 
-const DenseAttentionUkernels dense_attention__scalar = {block_scores, value_columns};
+const DenseAttentionUkernels dense_attention__scalar = {block_scores<float>, value_columns<float>,
+                                                        block_scores<uint16_t>, value_columns<uint16_t>};
 
 }  // namespace tern

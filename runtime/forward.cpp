@@ -192,17 +192,24 @@ void attend_kv_head(const ModelConfig& c, const KvCache& kv, ForwardScratch& s, 
   const size_t hd = c.head_dim, group = c.heads / c.kv_heads;
   const size_t qd = static_cast<size_t>(c.heads) * hd;
   const uint32_t total = pos0 + n;
-  // Scratch rows for caches not stored as f32 (null for f32 dense caches: read in place).
-  float* k = s.kv_rows == nullptr ? nullptr : s.kv_rows + static_cast<size_t>(kv_head) * 2 * s.context * hd;
-  float* v = k == nullptr ? nullptr : k + static_cast<size_t>(s.context) * hd;
-  const float* key_blocks = kv.key_blocks(layer, kv_head, total, k);
-  const float* values = kv.value_rows(layer, kv_head, total, v);
+  // Dense caches are read in place (f16 widened as the kernels load it); the compressed one,
+  // when not attended through attend(), is read back as rows into the scratch.
+  const uint16_t* key_blocks_f16 = kv.key_blocks_f16(layer, kv_head);
+  const uint16_t* values_f16 = kv.value_rows_f16(layer, kv_head);
+  const float* key_blocks = nullptr;
+  const float* values = nullptr;
   const float* key_rows = nullptr;
-  if (key_blocks == nullptr) {  // compressed cache read back (tests, tools): rows
-    kv.read_keys(layer, kv_head, 0, total, k);
-    kv.read_values(layer, kv_head, 0, total, v);
-    key_rows = k;
-    values = v;
+  if (key_blocks_f16 == nullptr) {
+    float* k = s.kv_rows == nullptr ? nullptr : s.kv_rows + static_cast<size_t>(kv_head) * 2 * s.context * hd;
+    float* v = k == nullptr ? nullptr : k + static_cast<size_t>(s.context) * hd;
+    key_blocks = kv.key_blocks(layer, kv_head);
+    values = kv.value_rows(layer, kv_head);
+    if (key_blocks == nullptr) {
+      kv.read_keys(layer, kv_head, 0, total, k);
+      kv.read_values(layer, kv_head, 0, total, v);
+      key_rows = k;
+      values = v;
+    }
   }
   float* scores = s.scores + static_cast<size_t>(kv_head) * s.scores_per_head;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -210,7 +217,10 @@ void attend_kv_head(const ModelConfig& c, const KvCache& kv, ForwardScratch& s, 
   for (uint32_t t = 0; t < n; ++t) {
     const uint32_t len = pos0 + t + 1;
     const size_t first = t * qd + kv_head * group * hd;  // the group's query heads are adjacent
-    if (key_blocks != nullptr) {
+    if (key_blocks_f16 != nullptr) {
+      dense_attention_scores_f16(isa, s.q + first, static_cast<uint32_t>(group), static_cast<uint32_t>(hd),
+                                 key_blocks_f16, len, kv.capacity_tokens(), scale, scores, s.context);
+    } else if (key_blocks != nullptr) {
       dense_attention_scores(isa, s.q + first, static_cast<uint32_t>(group), static_cast<uint32_t>(hd), key_blocks,
                              len, kv.capacity_tokens(), scale, scores, s.context);
     } else {
@@ -231,8 +241,13 @@ void attend_kv_head(const ModelConfig& c, const KvCache& kv, ForwardScratch& s, 
         s.observer->on_probs(s.observer->user, layer, static_cast<uint32_t>(kv_head * group + g), pos0 + t, sc, len);
       }
     }
-    dense_attention_values(isa, scores, s.context, static_cast<uint32_t>(group), values, static_cast<uint32_t>(hd), len,
-                           s.att + first);
+    if (values_f16 != nullptr) {
+      dense_attention_values_f16(isa, scores, s.context, static_cast<uint32_t>(group), values_f16,
+                                 static_cast<uint32_t>(hd), len, s.att + first);
+    } else {
+      dense_attention_values(isa, scores, s.context, static_cast<uint32_t>(group), values, static_cast<uint32_t>(hd),
+                             len, s.att + first);
+    }
   }
 }
 
@@ -272,7 +287,8 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
   if (!use_attend) {
     // Dense caches widen whole key blocks of their own capacity into the scratch rows.
     TERN_CHECK_OR_RETURN(s.kv_rows != nullptr ? ckv != nullptr || s.context >= kv.capacity_tokens()
-                                              : kv.key_blocks(0, 0, 0, nullptr) != nullptr,
+                                              : kv.key_blocks(0, 0) != nullptr ||
+                                                    kv.key_blocks_f16(0, 0) != nullptr,
                          Error::InvalidArgument, "attention scratch has no rows to read the cache back into");
     TERN_CHECK_OR_RETURN(pos0 + n <= s.context && pos0 + n <= kv.capacity_tokens(), Error::ContextFull,
                          "positions %u..%u exceed the context of %u", pos0, pos0 + n - 1,

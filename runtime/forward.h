@@ -36,8 +36,9 @@ enum class AttentionScratch : uint32_t {
   // CompressedKvCache::attend() only: no rows, scores for min(group, 4) query heads per
   // KV head. `context` is then the cache's resident capacity, not the session's length.
   AttendOnly = 1,
-  // Dense f32 caches: attention reads the cache's keys and values in place
-  // (KvCache::key_blocks / value_rows), so no kv_rows; scores for every query head of a group.
+  // Dense caches (f32, f16): attention reads the cache's keys and values in place
+  // (KvCache::key_blocks / value_rows and their _f16), so no kv_rows; scores for every
+  // query head of a group.
   InPlace = 2,
 };
 
@@ -76,10 +77,8 @@ struct ForwardScratch {
   float* logits = nullptr;   // [vocab]
 };
 
-// The scratch a dense cache of `type` needs: f32 rows are read in place, f16 ones widened.
-inline AttentionScratch dense_attention_scratch(KvType type) {
-  return type == KvType::F32 ? AttentionScratch::InPlace : AttentionScratch::ReadBack;
-}
+// The scratch a dense cache needs: attention reads f32 and f16 storage in place.
+inline AttentionScratch dense_attention_scratch(KvType) { return AttentionScratch::InPlace; }
 
 // Either measures (arena == nullptr: adds each buffer's padded size to *bytes) or carves
 // the buffers from the arena. The two always agree because they run the same code.

@@ -50,21 +50,24 @@ class DenseKvCache final : public KvCache {
     decode(head(values_, layer, kv_head) + static_cast<size_t>(begin) * shape_.head_dim,
            static_cast<size_t>(count) * shape_.head_dim, out);
   }
-  const float* key_blocks(uint32_t layer, uint32_t kv_head, uint32_t count, float* scratch) const override {
-    return as_f32(head(keys_, layer, kv_head), kv_key_extent(count, shape_.head_dim, capacity_), scratch);
+  const float* key_blocks(uint32_t layer, uint32_t kv_head) const override {
+    if constexpr (std::is_same_v<Element, float>) return head(keys_, layer, kv_head);
+    return nullptr;
   }
-  const float* value_rows(uint32_t layer, uint32_t kv_head, uint32_t count, float* scratch) const override {
-    return as_f32(head(values_, layer, kv_head), static_cast<size_t>(count) * shape_.head_dim, scratch);
+  const float* value_rows(uint32_t layer, uint32_t kv_head) const override {
+    if constexpr (std::is_same_v<Element, float>) return head(values_, layer, kv_head);
+    return nullptr;
+  }
+  const uint16_t* key_blocks_f16(uint32_t layer, uint32_t kv_head) const override {
+    if constexpr (std::is_same_v<Element, uint16_t>) return head(keys_, layer, kv_head);
+    return nullptr;
+  }
+  const uint16_t* value_rows_f16(uint32_t layer, uint32_t kv_head) const override {
+    if constexpr (std::is_same_v<Element, uint16_t>) return head(values_, layer, kv_head);
+    return nullptr;
   }
 
  private:
-  // The first n stored elements as f32: in place, or widened into scratch in one pass.
-  static const float* as_f32(const Element* stored, size_t n, float* scratch) {
-    if constexpr (std::is_same_v<Element, float>) return stored;
-    if (scratch == nullptr) return nullptr;
-    decode(stored, n, scratch);
-    return scratch;
-  }
   Element* head(Element* base, uint32_t layer, uint32_t kv_head) const {
     const size_t head_index = static_cast<size_t>(layer) * shape_.kv_heads + kv_head;
     return base + head_index * capacity_ * shape_.head_dim;

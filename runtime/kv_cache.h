@@ -42,17 +42,13 @@ class KvCache {
   // Writes `count` rows of head_dim floats, positions [begin, begin + count), to `out`.
   virtual void read_keys(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const = 0;
   virtual void read_values(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const = 0;
-  // Dense caches, for attention: one head's keys of positions [0, count) laid out as
-  // kv_key_index says, and its value rows (position 0 first), as f32. Stored as f32 they
-  // are returned in place; otherwise they are widened into `scratch` (capacity * head_dim
-  // floats; null: nothing is widened and null returned). Null from caches without that
-  // layout (the compressed one): use read_keys/read_values.
-  virtual const float* key_blocks(uint32_t layer, uint32_t kv_head, uint32_t count, float* scratch) const {
-    return nullptr;
-  }
-  virtual const float* value_rows(uint32_t layer, uint32_t kv_head, uint32_t count, float* scratch) const {
-    return nullptr;
-  }
+  // Dense caches, for attention, in place: one head's keys laid out as kv_key_index says and
+  // its value rows (position 0 first), as f32 from an f32 cache or IEEE halves from an f16
+  // one (null otherwise: the compressed cache reads back through read_keys/read_values).
+  virtual const float* key_blocks(uint32_t layer, uint32_t kv_head) const { return nullptr; }
+  virtual const float* value_rows(uint32_t layer, uint32_t kv_head) const { return nullptr; }
+  virtual const uint16_t* key_blocks_f16(uint32_t layer, uint32_t kv_head) const { return nullptr; }
+  virtual const uint16_t* value_rows_f16(uint32_t layer, uint32_t kv_head) const { return nullptr; }
   // Forgets every position (a new conversation); the storage stays.
   virtual void reset() {}
   // The per-head compressed cache behind this interface, or null (no RTTI in device code).
