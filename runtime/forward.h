@@ -31,7 +31,7 @@ struct AttentionObserver {
 // How attention reads the cache, which decides the scratch it needs.
 enum class AttentionScratch : uint32_t {
   // Rows read back into kv_rows ([kv_heads][2][context][head_dim] floats) and scores for
-  // every query head of a group: dense caches, and compressed ones when read back.
+  // every query head of a group: compressed caches read back (tests, tools).
   ReadBack = 0,
   // CompressedKvCache::attend() only: no rows, scores for min(group, 4) query heads per
   // KV head. `context` is then the cache's resident capacity, not the session's length.
