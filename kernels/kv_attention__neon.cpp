@@ -186,9 +186,16 @@ void exact_accumulate_f16(const float* p, const uint16_t* values, uint32_t token
   }
 }
 
+void halves_to_floats(const uint16_t* h, uint32_t n, float* out) {
+  uint32_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(out + i, load_f16x4(h + i));
+  for (; i < n; ++i) out[i] = kv_half_to_float(h[i]);
+}
+
 }  // namespace
 
-const KvAttentionUkernels kv_attention__neon = {code_row_dots,    value_rows_accumulate, exact_scores_f32,
-                                                exact_scores_f16, exact_accumulate_f32,  exact_accumulate_f16};
+const KvAttentionUkernels kv_attention__neon = {
+    code_row_dots,        value_rows_accumulate, exact_scores_f32, exact_scores_f16,
+    exact_accumulate_f32, exact_accumulate_f16,  halves_to_floats};
 
 }  // namespace tern

@@ -36,6 +36,8 @@ struct KvAttentionUkernels {
   void (*exact_accumulate_f32)(const float* p, const float* values, uint32_t tokens, uint32_t head_dim, float* out);
   void (*exact_accumulate_f16)(const float* p, const uint16_t* values, uint32_t tokens, uint32_t head_dim,
                                float* out);
+  // out[i] = the IEEE half h[i] as a float, exactly (a key block's channel minimums and steps).
+  void (*halves_to_floats)(const uint16_t* h, uint32_t n, float* out);
 };
 
 extern const KvQuantUkernels kv_quant__scalar;

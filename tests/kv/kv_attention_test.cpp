@@ -2,10 +2,12 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "kernels/dense_matmul.h"
 #include "kernels/kv_attention.h"
+#include "kernels/kv_ukernels.h"
 #include "tests/kv/kv_test_util.h"
 
 namespace tern {
@@ -173,6 +175,24 @@ class KvMultiQueryIsaTest : public ::testing::TestWithParam<KvIsa> {
     if (!kv_isa_supported(GetParam())) GTEST_SKIP() << to_string(GetParam()) << " not supported here";
   }
 };
+
+// Every one of the 65,536 halves widens to the float an independent conversion gives (a block's
+// channel minimums and steps go through this before the scores).
+TEST_P(KvMultiQueryIsaTest, HalvesWidenExactly) {
+  std::vector<uint16_t> all(1u << 16);
+  for (uint32_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<float> got(all.size() + 3, -1.0f);
+  kv_attention_ukernels(GetParam()).halves_to_floats(all.data() + 3, static_cast<uint32_t>(all.size() - 3), got.data());
+  for (uint32_t i = 3; i < all.size(); ++i) {
+    const float want = f16_to_f32(all[i]);  // the dense path's conversion, written separately
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got[i - 3])) << std::hex << all[i];
+    } else {
+      ASSERT_EQ(0, std::memcmp(&want, &got[i - 3], 4)) << std::hex << all[i] << " " << want << " " << got[i - 3];
+    }
+  }
+  EXPECT_EQ(got[all.size() - 3], -1.0f);  // nothing written past n
+}
 
 // Several query heads through one pass over the blocks give what each would alone.
 TEST_P(KvMultiQueryIsaTest, GroupedQueriesMatchOneAtATime) {
