@@ -61,6 +61,36 @@ void code_row_dots_t(const float* qs, const float* bias, const uint8_t* rows, si
   }
 }
 
+// Columns [c, c + 8 Y) of one value group for Q queries over every token, the running sums
+// held in registers (out is loaded and stored once, not once per token). Each element's sum
+// still runs over the tokens in order, so the result is the same as token-by-token.
+template <uint32_t B, int Q, int Y>
+inline void value_chunk(const float* p, size_t p_stride, const uint8_t* rows, size_t row_bytes, uint32_t tokens,
+                        uint32_t head_dim, uint32_t groups, uint32_t g, uint32_t c, bool first_chunk,
+                        float (*bias)[kKvMaxHeadDim / 8], float* out) {
+  __m256 acc[Q][Y];
+  for (int i = 0; i < Q; ++i)
+    for (int y = 0; y < Y; ++y) acc[i][y] = _mm256_loadu_ps(out + i * head_dim + c + 8 * y);
+  for (uint32_t t = 0; t < tokens; ++t) {
+    const uint8_t* row = rows + t * row_bytes;
+    uint16_t mh, sh;
+    std::memcpy(&mh, row + 4 * g, 2);
+    std::memcpy(&sh, row + 4 * g + 2, 2);
+    const float st = _cvtsh_ss(sh);
+    const uint8_t* codes_row = row + 4 * static_cast<size_t>(groups);
+    __m256 codes[Y];
+    for (int y = 0; y < Y; ++y) codes[y] = codes8<B>(codes_row, c + 8 * y);
+    for (int i = 0; i < Q; ++i) {
+      const float pt = p[i * p_stride + t];
+      const __m256 a = _mm256_set1_ps(pt * st);
+      for (int y = 0; y < Y; ++y) acc[i][y] = _mm256_fmadd_ps(a, codes[y], acc[i][y]);
+      if (first_chunk) bias[i][g] += pt * _cvtsh_ss(mh);
+    }
+  }
+  for (int i = 0; i < Q; ++i)
+    for (int y = 0; y < Y; ++y) _mm256_storeu_ps(out + i * head_dim + c + 8 * y, acc[i][y]);
+}
+
 template <uint32_t B, int Q>
 void value_rows_accumulate_t(const float* p, size_t p_stride, const uint8_t* rows, uint32_t tokens, uint32_t head_dim,
                              uint32_t group, float* out) {
@@ -68,31 +98,27 @@ void value_rows_accumulate_t(const float* p, size_t p_stride, const uint8_t* row
   const size_t row_bytes = kv_value_row_bytes(B, head_dim, group);
   // Σ_t p*min per group is added once at the end instead of once per token and chunk.
   float bias[Q][kKvMaxHeadDim / 8] = {};
-  for (uint32_t t = 0; t < tokens; ++t) {
-    const uint8_t* row = rows + t * row_bytes;
-    const uint8_t* codes_row = row + 4 * static_cast<size_t>(groups);
-    for (uint32_t g = 0; g < groups; ++g) {
+  for (uint32_t g = 0; g < groups; ++g) {
+    const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
+    uint32_t c = g * group;
+    bool first = true;
+    for (; c + 16 <= end; c += 16, first = false)
+      value_chunk<B, Q, 2>(p, p_stride, rows, row_bytes, tokens, head_dim, groups, g, c, first, bias, out);
+    for (; c + 8 <= end; c += 8, first = false)
+      value_chunk<B, Q, 1>(p, p_stride, rows, row_bytes, tokens, head_dim, groups, g, c, first, bias, out);
+    if (c == end && !first) continue;
+    // A group narrower than 8 columns or its last 1-7: token by token.
+    for (uint32_t t = 0; t < tokens; ++t) {
+      const uint8_t* row = rows + t * row_bytes;
+      const uint8_t* codes_row = row + 4 * static_cast<size_t>(groups);
       uint16_t mh, sh;
       std::memcpy(&mh, row + 4 * g, 2);
       std::memcpy(&sh, row + 4 * g + 2, 2);
       const float mn = kv_half_to_float(mh), st = kv_half_to_float(sh);
-      float a[Q];
       for (int i = 0; i < Q; ++i) {
-        a[i] = p[i * p_stride + t] * st;
-        bias[i][g] += p[i * p_stride + t] * mn;
-      }
-      const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
-      uint32_t c = g * group;
-      for (; c + 8 <= end; c += 8) {
-        const __m256 codes = codes8<B>(codes_row, c);
-        for (int i = 0; i < Q; ++i) {
-          float* o = out + i * head_dim + c;
-          _mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_set1_ps(a[i]), codes, _mm256_loadu_ps(o)));
-        }
-      }
-      for (; c < end; ++c) {
-        const float code = static_cast<float>(kv_code_at(codes_row, c, B));
-        for (int i = 0; i < Q; ++i) out[i * head_dim + c] += a[i] * code;
+        const float a = p[i * p_stride + t] * st;
+        if (first) bias[i][g] += p[i * p_stride + t] * mn;
+        for (uint32_t cc = c; cc < end; ++cc) out[i * head_dim + cc] += a * static_cast<float>(kv_code_at(codes_row, cc, B));
       }
     }
   }
