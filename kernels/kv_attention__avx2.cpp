@@ -225,7 +225,7 @@ void exact_accumulate_f16(const float* p, const uint16_t* values, uint32_t token
 
 void halves_to_floats(const uint16_t* h, uint32_t n, float* out) {
   uint32_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, load_f16x8(h + i));
   for (; i < n; ++i) out[i] = kv_half_to_float(h[i]);
 }
 

@@ -249,9 +249,7 @@ void exact_accumulate_f16(const float* p, const uint16_t* values, uint32_t token
 
 void halves_to_floats(const uint16_t* h, uint32_t n, float* out) {
   uint32_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    _mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i))));
-  }
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, load_f16x16(h + i));
   for (; i < n; ++i) out[i] = kv_half_to_float(h[i]);
 }
 

@@ -285,11 +285,10 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
   TERN_CHECK_OR_RETURN(static_cast<uint64_t>(pos0) + n <= UINT32_MAX, Error::ContextFull, "position %u overflows",
                        pos0);
   if (!use_attend) {
-    // Dense caches widen whole key blocks of their own capacity into the scratch rows.
-    TERN_CHECK_OR_RETURN(s.kv_rows != nullptr ? ckv != nullptr || s.context >= kv.capacity_tokens()
-                                              : kv.key_blocks(0, 0) != nullptr ||
-                                                    kv.key_blocks_f16(0, 0) != nullptr,
-                         Error::InvalidArgument, "attention scratch has no rows to read the cache back into");
+    // Dense caches are read in place; a compressed one read back needs the scratch rows.
+    const bool dense = kv.key_blocks(0, 0) != nullptr || kv.key_blocks_f16(0, 0) != nullptr;
+    TERN_CHECK_OR_RETURN(dense || s.kv_rows != nullptr, Error::InvalidArgument,
+                         "attention scratch has no rows to read the cache back into");
     TERN_CHECK_OR_RETURN(pos0 + n <= s.context && pos0 + n <= kv.capacity_tokens(), Error::ContextFull,
                          "positions %u..%u exceed the context of %u", pos0, pos0 + n - 1,
                          std::min(s.context, kv.capacity_tokens()));

@@ -51,23 +51,25 @@ class DenseKvCache final : public KvCache {
            static_cast<size_t>(count) * shape_.head_dim, out);
   }
   const float* key_blocks(uint32_t layer, uint32_t kv_head) const override {
-    if constexpr (std::is_same_v<Element, float>) return head(keys_, layer, kv_head);
-    return nullptr;
+    return stored_as<float>(keys_, layer, kv_head);
   }
   const float* value_rows(uint32_t layer, uint32_t kv_head) const override {
-    if constexpr (std::is_same_v<Element, float>) return head(values_, layer, kv_head);
-    return nullptr;
+    return stored_as<float>(values_, layer, kv_head);
   }
   const uint16_t* key_blocks_f16(uint32_t layer, uint32_t kv_head) const override {
-    if constexpr (std::is_same_v<Element, uint16_t>) return head(keys_, layer, kv_head);
-    return nullptr;
+    return stored_as<uint16_t>(keys_, layer, kv_head);
   }
   const uint16_t* value_rows_f16(uint32_t layer, uint32_t kv_head) const override {
-    if constexpr (std::is_same_v<Element, uint16_t>) return head(values_, layer, kv_head);
-    return nullptr;
+    return stored_as<uint16_t>(values_, layer, kv_head);
   }
 
  private:
+  // One head's storage if it is stored as T, else null.
+  template <typename T>
+  const T* stored_as(Element* base, uint32_t layer, uint32_t kv_head) const {
+    if constexpr (std::is_same_v<Element, T>) return head(base, layer, kv_head);
+    return nullptr;
+  }
   Element* head(Element* base, uint32_t layer, uint32_t kv_head) const {
     const size_t head_index = static_cast<size_t>(layer) * shape_.kv_heads + kv_head;
     return base + head_index * capacity_ * shape_.head_dim;
