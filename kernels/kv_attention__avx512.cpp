@@ -9,6 +9,7 @@
 
 #include "kernels/dense_matmul.h"
 #include "kernels/kv_ukernels.h"
+#include "kernels/kv_value_rows_impl.h"
 
 namespace tern {
 namespace {
@@ -73,85 +74,34 @@ void code_row_dots_t(const float* qs, const float* bias, const uint8_t* rows, si
   }
 }
 
-// Columns [c, c + 16 Z) of one value group for Q queries over every token, the running sums
-// held in registers (out is loaded and stored once, not once per token). Each element's sum
-// still runs over the tokens in order, so the result is the same as token-by-token.
-template <uint32_t B, int Q, int Z>
-inline void value_chunk(const float* p, size_t p_stride, const uint8_t* rows, size_t row_bytes, uint32_t tokens,
-                        uint32_t head_dim, uint32_t groups, uint32_t g, uint32_t c, bool first_chunk,
-                        float (*bias)[kKvMaxHeadDim / 8], float* out) {
-  __m512 acc[Q][Z];
-  for (int i = 0; i < Q; ++i)
-    for (int z = 0; z < Z; ++z) acc[i][z] = _mm512_loadu_ps(out + i * head_dim + c + 16 * z);
-  for (uint32_t t = 0; t < tokens; ++t) {
-    const uint8_t* row = rows + t * row_bytes;
-    uint16_t mh, sh;
-    std::memcpy(&mh, row + 4 * g, 2);
-    std::memcpy(&sh, row + 4 * g + 2, 2);
-    const float st = _cvtsh_ss(sh);
-    const uint8_t* codes_row = row + 4 * static_cast<size_t>(groups);
-    __m512 codes[Z];
-    for (int z = 0; z < Z; ++z) codes[z] = codes16<B>(codes_row, c + 16 * z);
-    for (int i = 0; i < Q; ++i) {
-      const float pt = p[i * p_stride + t];
-      const __m512 a = _mm512_set1_ps(pt * st);
-      for (int z = 0; z < Z; ++z) acc[i][z] = _mm512_fmadd_ps(a, codes[z], acc[i][z]);
-      if (first_chunk) bias[i][g] += pt * _cvtsh_ss(mh);
-    }
-  }
-  for (int i = 0; i < Q; ++i)
-    for (int z = 0; z < Z; ++z) _mm512_storeu_ps(out + i * head_dim + c + 16 * z, acc[i][z]);
-}
-
-template <uint32_t B, int Q>
-void value_rows_accumulate_t(const float* p, size_t p_stride, const uint8_t* rows, uint32_t tokens, uint32_t head_dim,
-                             uint32_t group, float* out) {
-  const uint32_t groups = kv_value_groups(head_dim, group);
-  const size_t row_bytes = kv_value_row_bytes(B, head_dim, group);
-  // Σ_t p*min per group is added once at the end instead of once per token and chunk.
-  float bias[Q][kKvMaxHeadDim / 8] = {};
-  for (uint32_t g = 0; g < groups; ++g) {
-    const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
-    uint32_t c = g * group;
-    bool first = true;
-    for (; c + 32 <= end; c += 32, first = false)
-      value_chunk<B, Q, 2>(p, p_stride, rows, row_bytes, tokens, head_dim, groups, g, c, first, bias, out);
-    for (; c + 16 <= end; c += 16, first = false)
-      value_chunk<B, Q, 1>(p, p_stride, rows, row_bytes, tokens, head_dim, groups, g, c, first, bias, out);
-    if (c == end && !first) continue;
-    // A group narrower than 16 columns or its last 1-15: token by token.
-    for (uint32_t t = 0; t < tokens; ++t) {
-      const uint8_t* row = rows + t * row_bytes;
-      const uint8_t* codes_row = row + 4 * static_cast<size_t>(groups);
+// The register-held chunks of kv_value_rows_accumulate: 32 or 16 columns of a value group.
+struct ValueChunks {
+  static constexpr uint32_t kWide = 32, kNarrow = 16;
+  template <uint32_t B, int Q, uint32_t Columns>
+  static void run(const KvValueRows& v, uint32_t g, uint32_t c, bool first, KvValueBias bias, float* out) {
+    constexpr int Z = Columns / 16;
+    __m512 acc[Q][Z];
+    for (int i = 0; i < Q; ++i)
+      for (int z = 0; z < Z; ++z) acc[i][z] = _mm512_loadu_ps(out + i * v.head_dim + c + 16 * z);
+    for (uint32_t t = 0; t < v.tokens; ++t) {
+      const uint8_t* row = v.rows + t * v.row_bytes;
       uint16_t mh, sh;
-      std::memcpy(&mh, row + 4 * g, 2);
-      std::memcpy(&sh, row + 4 * g + 2, 2);
-      const float mn = kv_half_to_float(mh), st = kv_half_to_float(sh);
-      float a[Q];
+      kv_value_group_params(row, g, &mh, &sh);
+      const float st = _cvtsh_ss(sh);
+      const uint8_t* codes_row = row + 4 * static_cast<size_t>(v.groups);
+      __m512 codes[Z];
+      for (int z = 0; z < Z; ++z) codes[z] = codes16<B>(codes_row, c + 16 * z);
       for (int i = 0; i < Q; ++i) {
-        a[i] = p[i * p_stride + t] * st;
-        if (first) bias[i][g] += p[i * p_stride + t] * mn;
-      }
-      uint32_t cc = c;
-      for (; cc + 8 <= end; cc += 8) {
-        const __m256 codes = codes8<B>(codes_row, cc);
-        for (int i = 0; i < Q; ++i) {
-          float* o = out + i * head_dim + cc;
-          _mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_set1_ps(a[i]), codes, _mm256_loadu_ps(o)));
-        }
-      }
-      for (; cc < end; ++cc) {
-        const float code = static_cast<float>(kv_code_at(codes_row, cc, B));
-        for (int i = 0; i < Q; ++i) out[i * head_dim + cc] += a[i] * code;
+        const float pt = v.p[i * v.p_stride + t];
+        const __m512 a = _mm512_set1_ps(pt * st);
+        for (int z = 0; z < Z; ++z) acc[i][z] = _mm512_fmadd_ps(a, codes[z], acc[i][z]);
+        if (first) bias[i][g] += pt * _cvtsh_ss(mh);
       }
     }
+    for (int i = 0; i < Q; ++i)
+      for (int z = 0; z < Z; ++z) _mm512_storeu_ps(out + i * v.head_dim + c + 16 * z, acc[i][z]);
   }
-  for (int i = 0; i < Q; ++i)
-    for (uint32_t g = 0; g < groups; ++g) {
-      const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
-      for (uint32_t c = g * group; c < end; ++c) out[i * head_dim + c] += bias[i][g];
-    }
-}
+};
 
 template <uint32_t B>
 void code_row_dots_b(const float* qs, const float* bias, uint32_t queries, const uint8_t* rows, size_t row_bytes,
@@ -178,10 +128,10 @@ template <uint32_t B>
 void value_rows_accumulate_b(const float* p, size_t p_stride, uint32_t queries, const uint8_t* rows, uint32_t tokens,
                              uint32_t head_dim, uint32_t group, float* out) {
   switch (queries) {
-    case 1: return value_rows_accumulate_t<B, 1>(p, p_stride, rows, tokens, head_dim, group, out);
-    case 2: return value_rows_accumulate_t<B, 2>(p, p_stride, rows, tokens, head_dim, group, out);
-    case 3: return value_rows_accumulate_t<B, 3>(p, p_stride, rows, tokens, head_dim, group, out);
-    default: return value_rows_accumulate_t<B, 4>(p, p_stride, rows, tokens, head_dim, group, out);
+    case 1: return kv_value_rows_accumulate<ValueChunks, B, 1>(p, p_stride, rows, tokens, head_dim, group, out);
+    case 2: return kv_value_rows_accumulate<ValueChunks, B, 2>(p, p_stride, rows, tokens, head_dim, group, out);
+    case 3: return kv_value_rows_accumulate<ValueChunks, B, 3>(p, p_stride, rows, tokens, head_dim, group, out);
+    default: return kv_value_rows_accumulate<ValueChunks, B, 4>(p, p_stride, rows, tokens, head_dim, group, out);
   }
 }
 

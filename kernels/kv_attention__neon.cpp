@@ -5,6 +5,7 @@
 
 #include "kernels/dense_matmul.h"
 #include "kernels/kv_ukernels.h"
+#include "kernels/kv_value_rows_impl.h"
 
 namespace tern {
 namespace {
@@ -54,73 +55,34 @@ void code_row_dots_t(const float* qs, const float* bias, const uint8_t* rows, si
   }
 }
 
-// Columns [c, c + 8 Y) of one value group for Q queries over every token, the running sums
-// held in registers (out is loaded and stored once, not once per token). Each element's sum
-// still runs over the tokens in order, so the result is the same as token-by-token.
-template <uint32_t B, int Q, int Y>
-inline void value_chunk(const float* p, size_t p_stride, const uint8_t* rows, size_t row_bytes, uint32_t tokens,
-                        uint32_t head_dim, uint32_t groups, uint32_t g, uint32_t c, bool first_chunk,
-                        float (*bias)[kKvMaxHeadDim / 8], float* out) {
-  float32x4_t acc[Q][2 * Y];
-  for (int i = 0; i < Q; ++i)
-    for (int y = 0; y < 2 * Y; ++y) acc[i][y] = vld1q_f32(out + i * head_dim + c + 4 * y);
-  for (uint32_t t = 0; t < tokens; ++t) {
-    const uint8_t* row = rows + t * row_bytes;
-    uint16_t mh, sh;
-    std::memcpy(&mh, row + 4 * g, 2);
-    std::memcpy(&sh, row + 4 * g + 2, 2);
-    const float st = kv_half_to_float(sh);
-    const uint8_t* codes_row = row + 4 * static_cast<size_t>(groups);
-    float32x4_t codes[2 * Y];
-    for (int y = 0; y < Y; ++y) codes8<B>(codes_row, c + 8 * y, &codes[2 * y], &codes[2 * y + 1]);
-    for (int i = 0; i < Q; ++i) {
-      const float pt = p[i * p_stride + t];
-      const float a = pt * st;
-      for (int y = 0; y < 2 * Y; ++y) acc[i][y] = vfmaq_n_f32(acc[i][y], codes[y], a);
-      if (first_chunk) bias[i][g] += pt * kv_half_to_float(mh);
-    }
-  }
-  for (int i = 0; i < Q; ++i)
-    for (int y = 0; y < 2 * Y; ++y) vst1q_f32(out + i * head_dim + c + 4 * y, acc[i][y]);
-}
-
-template <uint32_t B, int Q>
-void value_rows_accumulate_t(const float* p, size_t p_stride, const uint8_t* rows, uint32_t tokens, uint32_t head_dim,
-                             uint32_t group, float* out) {
-  const uint32_t groups = kv_value_groups(head_dim, group);
-  const size_t row_bytes = kv_value_row_bytes(B, head_dim, group);
-  // Σ_t p*min per group is added once at the end instead of once per token and chunk.
-  float bias[Q][kKvMaxHeadDim / 8] = {};
-  for (uint32_t g = 0; g < groups; ++g) {
-    const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
-    uint32_t c = g * group;
-    bool first = true;
-    for (; c + 16 <= end; c += 16, first = false)
-      value_chunk<B, Q, 2>(p, p_stride, rows, row_bytes, tokens, head_dim, groups, g, c, first, bias, out);
-    for (; c + 8 <= end; c += 8, first = false)
-      value_chunk<B, Q, 1>(p, p_stride, rows, row_bytes, tokens, head_dim, groups, g, c, first, bias, out);
-    if (c == end && !first) continue;
-    // A group narrower than 8 columns or its last 1-7: token by token.
-    for (uint32_t t = 0; t < tokens; ++t) {
-      const uint8_t* row = rows + t * row_bytes;
-      const uint8_t* codes_row = row + 4 * static_cast<size_t>(groups);
+// The register-held chunks of kv_value_rows_accumulate: 16 or 8 columns of a value group.
+struct ValueChunks {
+  static constexpr uint32_t kWide = 16, kNarrow = 8;
+  template <uint32_t B, int Q, uint32_t Columns>
+  static void run(const KvValueRows& v, uint32_t g, uint32_t c, bool first, KvValueBias bias, float* out) {
+    constexpr int Z = Columns / 4;
+    float32x4_t acc[Q][Z];
+    for (int i = 0; i < Q; ++i)
+      for (int z = 0; z < Z; ++z) acc[i][z] = vld1q_f32(out + i * v.head_dim + c + 4 * z);
+    for (uint32_t t = 0; t < v.tokens; ++t) {
+      const uint8_t* row = v.rows + t * v.row_bytes;
       uint16_t mh, sh;
-      std::memcpy(&mh, row + 4 * g, 2);
-      std::memcpy(&sh, row + 4 * g + 2, 2);
-      const float mn = kv_half_to_float(mh), st = kv_half_to_float(sh);
+      kv_value_group_params(row, g, &mh, &sh);
+      const float st = kv_half_to_float(sh);
+      const uint8_t* codes_row = row + 4 * static_cast<size_t>(v.groups);
+      float32x4_t codes[Z];
+      for (int z = 0; z < Z; z += 2) codes8<B>(codes_row, c + 4 * z, &codes[z], &codes[z + 1]);
       for (int i = 0; i < Q; ++i) {
-        const float a = p[i * p_stride + t] * st;
-        if (first) bias[i][g] += p[i * p_stride + t] * mn;
-        for (uint32_t cc = c; cc < end; ++cc) out[i * head_dim + cc] += a * static_cast<float>(kv_code_at(codes_row, cc, B));
+        const float pt = v.p[i * v.p_stride + t];
+        const float a = pt * st;
+        for (int z = 0; z < Z; ++z) acc[i][z] = vfmaq_n_f32(acc[i][z], codes[z], a);
+        if (first) bias[i][g] += pt * kv_half_to_float(mh);
       }
     }
+    for (int i = 0; i < Q; ++i)
+      for (int z = 0; z < Z; ++z) vst1q_f32(out + i * v.head_dim + c + 4 * z, acc[i][z]);
   }
-  for (int i = 0; i < Q; ++i)
-    for (uint32_t g = 0; g < groups; ++g) {
-      const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
-      for (uint32_t c = g * group; c < end; ++c) out[i * head_dim + c] += bias[i][g];
-    }
-}
+};
 
 template <uint32_t B>
 void code_row_dots_b(const float* qs, const float* bias, uint32_t queries, const uint8_t* rows, size_t row_bytes,
@@ -147,10 +109,10 @@ template <uint32_t B>
 void value_rows_accumulate_b(const float* p, size_t p_stride, uint32_t queries, const uint8_t* rows, uint32_t tokens,
                              uint32_t head_dim, uint32_t group, float* out) {
   switch (queries) {
-    case 1: return value_rows_accumulate_t<B, 1>(p, p_stride, rows, tokens, head_dim, group, out);
-    case 2: return value_rows_accumulate_t<B, 2>(p, p_stride, rows, tokens, head_dim, group, out);
-    case 3: return value_rows_accumulate_t<B, 3>(p, p_stride, rows, tokens, head_dim, group, out);
-    default: return value_rows_accumulate_t<B, 4>(p, p_stride, rows, tokens, head_dim, group, out);
+    case 1: return kv_value_rows_accumulate<ValueChunks, B, 1>(p, p_stride, rows, tokens, head_dim, group, out);
+    case 2: return kv_value_rows_accumulate<ValueChunks, B, 2>(p, p_stride, rows, tokens, head_dim, group, out);
+    case 3: return kv_value_rows_accumulate<ValueChunks, B, 3>(p, p_stride, rows, tokens, head_dim, group, out);
+    default: return kv_value_rows_accumulate<ValueChunks, B, 4>(p, p_stride, rows, tokens, head_dim, group, out);
   }
 }
 
