@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "kernels/dense_matmul.h"
 
 namespace tern {
 
@@ -23,8 +22,6 @@ const DenseAttentionUkernels& dense_attention_ukernels(KvIsa isa) {
 
 namespace {
 
-inline float widen(float x) { return x; }
-inline float widen(uint16_t x) { return f16_to_f32(x); }
 
 template <typename Element>
 void scores_impl(KvIsa isa, const float* q, uint32_t queries, uint32_t head_dim, const Element* keys, uint32_t len,
@@ -44,7 +41,9 @@ void scores_impl(KvIsa isa, const float* q, uint32_t queries, uint32_t head_dim,
       for (uint32_t j = 0; j < n; ++j) {
         const float* qj = qs + static_cast<size_t>(j) * head_dim;
         float dot = 0.0f;
-        for (uint32_t i = 0; i < head_dim; ++i) dot += qj[i] * widen(keys[kv_key_index(p, i, head_dim, capacity)]);
+        for (uint32_t i = 0; i < head_dim; ++i) {
+          dot += qj[i] * dense_attention_widen(keys[kv_key_index(p, i, head_dim, capacity)]);
+        }
         sc[j * stride + p] = dot * scale;
       }
     }
@@ -68,7 +67,9 @@ void values_impl(KvIsa isa, const float* probs, size_t p_stride, uint32_t querie
     for (uint32_t j = 0; j < n; ++j) {
       for (uint32_t i = done; i < head_dim; ++i) {
         float acc = 0.0f;
-        for (uint32_t p = 0; p < len; ++p) acc += pr[j * p_stride + p] * widen(values[static_cast<size_t>(p) * head_dim + i]);
+        for (uint32_t p = 0; p < len; ++p) {
+          acc += pr[j * p_stride + p] * dense_attention_widen(values[static_cast<size_t>(p) * head_dim + i]);
+        }
         o[static_cast<size_t>(j) * head_dim + i] = acc;
       }
     }

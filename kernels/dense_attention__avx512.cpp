@@ -80,12 +80,9 @@ void blocks_for(const float* q, uint32_t head_dim, const Element* keys, uint32_t
 template <typename Element>
 void block_scores(const float* q, uint32_t queries, uint32_t head_dim, const Element* keys, uint32_t blocks,
                   float scale, float* scores, size_t stride) {
-  switch (queries) {
-    case 1: return blocks_for<1>(q, head_dim, keys, blocks, scale, scores, stride);
-    case 2: return blocks_for<2>(q, head_dim, keys, blocks, scale, scores, stride);
-    case 3: return blocks_for<3>(q, head_dim, keys, blocks, scale, scores, stride);
-    default: return blocks_for<4>(q, head_dim, keys, blocks, scale, scores, stride);
-  }
+  with_query_count(queries, [&](auto n) {
+    blocks_for<decltype(n)::value>(q, head_dim, keys, blocks, scale, scores, stride);
+  });
 }
 
 // C zmm columns for Q queries over every position; the first pass fetches whole rows ahead.
@@ -123,12 +120,9 @@ uint32_t columns_for(const float* probs, size_t p_stride, const Element* values,
 template <typename Element>
 uint32_t value_columns(const float* probs, size_t p_stride, uint32_t queries, const Element* values, uint32_t head_dim,
                        uint32_t len, float* out) {
-  switch (queries) {
-    case 1: return columns_for<1>(probs, p_stride, values, head_dim, len, out);
-    case 2: return columns_for<2>(probs, p_stride, values, head_dim, len, out);
-    case 3: return columns_for<3>(probs, p_stride, values, head_dim, len, out);
-    default: return columns_for<4>(probs, p_stride, values, head_dim, len, out);
-  }
+  return with_query_count(queries, [&](auto n) {
+    return columns_for<decltype(n)::value>(probs, p_stride, values, head_dim, len, out);
+  });
 }
 
 }  // namespace

@@ -1,12 +1,9 @@
 // Reference loops for dense attention: the order every ISA reproduces.
 #include "kernels/dense_attention.h"
-#include "kernels/dense_matmul.h"
 
 namespace tern {
 namespace {
 
-inline float widen(float x) { return x; }
-inline float widen(uint16_t x) { return f16_to_f32(x); }
 
 template <typename Element>
 void block_scores(const float* q, uint32_t queries, uint32_t head_dim, const Element* keys, uint32_t blocks,
@@ -17,7 +14,7 @@ void block_scores(const float* q, uint32_t queries, uint32_t head_dim, const Ele
       const float* qj = q + static_cast<size_t>(j) * head_dim;
       float dot[kKvKeyBlock] = {};
       for (uint32_t i = 0; i < head_dim; ++i)
-        for (uint32_t k = 0; k < kKvKeyBlock; ++k) dot[k] += qj[i] * widen(block[i * kKvKeyBlock + k]);
+        for (uint32_t k = 0; k < kKvKeyBlock; ++k) dot[k] += qj[i] * dense_attention_widen(block[i * kKvKeyBlock + k]);
       for (uint32_t k = 0; k < kKvKeyBlock; ++k) scores[j * stride + b * kKvKeyBlock + k] = dot[k] * scale;
     }
   }
@@ -36,7 +33,7 @@ uint32_t value_columns(const float* probs, size_t p_stride, uint32_t queries, co
       for (uint32_t p = 0; p < len; ++p) {
         const float w = probs[j * p_stride + p];
         const Element* v = values + static_cast<size_t>(p) * head_dim + c0;
-        for (uint32_t k = 0; k < kChunk; ++k) acc[k] += w * widen(v[k]);
+        for (uint32_t k = 0; k < kChunk; ++k) acc[k] += w * dense_attention_widen(v[k]);
       }
       for (uint32_t k = 0; k < kChunk; ++k) out[static_cast<size_t>(j) * head_dim + c0 + k] = acc[k];
     }
