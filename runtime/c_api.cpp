@@ -11,6 +11,7 @@
 #include "platform/log.h"
 #include "runtime/bundle.h"
 #include "runtime/kv_profile.h"
+#include "runtime/memory_plan.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
 #include "runtime/tokenizer.h"
@@ -142,6 +143,15 @@ const char* tern_status_string(tern_status s) {
 
 const char* tern_last_error_message(void) { return last_error_message(); }
 const char* tern_version(void) { return version_string(); }
+
+tern_status tern_parse_byte_size(const char* text, uint64_t* out_bytes) {
+  TERN_C_REQUIRE_(text);
+  TERN_C_REQUIRE_(out_bytes);
+  auto bytes = parse_byte_size(text);
+  if (!bytes.ok()) return status(bytes.error());
+  *out_bytes = *bytes;
+  return TERN_OK;
+}
 
 void tern_set_log_callback(tern_log_callback callback, void* user_data) {
   if (callback == nullptr) {

@@ -173,6 +173,9 @@ const char* tern_status_string(tern_status status);
 /* The message of the last failure on this thread ("" if none). Valid until the next call. */
 const char* tern_last_error_message(void);
 const char* tern_version(void);
+/* Parses a byte size as the CLIs take it: "512M", "1.5G", "4096K", "123456" (K/M/G are powers
+ * of 1024, optionally followed by "i" and "B"). TERN_INVALID_ARGUMENT for anything else. */
+tern_status tern_parse_byte_size(const char* text, uint64_t* out_bytes);
 
 /* NULL callback restores stderr. */
 void tern_set_log_callback(tern_log_callback callback, void* user_data);

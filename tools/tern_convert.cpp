@@ -107,8 +107,8 @@ int main(int argc, char** argv) {
       ->expected(0, 1);
   app.add_option("--kv-avg-bits", calib.average_bits, "average code bits of the primary KV allocation")
       ->check(CLI::Range(2.0, 8.0));
-  app.add_option("--window", calib.recent_window, "KV: most recent tokens kept exact");
-  app.add_option("--sinks", calib.sink_tokens, "KV: first tokens kept exact");
+  app.add_option("--kv-window", calib.recent_window, "KV: most recent tokens kept exact (default 32)");
+  app.add_option("--kv-sinks", calib.sink_tokens, "KV: first tokens kept exact (default 4)");
   app.add_option("--calib-tokens", calib.tokens, "calibration positions")->check(CLI::Range(128u, 1u << 20));
   calib.threads = std::max(1u, std::thread::hardware_concurrency());
   app.add_option("--calib-threads", calib.threads, "threads for calibration (default: one per core)")

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "examples/cli_sizes.h"
+#include "tools/cli_sizes.h"
 #include "runtime/include/tern.h"
 
 namespace {
@@ -37,7 +37,6 @@ constexpr Device kDevices[] = {
 };
 
 using tern::cli::mib;
-using tern::cli::parse_size;
 
 struct Table {
   std::string label;  // "budget 2.00 GiB" / "context 8192" / device
@@ -111,7 +110,7 @@ int main(int argc, char** argv) {
   std::vector<Table> tables;
   if (!budget_text.empty()) {
     Table t;
-    if (!parse_size(budget_text, &t.budget) || t.budget == 0) {
+    if (tern_parse_byte_size(budget_text.c_str(), &t.budget) != TERN_OK || t.budget == 0) {
       std::fprintf(stderr, "tern-plan: --budget '%s' is not a size like 2G\n", budget_text.c_str());
       return 2;
     }

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "examples/cli_sizes.h"
+#include "tools/cli_sizes.h"
 #include "runtime/include/tern.h"
 
 namespace {
@@ -27,7 +27,6 @@ int print_piece(const char* text, size_t size, void*) {
 }
 
 using tern::cli::mib;
-using tern::cli::parse_size;
 
 void print_memory(const tern_model* model) {
   tern_memory_report r;
@@ -100,7 +99,7 @@ int main(int argc, char** argv) {
   if (greedy) sampler.temperature = 0.0f;
 
   tern_model_params mp = tern_model_default_params();
-  if (!parse_size(budget_text, &mp.memory_budget_bytes)) {
+  if (tern_parse_byte_size(budget_text.c_str(), &mp.memory_budget_bytes) != TERN_OK) {
     std::fprintf(stderr, "tern-run: --memory-budget '%s' is not a size like 512M\n", budget_text.c_str());
     return 2;
   }
