@@ -6,6 +6,7 @@
 #include <map>
 
 #include "converter/tokenizer_import.h"
+#include "runtime/model_family.h"
 #include "runtime/tensor_names.h"
 
 namespace tern::convert {
@@ -481,27 +482,8 @@ Result<TokenizerIR> gguf_import_tokenizer(const gguf::File& file) {
 
 namespace {
 
-struct LayerTensorName {
-  const char* gguf;
-  const char* tern;
-  bool ternary;
-};
-constexpr LayerTensorName kLayerTensors[] = {
-    {"attn_norm", tensor_names::kAttnNorm, false},
-    {"attn_q", tensor_names::kWq, true},
-    {"attn_k", tensor_names::kWk, true},
-    {"attn_v", tensor_names::kWv, true},
-    {"attn_sub_norm", tensor_names::kAttnSubNorm, false},
-    {"attn_output", tensor_names::kWo, true},
-    {"ffn_norm", tensor_names::kFfnNorm, false},
-    {"ffn_gate", tensor_names::kWGate, true},
-    {"ffn_up", tensor_names::kWUp, true},
-    {"ffn_sub_norm", tensor_names::kFfnSubNorm, false},
-    {"ffn_down", tensor_names::kWDown, true},
-};
-
 // "token_embd.weight", "output_norm.weight", "output.weight" or "blk.<N>.<kind>.weight"
-// with N < layers and a kind from kLayerTensors.
+// with N < layers and a kind from the family table (runtime/model_family.h).
 bool is_known_tensor(const std::string& name, uint32_t layers) {
   if (name == "token_embd.weight" || name == "output_norm.weight" || name == "output.weight") return true;
   const std::string prefix = "blk.", suffix = ".weight";
@@ -519,8 +501,8 @@ bool is_known_tensor(const std::string& name, uint32_t layers) {
   if (i == digits_start || i >= name.size() || name[i] != '.' || layer >= layers) return false;
   if (i - digits_start > 1 && name[digits_start] == '0') return false;  // no leading zeros
   const std::string kind = name.substr(i + 1, name.size() - suffix.size() - i - 1);
-  for (const auto& lt : kLayerTensors) {
-    if (kind == lt.gguf) return true;
+  for (size_t k = 0; k < kLayerTensorCount; ++k) {
+    if (kind == kLayerTensors[k].gguf) return true;
   }
   return false;
 }
@@ -534,17 +516,10 @@ Result<uint32_t> get_u32(const gguf::File& file, const std::string& key) {
   return static_cast<uint32_t>(v);
 }
 
-// Expected [out, in] (or [n]) shape of each canonical tensor under `c`.
-std::vector<uint64_t> expected_shape(const ModelConfig& c, const std::string& suffix) {
-  const uint64_t q = uint64_t{c.heads} * c.head_dim, kv = uint64_t{c.kv_heads} * c.head_dim;
-  if (suffix == tensor_names::kWq) return {q, c.hidden};
-  if (suffix == tensor_names::kWk || suffix == tensor_names::kWv) return {kv, c.hidden};
-  if (suffix == tensor_names::kWo) return {c.hidden, q};
-  if (suffix == tensor_names::kWGate || suffix == tensor_names::kWUp) return {c.ffn_hidden, c.hidden};
-  if (suffix == tensor_names::kWDown) return {c.hidden, c.ffn_hidden};
-  if (suffix == tensor_names::kAttnSubNorm) return {q};
-  if (suffix == tensor_names::kFfnSubNorm) return {c.ffn_hidden};
-  return {c.hidden};  // attn_norm, ffn_norm, final norm
+// Expected [out, in] (or [n]) shape of a tensor under `c`.
+std::vector<uint64_t> expected_shape(const ModelConfig& c, const WeightSpec& spec) {
+  if (spec.cols == TensorDim::None) return {tensor_dim(spec.rows, c)};
+  return {tensor_dim(spec.rows, c), tensor_dim(spec.cols, c)};
 }
 
 std::string shape_string(const std::vector<uint64_t>& s) {
@@ -686,16 +661,16 @@ Result<ModelIR> import_gguf(const gguf::File& file, const ConvertOptions& option
                         convert_tensor(file, *embd, tensor_names::kTokEmbeddings, false, embed_shape));
   ir.tensors.push_back(std::move(embeddings));
   for (uint32_t l = 0; l < c.layers; ++l) {
-    for (const auto& lt : kLayerTensors) {
-      const bool sub_norm = std::strcmp(lt.gguf, "attn_sub_norm") == 0 || std::strcmp(lt.gguf, "ffn_sub_norm") == 0;
-      const std::string gname = "blk." + std::to_string(l) + "." + lt.gguf + ".weight";
+    for (size_t k = 0; k < kLayerTensorCount; ++k) {
+      const WeightSpec& spec = kLayerTensors[k];
+      const std::string gname = "blk." + std::to_string(l) + "." + spec.gguf + ".weight";
       const TensorInfo* t = file.find_tensor(gname);
       if (t == nullptr) {
-        if (sub_norm && !c.has_sub_norms) continue;
+        if (!tensor_required(spec, c)) continue;
         return fail(Error::UnknownTensor, "%s: tensor '%s' is missing", fname, gname.c_str());
       }
-      TERN_ASSIGN_OR_RETURN(TensorIR tensor, convert_tensor(file, *t, "layers." + std::to_string(l) + "." + lt.tern,
-                                                            lt.ternary, expected_shape(c, lt.tern)));
+      TERN_ASSIGN_OR_RETURN(TensorIR tensor, convert_tensor(file, *t, "layers." + std::to_string(l) + "." + spec.name,
+                                                            spec.ternary, expected_shape(c, spec)));
       ir.tensors.push_back(std::move(tensor));
     }
   }

@@ -13,6 +13,7 @@
 #include "converter/safetensors.h"
 #include "converter/tokenizer_import.h"
 #include "kernels/dense_matmul.h"
+#include "runtime/model_family.h"
 #include "runtime/tensor_names.h"
 
 namespace tern::convert {
@@ -344,53 +345,36 @@ Result<ModelIR> import_hf(const std::string& dir_str, const ConvertOptions& opti
   TERN_ASSIGN_OR_RETURN(Source src, open_weights(dir));
   Importer im{dir, src, convention, false, {}};
 
-  const uint64_t hidden = c.hidden, ffn = c.ffn_hidden, vocab = c.vocab;
-  const uint64_t q_dim = uint64_t{c.heads} * c.head_dim, kv_dim = uint64_t{c.kv_heads} * c.head_dim;
+  const uint64_t hidden = c.hidden, vocab = c.vocab;
   {
-    TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float("model.embed_tokens.weight", tensor_names::kTokEmbeddings, {vocab, hidden}));
+    TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float(global_tensor(tensor_names::kTokEmbeddings).hf, tensor_names::kTokEmbeddings, {vocab, hidden}));
     ir.tensors.push_back(std::move(t));
   }
   for (uint32_t l = 0; l < c.layers; ++l) {
     const std::string hf = "model.layers." + std::to_string(l) + ".";
     const std::string tn = "layers." + std::to_string(l) + ".";
-    const struct {
-      const char* hf;
-      const char* canon;
-      uint64_t d0;
-      bool present;
-    } norms[] = {
-        {"input_layernorm.weight", tensor_names::kAttnNorm, hidden, true},
-        {"self_attn.attn_sub_norm.weight", tensor_names::kAttnSubNorm, q_dim, is_2b4t},
-        {"post_attention_layernorm.weight", tensor_names::kFfnNorm, hidden, true},
-        {"mlp.ffn_sub_norm.weight", tensor_names::kFfnSubNorm, ffn, is_2b4t},
-    };
-    const struct {
-      const char* hf;
-      const char* canon;
-      uint64_t out, in;
-    } mats[] = {
-        {"self_attn.q_proj", tensor_names::kWq, q_dim, hidden},   {"self_attn.k_proj", tensor_names::kWk, kv_dim, hidden},
-        {"self_attn.v_proj", tensor_names::kWv, kv_dim, hidden},  {"self_attn.o_proj", tensor_names::kWo, hidden, q_dim},
-        {"mlp.gate_proj", tensor_names::kWGate, ffn, hidden},     {"mlp.up_proj", tensor_names::kWUp, ffn, hidden},
-        {"mlp.down_proj", tensor_names::kWDown, hidden, ffn},
-    };
-    for (const auto& n : norms) {
-      if (!n.present) continue;
-      TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float(hf + n.hf, tn + n.canon, {n.d0}));
+    // Norms first, then the ternary matrices (the order bundles have always been written in).
+    for (size_t k = 0; k < kLayerTensorCount; ++k) {
+      const WeightSpec& spec = kLayerTensors[k];
+      if (spec.ternary || !tensor_required(spec, c)) continue;
+      TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float(hf + spec.hf, tn + spec.name, {tensor_dim(spec.rows, c)}));
       ir.tensors.push_back(std::move(t));
     }
-    for (const auto& m : mats) {
-      TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_ternary(hf + m.hf, tn + m.canon, m.out, m.in));
+    for (size_t k = 0; k < kLayerTensorCount; ++k) {
+      const WeightSpec& spec = kLayerTensors[k];
+      if (!spec.ternary) continue;
+      TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_ternary(hf + spec.hf, tn + spec.name, tensor_dim(spec.rows, c),
+                                                        tensor_dim(spec.cols, c)));
       ir.tensors.push_back(std::move(t));
     }
     if (options.on_progress) options.on_progress("importing", l + 1, c.layers);
   }
   {
-    TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float("model.norm.weight", tensor_names::kFinalNorm, {hidden}));
+    TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float(global_tensor(tensor_names::kFinalNorm).hf, tensor_names::kFinalNorm, {hidden}));
     ir.tensors.push_back(std::move(t));
   }
   if (!c.tied_embeddings) {
-    TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float("lm_head.weight", tensor_names::kLmHead, {vocab, hidden}));
+    TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float(global_tensor(tensor_names::kLmHead).hf, tensor_names::kLmHead, {vocab, hidden}));
     ir.tensors.push_back(std::move(t));
   }
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "runtime/model_family.h"
 #include "runtime/tensor_names.h"
 
 namespace tern::convert {
@@ -147,22 +148,19 @@ Result<BundleContents> synthetic_contents(const std::string& preset, const Conve
     out.tensors.push_back(std::move(s));
   };
 
-  const uint64_t hidden = c.hidden, ffn = c.ffn_hidden, vocab = c.vocab;
-  const uint64_t q_dim = uint64_t{c.heads} * c.head_dim, kv_dim = uint64_t{c.kv_heads} * c.head_dim;
+  const uint64_t hidden = c.hidden, vocab = c.vocab;
   dense(tensor_names::kTokEmbeddings, {vocab, hidden}, true);
   for (uint32_t l = 0; l < c.layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
-    dense(p + tensor_names::kAttnNorm, {hidden}, false);
-    ternary(p + tensor_names::kWq, q_dim, hidden);
-    ternary(p + tensor_names::kWk, kv_dim, hidden);
-    ternary(p + tensor_names::kWv, kv_dim, hidden);
-    if (c.has_sub_norms) dense(p + tensor_names::kAttnSubNorm, {q_dim}, false);
-    ternary(p + tensor_names::kWo, hidden, q_dim);
-    dense(p + tensor_names::kFfnNorm, {hidden}, false);
-    ternary(p + tensor_names::kWGate, ffn, hidden);
-    ternary(p + tensor_names::kWUp, ffn, hidden);
-    if (c.has_sub_norms) dense(p + tensor_names::kFfnSubNorm, {ffn}, false);
-    ternary(p + tensor_names::kWDown, hidden, ffn);
+    for (size_t k = 0; k < kLayerTensorCount; ++k) {
+      const WeightSpec& spec = kLayerTensors[k];
+      if (!tensor_required(spec, c)) continue;
+      if (spec.ternary) {
+        ternary(p + spec.name, tensor_dim(spec.rows, c), tensor_dim(spec.cols, c));
+      } else {
+        dense(p + spec.name, {tensor_dim(spec.rows, c)}, false);
+      }
+    }
   }
   dense(tensor_names::kFinalNorm, {hidden}, false);
   if (!c.tied_embeddings) dense(tensor_names::kLmHead, {vocab, hidden}, true);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "runtime/model_family.h"
 #include "schema/bundle_generated.h"
 
 namespace tern {
@@ -113,9 +114,10 @@ Error check_tensor(const Ctx& ctx, const schema::Tensor* t) {
               static_cast<unsigned>(t->type()));
 }
 
+ModelConfig to_config(const schema::ModelConfig* c);
+
 Error check_config(const Ctx& ctx, const schema::ModelConfig* c) {
-  if (static_cast<uint32_t>(c->family()) > static_cast<uint32_t>(schema::ModelFamily::MAX) ||
-      c->family() == schema::ModelFamily::Unknown) {
+  if (family_traits(static_cast<ModelFamily>(c->family())) == nullptr) {
     return fail(Error::UnsupportedModel, "%s: unknown model family %u", ctx.label, static_cast<unsigned>(c->family()));
   }
   if (static_cast<uint32_t>(c->activation()) > static_cast<uint32_t>(schema::Activation::MAX)) {
@@ -167,46 +169,29 @@ Error check_shape(const Ctx& ctx, const schema::Tensor* t, uint64_t d0, uint64_t
   return Error::Ok;
 }
 
-// Shapes against the config; the tensors every forward pass needs must be present.
-Error check_model_tensors(const Ctx& ctx, const schema::ModelConfig* c,
+// Shapes against the config; the tensors the family's table requires must be present.
+Error check_model_tensors(const Ctx& ctx, const ModelConfig& c,
                           const flatbuffers::Vector<flatbuffers::Offset<schema::Tensor>>* tensors) {
-  const uint64_t hidden = c->hidden(), ffn = c->ffn_hidden(), vocab = c->vocab();
-  const uint64_t q_dim = static_cast<uint64_t>(c->heads()) * c->head_dim();
-  const uint64_t kv_dim = static_cast<uint64_t>(c->kv_heads()) * c->head_dim();
-  auto need = [&](const char* name, bool required, bool ternary, uint64_t d0, uint64_t d1) -> Error {
+  auto check = [&](const WeightSpec& spec, const char* name) -> Error {
     const schema::Tensor* t = tensors->LookupByKey(name);
     if (t == nullptr) {
-      if (required) return fail(Error::UnknownTensor, "%s: required tensor '%s' is missing", ctx.label, name);
+      if (tensor_required(spec, c)) return fail(Error::UnknownTensor, "%s: required tensor '%s' is missing", ctx.label, name);
       return Error::Ok;
     }
-    if ((t->type() == schema::TensorType::Ternary) != ternary) {
-      return fail(Error::UnsupportedType, "%s: tensor '%s' must be %s", ctx.label, name, ternary ? "ternary" : "dense");
+    if ((t->type() == schema::TensorType::Ternary) != spec.ternary) {
+      return fail(Error::UnsupportedType, "%s: tensor '%s' must be %s", ctx.label, name,
+                  spec.ternary ? "ternary" : "dense");
     }
-    return check_shape(ctx, t, d0, d1);
+    return check_shape(ctx, t, tensor_dim(spec.rows, c), tensor_dim(spec.cols, c));
   };
-  TERN_RETURN_IF_ERROR(need("tok_embeddings", true, false, vocab, hidden));
-  TERN_RETURN_IF_ERROR(need("norm", true, false, hidden, 0));
-  TERN_RETURN_IF_ERROR(need("lm_head", !c->tied_embeddings(), false, vocab, hidden));
-  const bool norms = c->family() != schema::ModelFamily::Bitllama2c;
-  const bool subs = c->has_sub_norms();
-  char name[64];
-  for (uint32_t l = 0; l < c->layers(); ++l) {
-    const struct {
-      const char* suffix;
-      bool required;
-      bool ternary;
-      uint64_t d0, d1;
-    } specs[] = {
-        {"attn_norm", norms, false, hidden, 0},   {"wq", true, true, q_dim, hidden},
-        {"wk", true, true, kv_dim, hidden},        {"wv", true, true, kv_dim, hidden},
-        {"attn_sub_norm", subs, false, q_dim, 0}, {"wo", true, true, hidden, q_dim},
-        {"ffn_norm", norms, false, hidden, 0},     {"w_gate", true, true, ffn, hidden},
-        {"w_up", true, true, ffn, hidden},         {"ffn_sub_norm", subs, false, ffn, 0},
-        {"w_down", true, true, hidden, ffn},
-    };
-    for (const auto& s : specs) {
-      std::snprintf(name, sizeof(name), "layers.%u.%s", l, s.suffix);
-      TERN_RETURN_IF_ERROR(need(name, s.required, s.ternary, s.d0, s.d1));
+  for (size_t i = 0; i < kGlobalTensorCount; ++i) {
+    TERN_RETURN_IF_ERROR(check(kGlobalTensors[i], kGlobalTensors[i].name));
+  }
+  char name[96];
+  for (uint32_t l = 0; l < c.layers; ++l) {
+    for (size_t i = 0; i < kLayerTensorCount; ++i) {
+      if (!layer_tensor_name(kLayerTensors[i], l, name, sizeof name)) return fail(Error::Internal, "tensor name");
+      TERN_RETURN_IF_ERROR(check(kLayerTensors[i], name));
     }
   }
   return Error::Ok;
@@ -356,7 +341,7 @@ Error verify_bundle(const uint8_t* data, size_t size, const char* label, const s
     }
     TERN_RETURN_IF_ERROR(check_tensor(ctx, t));
   }
-  TERN_RETURN_IF_ERROR(check_model_tensors(ctx, root->config(), tensors));
+  TERN_RETURN_IF_ERROR(check_model_tensors(ctx, to_config(root->config()), tensors));
   TERN_RETURN_IF_ERROR(check_tokenizer(ctx, root->tokenizer()));
   TERN_RETURN_IF_ERROR(check_kv_profile(ctx, root->config(), root->kv_profile()));
   *root_out = root;

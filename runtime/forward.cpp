@@ -72,7 +72,7 @@ void normalize_and_quantize(ForwardScratch& s, const float* in, size_t in_stride
 }
 
 NormKind norm_kind(const ModelConfig& c, const float* weight) {
-  if (c.family == ModelFamily::Bitllama2c) return NormKind::ParameterFree;
+  if (!family_traits(c.family)->layer_norms) return NormKind::ParameterFree;
   return weight != nullptr ? NormKind::Weighted : NormKind::None;
 }
 

@@ -77,42 +77,20 @@ Result<const float*> to_f32(const VectorView& v, ArenaAllocator& arena) {
 }  // namespace
 
 Error validate_weights(const ModelConfig& c, const ModelWeights& w) {
-  if (c.family != ModelFamily::Bitnet2B4T && c.family != ModelFamily::LlamaBitnet &&
-      c.family != ModelFamily::Bitllama2c) {
-    return fail(Error::UnsupportedModel, "model family %u is not supported", static_cast<unsigned>(c.family));
-  }
-  if (c.hidden == 0 || c.layers == 0 || c.heads == 0 || c.kv_heads == 0 || c.head_dim == 0 || c.vocab == 0 ||
-      c.ffn_hidden == 0) {
-    return fail(Error::InvalidBundle, "config has a zero dimension (hidden %u, layers %u, heads %u/%u, head_dim %u)",
-                c.hidden, c.layers, c.heads, c.kv_heads, c.head_dim);
-  }
-  if (c.heads % c.kv_heads != 0 || c.head_dim % 2 != 0) {
-    return fail(Error::InvalidBundle, "%u heads over %u KV heads of dim %u: need a whole group and an even dim",
-                c.heads, c.kv_heads, c.head_dim);
-  }
-  if (!(c.norm_eps >= 0.0f) || !(c.rope_theta > 0.0f)) {
-    return fail(Error::InvalidBundle, "config norm_eps %g / rope_theta %g out of range", c.norm_eps, c.rope_theta);
-  }
+  TERN_RETURN_IF_ERROR(validate_config(c));
   TERN_CHECK_OR_RETURN(w.layers != nullptr, Error::InvalidArgument, "weights without layers");
   TERN_RETURN_IF_ERROR(check_dense("tok_embeddings", w.tok_embeddings, c.vocab, c.hidden));
   TERN_RETURN_IF_ERROR(check_dense("lm_head", w.lm_head, c.vocab, c.hidden));
   TERN_RETURN_IF_ERROR(check_vector("final norm", 0, w.final_norm, c.hidden, true));
-  const size_t qd = static_cast<size_t>(c.heads) * c.head_dim, kvd = static_cast<size_t>(c.kv_heads) * c.head_dim;
-  const bool layer_norms = c.family != ModelFamily::Bitllama2c;
   for (uint32_t l = 0; l < c.layers; ++l) {
-    const LayerWeights& lw = w.layers[l];
-    TERN_RETURN_IF_ERROR(check_ternary("wq", l, lw.wq, qd, c.hidden));
-    TERN_RETURN_IF_ERROR(check_ternary("wk", l, lw.wk, kvd, c.hidden));
-    TERN_RETURN_IF_ERROR(check_ternary("wv", l, lw.wv, kvd, c.hidden));
-    TERN_RETURN_IF_ERROR(check_ternary("wo", l, lw.wo, c.hidden, qd));
-    TERN_RETURN_IF_ERROR(check_ternary("w_gate", l, lw.w_gate, c.ffn_hidden, c.hidden));
-    TERN_RETURN_IF_ERROR(check_ternary("w_up", l, lw.w_up, c.ffn_hidden, c.hidden));
-    TERN_RETURN_IF_ERROR(check_ternary("w_down", l, lw.w_down, c.hidden, c.ffn_hidden));
-    if (layer_norms) {
-      TERN_RETURN_IF_ERROR(check_vector("attn_norm", l, lw.attn_norm, c.hidden, true));
-      TERN_RETURN_IF_ERROR(check_vector("ffn_norm", l, lw.ffn_norm, c.hidden, true));
-      TERN_RETURN_IF_ERROR(check_vector("attn_sub_norm", l, lw.attn_sub_norm, qd, c.has_sub_norms));
-      TERN_RETURN_IF_ERROR(check_vector("ffn_sub_norm", l, lw.ffn_sub_norm, c.ffn_hidden, c.has_sub_norms));
+    for (size_t i = 0; i < kLayerTensorCount; ++i) {
+      const WeightSpec& spec = kLayerTensors[i];
+      const size_t rows = tensor_dim(spec.rows, c);
+      if (spec.ternary) {
+        TERN_RETURN_IF_ERROR(check_ternary(spec.name, l, w.layers[l].*spec.ternary_field, rows, tensor_dim(spec.cols, c)));
+      } else if (family_traits(c.family)->layer_norms) {
+        TERN_RETURN_IF_ERROR(check_vector(spec.name, l, w.layers[l].*spec.vector_field, rows, tensor_required(spec, c)));
+      }
     }
   }
   return Error::Ok;
@@ -189,7 +167,7 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
     const char* no_reposition = std::getenv("TERN_KV_NO_SINK_REPOSITION");
     kv_sink_reposition_ = no_reposition == nullptr || no_reposition[0] == '\0' || no_reposition[0] == '0';
   }
-  const bool layer_norms = config.family != ModelFamily::Bitllama2c;
+  const bool layer_norms = family_traits(config.family)->layer_norms;
   size_t arena_weights = 2 * kAlign + config.layers * (sizeof(LayerWeights) + sizeof(LayerRuntime)) + 2 * kAlign +
                          align_up(config.head_dim / 2 * sizeof(float), kAlign) + kAlign +
                          converted_norm_bytes(weights.final_norm);
@@ -342,18 +320,14 @@ Result<std::unique_ptr<Model>> Model::open_bundle(const char* path) {
   }
   TERN_ASSIGN_OR_RETURN(weights.final_norm, vector_of(bundle, 0, tensor_names::kFinalNorm, false));
   for (uint32_t l = 0; l < config.layers; ++l) {
-    LayerWeights& lw = layers[l];
-    TERN_ASSIGN_OR_RETURN(lw.wq, ternary_of(bundle, l, tensor_names::kWq));
-    TERN_ASSIGN_OR_RETURN(lw.wk, ternary_of(bundle, l, tensor_names::kWk));
-    TERN_ASSIGN_OR_RETURN(lw.wv, ternary_of(bundle, l, tensor_names::kWv));
-    TERN_ASSIGN_OR_RETURN(lw.wo, ternary_of(bundle, l, tensor_names::kWo));
-    TERN_ASSIGN_OR_RETURN(lw.w_gate, ternary_of(bundle, l, tensor_names::kWGate));
-    TERN_ASSIGN_OR_RETURN(lw.w_up, ternary_of(bundle, l, tensor_names::kWUp));
-    TERN_ASSIGN_OR_RETURN(lw.w_down, ternary_of(bundle, l, tensor_names::kWDown));
-    TERN_ASSIGN_OR_RETURN(lw.attn_norm, vector_of(bundle, l, tensor_names::kAttnNorm, true));
-    TERN_ASSIGN_OR_RETURN(lw.ffn_norm, vector_of(bundle, l, tensor_names::kFfnNorm, true));
-    TERN_ASSIGN_OR_RETURN(lw.attn_sub_norm, vector_of(bundle, l, tensor_names::kAttnSubNorm, true));
-    TERN_ASSIGN_OR_RETURN(lw.ffn_sub_norm, vector_of(bundle, l, tensor_names::kFfnSubNorm, true));
+    for (size_t i = 0; i < kLayerTensorCount; ++i) {
+      const WeightSpec& spec = kLayerTensors[i];
+      if (spec.ternary) {
+        TERN_ASSIGN_OR_RETURN(layers[l].*spec.ternary_field, ternary_of(bundle, l, spec.name));
+      } else {
+        TERN_ASSIGN_OR_RETURN(layers[l].*spec.vector_field, vector_of(bundle, l, spec.name, true));
+      }
+    }
   }
   weights.layers = layers.get();
   // Every page of the file may become resident (the header and tokenizer too): the plan

@@ -16,6 +16,7 @@
 #include "runtime/kv_policy.h"
 #include "runtime/memory_plan.h"
 #include "runtime/model_config.h"
+#include "runtime/model_family.h"
 #include "runtime/sampler.h"
 #include "runtime/tokenizer.h"
 
@@ -26,26 +27,6 @@ class Session;
 namespace schema {
 struct KvProfile;
 }
-
-// A 1-D weight (norm) as stored; data == nullptr means absent.
-struct VectorView {
-  DenseType type = DenseType::F32;  // F32, F16 or BF16
-  const void* data = nullptr;
-  size_t size = 0;
-};
-
-struct LayerWeights {
-  VectorView attn_norm, attn_sub_norm, ffn_norm, ffn_sub_norm;
-  TernaryMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
-};
-
-// Views of every weight; the memory they point at must outlive the Model.
-struct ModelWeights {
-  DenseMatrix tok_embeddings;
-  DenseMatrix lm_head;  // == tok_embeddings when tied
-  VectorView final_norm;
-  const LayerWeights* layers = nullptr;  // config.layers entries
-};
 
 struct ModelParams {
   uint64_t memory_budget_bytes = 0;  // 0: no limit

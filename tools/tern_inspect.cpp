@@ -5,6 +5,7 @@
 #include <string>
 
 #include "converter/bundle_writer.h"
+#include "runtime/model_family.h"
 #include "runtime/bundle.h"
 #include "schema/bundle_generated.h"
 
@@ -13,13 +14,8 @@ using namespace tern;
 namespace {
 
 const char* family_name(ModelFamily f) {
-  switch (f) {
-    case ModelFamily::Bitnet2B4T: return "bitnet-2b4t";
-    case ModelFamily::LlamaBitnet: return "llama-bitnet";
-    case ModelFamily::Bitllama2c: return "bitllama2c";
-    case ModelFamily::Unknown: break;
-  }
-  return "unknown";
+  const FamilyTraits* traits = family_traits(f);
+  return traits != nullptr ? traits->name : "unknown";
 }
 
 const char* str(const flatbuffers::String* s) { return s ? s->c_str() : ""; }
