@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include "converter/dense_quantize.h"
 #include "converter/tokenizer_import.h"
 #include "runtime/tensor_names.h"
 #include "runtime/version.h"

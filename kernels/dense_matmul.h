@@ -58,9 +58,6 @@ bool dense_gemv_i8_applies(const DenseMatrix& m);
 void dense_gemv_i8(const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool);
 Error dense_gemv_i8_isa(Isa isa, const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool);
 
-// Host-side quantizers used by the converter (and tests).
-void quantize_dense_q8(const float* w, size_t rows, size_t cols, size_t group, int8_t* q, float* scales);
-void quantize_dense_q4(const float* w, size_t rows, size_t cols, size_t group, uint8_t* q, float* scales);
 
 // IEEE half / bfloat16 conversions (round to nearest even).
 float f16_to_f32(uint16_t h);
