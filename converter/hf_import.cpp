@@ -12,7 +12,6 @@
 
 #include "converter/safetensors.h"
 #include "converter/tokenizer_import.h"
-#include "kernels/dense_matmul.h"
 #include "runtime/model_family.h"
 #include "runtime/tensor_names.h"
 

@@ -10,21 +10,25 @@
 #include "converter/kv_calibration.h"
 #include "runtime/bundle.h"
 #include "runtime/forward.h"
-#include "runtime/kv_compressed_cache.h"
-#include "runtime/kv_profile.h"
+#include "runtime/kv/kv_profile.h"
 #include "schema/bundle_generated.h"
 
 namespace tern::kvq {
 
+const KvCacheSpec& KvMode::resolved() {
+  if (!bits.empty()) spec.profile.head_bits = bits.data();
+  return spec;
+}
+
 double KvMode::bytes_per_token() const {
-  if (dense) return static_cast<double>(kv_bytes_per_token(dense_type, profile.shape));
-  KvCacheProfile p = profile;
-  if (!bits.empty()) p.head_bits = bits.data();
-  return kv_bytes_per_token(p);
+  KvCacheSpec s = spec;
+  if (!bits.empty()) s.profile.head_bits = bits.data();
+  return kv_cache_bytes_per_token(s);
 }
 
 double KvMode::bits_per_element() const {
-  const double elements = 2.0 * profile.shape.layers * profile.shape.kv_heads * profile.shape.head_dim;
+  const KvShape& shape = spec.profile.shape;
+  const double elements = 2.0 * shape.layers * shape.kv_heads * shape.head_dim;
   return elements > 0 ? bytes_per_token() * 8.0 / elements : 0.0;
 }
 
@@ -75,14 +79,17 @@ KvMode compressed_mode(const std::string& name, const ModelConfig& config, const
                        std::vector<KvHeadBits> bits) {
   KvMode m;
   m.name = name;
-  m.profile.shape = kv_shape_of(config);
-  m.profile.exact_type = s.exact_type;
-  m.profile.sink_tokens = s.sink_tokens;
-  m.profile.recent_window = s.recent_window;
-  m.profile.block_tokens = s.block_tokens;
-  m.profile.value_group = std::min(s.value_group, config.head_dim);
-  m.profile.rotate = true;
-  m.profile.eviction = KvEviction::None;
+  m.spec.compressed = true;
+  std::snprintf(m.spec.name, sizeof m.spec.name, "%s", name.c_str());
+  KvCacheProfile& p = m.spec.profile;
+  p.shape = kv_shape_of(config);
+  p.exact_type = s.exact_type;
+  p.sink_tokens = s.sink_tokens;
+  p.recent_window = s.recent_window;
+  p.block_tokens = s.block_tokens;
+  p.value_group = std::min(s.value_group, config.head_dim);
+  p.rotate = true;
+  p.eviction = KvEviction::None;
   m.bits = std::move(bits);
   return m;
 }
@@ -122,20 +129,20 @@ Result<KvMode> mode_by_name(const Model& model, const std::string& name, const K
     KvMode m = compressed_mode(name, c, adaptive.ok() ? settings_from_model(model, settings) : settings, std::move(bits));
     return m;
   }
-  KvModeSpec spec;
+  KvModeName spec;
   TERN_RETURN_IF_ERROR(parse_kv_mode(name.c_str(), &spec));
   switch (spec.kind) {
-    case KvModeSpec::Kind::Exact: {
+    case KvModeName::Kind::Exact: {
       KvMode m;
       m.name = name;
-      m.dense = true;
-      m.dense_type = spec.exact_type;
-      m.profile.shape = kv_shape_of(c);
+      KvModeRequest request;
+      request.mode = name.c_str();
+      TERN_RETURN_IF_ERROR(make_kv_cache_spec(request, c, nullptr, nullptr, &m.spec));
       return m;
     }
-    case KvModeSpec::Kind::Uniform:
+    case KvModeName::Kind::Uniform:
       return compressed_mode(name, c, settings, std::vector<KvHeadBits>(heads, spec.bits));
-    case KvModeSpec::Kind::Adaptive: {
+    case KvModeName::Kind::Adaptive: {
       std::vector<KvHeadBits> bits(heads);
       KvCacheProfile p;
       p.exact_type = settings.exact_type;
@@ -143,9 +150,11 @@ Result<KvMode> mode_by_name(const Model& model, const std::string& name, const K
       TERN_RETURN_IF_ERROR(kv_profile_for_average(bundle_profile, kv_shape_of(c), spec.average_bits, bits.data(), &p));
       KvMode m;
       m.name = name;
-      m.profile = p;
-      m.profile.eviction = KvEviction::None;
-      m.profile.head_bits = nullptr;
+      m.spec.compressed = true;
+      std::snprintf(m.spec.name, sizeof m.spec.name, "%s", name.c_str());
+      m.spec.profile = p;
+      m.spec.profile.eviction = KvEviction::None;
+      m.spec.profile.head_bits = nullptr;
       m.bits = std::move(bits);
       return m;
     }
@@ -158,6 +167,7 @@ namespace {
 // Everything one run (reference or mode) owns: arena, scratch, cache, comparison state.
 struct Lane {
   KvMode* mode = nullptr;  // null: the reference
+  KvCacheSpec spec;        // the mode's (profile.head_bits into mode->bits), or dense f32
   std::vector<uint8_t> buffer;
   ForwardScratch scratch;
   KvCache* kv = nullptr;
@@ -200,38 +210,33 @@ void on_probs(void* user, uint32_t layer, uint32_t head, uint32_t pos, const flo
 
 Error setup_lane(const Model& model, Lane& lane, uint32_t context) {
   const ModelConfig& c = model.config();
+  if (lane.mode != nullptr) {
+    lane.spec = lane.mode->resolved();
+  } else {
+    lane.spec = KvCacheSpec{};  // the reference: exact, dense f32
+    lane.spec.profile.shape = kv_shape_of(c);
+  }
+  const KvCacheSpec& spec = lane.spec;
+  if (spec.compressed) TERN_RETURN_IF_ERROR(kv_profile_validate(spec.profile));
   size_t scratch_bytes = 0;
   ForwardScratch probe;
-  TERN_RETURN_IF_ERROR(carve_forward_scratch(c, 1, context, nullptr, &probe, &scratch_bytes));
-  size_t kv_bytes = 0;
-  if (lane.mode == nullptr) {
-    kv_bytes = kv_arena_bytes(KvType::F32, kv_shape_of(c), context);
-  } else if (lane.mode->dense) {
-    kv_bytes = kv_arena_bytes(lane.mode->dense_type, kv_shape_of(c), context);
-  } else {
-    if (!lane.mode->bits.empty()) lane.mode->profile.head_bits = lane.mode->bits.data();
-    TERN_RETURN_IF_ERROR(kv_profile_validate(lane.mode->profile));
-    kv_bytes = kv_bytes_for_tokens(lane.mode->profile, context);
-  }
-  lane.buffer.assign(scratch_bytes + kv_bytes + 4096, 0);
+  const uint32_t capacity = kv_cache_capacity(spec, context);
+  TERN_RETURN_IF_ERROR(carve_forward_scratch(c, 1, kv_cache_scores_per_head(spec, c.heads / c.kv_heads, capacity),
+                                             nullptr, &probe, &scratch_bytes));
+  lane.buffer.assign(scratch_bytes + kv_cache_arena_bytes(spec, context) + 4096, 0);
   return Error::Ok;
 }
 
 // A fresh cache and scratch for the next window.
 Error reset_lane(const Model& model, Lane& lane, uint32_t context) {
   const ModelConfig& c = model.config();
+  const KvCacheSpec& spec = lane.spec;
   ArenaAllocator arena(lane.buffer.data(), lane.buffer.size());
   size_t bytes = 0;
-  TERN_RETURN_IF_ERROR(carve_forward_scratch(c, 1, context, &arena, &lane.scratch, &bytes));
-  if (lane.mode == nullptr || lane.mode->dense) {
-    auto made = create_kv_cache(lane.mode ? lane.mode->dense_type : KvType::F32, kv_shape_of(c), context, arena);
-    if (!made.ok()) return made.error();
-    lane.kv = *made;
-  } else {
-    auto made = CompressedKvCache::create(lane.mode->profile, context, arena);
-    if (!made.ok()) return made.error();
-    lane.kv = *made;
-  }
+  const uint32_t capacity = kv_cache_capacity(spec, context);
+  TERN_RETURN_IF_ERROR(carve_forward_scratch(c, 1, kv_cache_scores_per_head(spec, c.heads / c.kv_heads, capacity),
+                                             &arena, &lane.scratch, &bytes));
+  TERN_ASSIGN_OR_RETURN(lane.kv, create_kv_cache(spec, context, arena));
   lane.scratch.observer = &lane.observer;
   return Error::Ok;
 }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "platform/error.h"
-#include "runtime/kv_policy.h"
+#include "runtime/kv/kv_cache_spec.h"
 #include "runtime/model.h"
 
 namespace tern::kvq {
@@ -25,13 +25,13 @@ struct KvSettings {
   KvType exact_type = KvType::F16;  // exact rows of compressed modes (sinks, window, exact heads)
 };
 
-// One KV configuration to evaluate.
+// One KV configuration to evaluate: a cache spec like a session's, plus the per-head widths
+// its profile points at (set from `bits` whenever the spec is used, since modes get copied).
 struct KvMode {
   std::string name;
-  bool dense = false;               // a plain KvCache of dense_type
-  KvType dense_type = KvType::F32;
-  KvCacheProfile profile;           // compressed modes; head_bits is set from `bits` when used
+  KvCacheSpec spec;
   std::vector<KvHeadBits> bits;     // per (layer, kv head) when non-empty
+  const KvCacheSpec& resolved();    // spec with profile.head_bits = bits (when bits are given)
 
   // Marginal bytes per position over all layers and heads, and per stored element (bits).
   double bytes_per_token() const;
@@ -44,7 +44,8 @@ KvMode compressed_mode(const std::string& name, const ModelConfig& config, const
 // Settings the bundle's calibrated profile records (window, sinks, groups), else `fallback`.
 KvSettings settings_from_model(const Model& model, const KvSettings& fallback);
 // A mode by its name: parse_kv_mode names ("f32", "fp16", "q4", "k4v2", "adaptive:B", the
-// last via kv_profile_for_average on the bundle's profile), plus "uniform:B": every head the
+// last via kv_profile_for_average on the bundle's profile), without eviction (each window is
+// a fresh cache), plus "uniform:B": every head the
 // adaptive:B allocation quantizes at the uniform mix of widths averaging B (same sink heads,
 // so the same bytes). InvalidArgument / NotFound with a message otherwise.
 Result<KvMode> mode_by_name(const Model& model, const std::string& name, const KvSettings& settings);

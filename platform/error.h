@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "platform/tern_error_codes.h"
+#include "runtime/include/tern_error_codes.h"
 
 namespace tern {
 

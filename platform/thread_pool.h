@@ -10,9 +10,15 @@
 
 namespace tern {
 
+// Cores this process may run on (its CPU affinity mask on Linux and Android; the online
+// processors elsewhere), at least 1.
+size_t available_cores();
+
 class ThreadPool {
  public:
-  // num_threads == 0 picks one per core; 1 runs everything on the calling thread.
+  // num_threads == 0 picks one per available core, and more than that is clamped to it
+  // (threads beyond the cores only wait on each other); 1 runs everything on the calling
+  // thread. num_threads() says what the pool got.
   static Result<ThreadPool> create(size_t num_threads);
 
   ThreadPool() = default;

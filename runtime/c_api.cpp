@@ -2,6 +2,9 @@
 // (opaque casts): nothing is allocated here beyond what load and session creation do.
 #include "runtime/include/tern.h"
 
+// This file implements the deprecated tern_model_params.kv_type: reading it is not a use.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -10,7 +13,7 @@
 #include "platform/error.h"
 #include "platform/log.h"
 #include "runtime/bundle.h"
-#include "runtime/kv_profile.h"
+#include "runtime/kv/kv_profile.h"
 #include "runtime/memory_plan.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
@@ -55,6 +58,31 @@ SamplerParams to_cpp(const tern_sampler_params& p) {
   s.repeat_last_n = p.repeat_last_n;
   s.seed = p.seed;
   return s;
+}
+
+// The load parameters, checked the same way for tern_model_load and tern_plan.
+tern_status to_cpp(const tern_model_params& p, const char* function, ModelParams* out) {
+  if (p.kv_type != TERN_KV_F16 && p.kv_type != TERN_KV_F32) {
+    return status(fail(Error::InvalidArgument, "%s: unknown kv_type %d", function, static_cast<int>(p.kv_type)));
+  }
+  if (p.n_batch == 0) return status(fail(Error::InvalidArgument, "%s: n_batch must be > 0", function));
+  if ((p.arena_buffer == nullptr) != (p.arena_buffer_bytes == 0)) {
+    return status(fail(Error::InvalidArgument, "%s: arena_buffer and arena_buffer_bytes disagree", function));
+  }
+  ModelParams mp;
+  mp.memory_budget_bytes = p.memory_budget_bytes;
+  mp.arena_buffer = p.arena_buffer;
+  mp.arena_buffer_bytes = p.arena_buffer_bytes;
+  mp.threads = p.n_threads;
+  mp.context_tokens = p.n_ctx;
+  mp.batch_tokens = p.n_batch;
+  mp.kv_type = static_cast<KvType>(p.kv_type);
+  mp.kv_mode = p.kv_mode;
+  mp.kv_sink_tokens = p.kv_sink_tokens;
+  mp.kv_recent_window = p.kv_recent_window;
+  mp.kv_eviction = p.kv_eviction;
+  *out = mp;
+  return TERN_OK;
 }
 
 struct CallbackAdapter {
@@ -170,25 +198,8 @@ tern_status tern_model_load(const char* path, const tern_model_params* params, t
   *out_model = nullptr;
   TERN_C_REQUIRE_(path);
   const tern_model_params p = params != nullptr ? *params : tern_model_default_params();
-  if (p.kv_type != TERN_KV_F16 && p.kv_type != TERN_KV_F32) {
-    return status(fail(Error::InvalidArgument, "tern_model_load: unknown kv_type %d", static_cast<int>(p.kv_type)));
-  }
-  if (p.n_batch == 0) return status(fail(Error::InvalidArgument, "tern_model_load: n_batch must be > 0"));
-  if ((p.arena_buffer == nullptr) != (p.arena_buffer_bytes == 0)) {
-    return status(fail(Error::InvalidArgument, "tern_model_load: arena_buffer and arena_buffer_bytes disagree"));
-  }
   ModelParams mp;
-  mp.memory_budget_bytes = p.memory_budget_bytes;
-  mp.arena_buffer = p.arena_buffer;
-  mp.arena_buffer_bytes = p.arena_buffer_bytes;
-  mp.threads = p.n_threads;
-  mp.context_tokens = p.n_ctx;
-  mp.batch_tokens = p.n_batch;
-  mp.kv_type = static_cast<KvType>(p.kv_type);
-  mp.kv_mode = p.kv_mode;
-  mp.kv_sink_tokens = p.kv_sink_tokens;
-  mp.kv_recent_window = p.kv_recent_window;
-  mp.kv_eviction = p.kv_eviction;
+  if (const tern_status s = to_cpp(p, __func__, &mp); s != TERN_OK) return s;
   auto model = Model::load(path, mp);
   if (!model.ok()) return status(model.error());
   *out_model = reinterpret_cast<tern_model*>(std::move(model).value().release());
@@ -215,6 +226,7 @@ tern_status tern_model_get_info(const tern_model* model, tern_model_info* out_in
   out_info->eos_id = t != nullptr ? t->eos_id() : c.eos_id;
   out_info->eot_id = t != nullptr ? t->eot_id() : c.eot_id;
   out_info->chat_template = m.chat_template();
+  out_info->n_threads = static_cast<uint32_t>(m.threads());
   return TERN_OK;
 }
 
@@ -389,48 +401,34 @@ tern_status tern_generate(tern_session* session, const char* prompt, size_t prom
   return status(e);
 }
 
-tern_plan_request tern_plan_default_request(void) {
-  const ModelParams d;
-  tern_plan_request r;
-  r.memory_budget_bytes = 0;
-  r.n_ctx = 0;
-  r.n_batch = 0;
-  r.kv_sink_tokens = d.kv_sink_tokens;
-  r.kv_recent_window = d.kv_recent_window;
-  r.kv_eviction = d.kv_eviction;
-  r.kv_modes = nullptr;
-  r.n_kv_modes = 0;
-  return r;
-}
-
-tern_status tern_plan(const char* bundle_path, const tern_plan_request* request, tern_plan_row* rows, size_t capacity,
-                      size_t* out_count) {
+tern_status tern_plan(const char* bundle_path, const tern_model_params* params, const char* const* kv_modes,
+                      size_t n_kv_modes, tern_plan_row* rows, size_t capacity, size_t* out_count) {
   TERN_C_REQUIRE_(bundle_path);
   TERN_C_REQUIRE_(out_count);
   *out_count = 0;
   if (rows == nullptr && capacity != 0) return null_argument(__func__, "rows");
-  const tern_plan_request r = request != nullptr ? *request : tern_plan_default_request();
-  if (r.kv_modes == nullptr && r.n_kv_modes != 0) return null_argument(__func__, "kv_modes");
-  auto opened = Model::open_for_planning(bundle_path);
+  if (kv_modes == nullptr && n_kv_modes != 0) return null_argument(__func__, "kv_modes");
+  const tern_model_params given = params != nullptr ? *params : tern_model_default_params();
+  ModelParams base;
+  if (const tern_status s = to_cpp(given, __func__, &base); s != TERN_OK) return s;
+  auto opened = Bundle::open(bundle_path);
   if (!opened.ok()) return status(opened.error());
-  Model& model = **opened;
+  const Bundle& bundle = *opened;
   // The modes: the caller's, or the standard set plus every calibrated average, found by
   // asking kv_profile_for_average (the one definition of what adaptive:B means) at B in
-  // steps of 1/8 and at the profile's own average.
+  // steps of 1/8.
   constexpr size_t kMaxModes = 64;
   char names[kMaxModes][32];
   size_t n = 0;
-  if (r.kv_modes != nullptr) {
-    for (size_t i = 0; i < r.n_kv_modes && n < kMaxModes; ++i) {
-      if (r.kv_modes[i] == nullptr) return null_argument(__func__, "kv_modes[i]");
-      std::snprintf(names[n++], sizeof names[0], "%s", r.kv_modes[i]);
+  if (kv_modes != nullptr) {
+    for (size_t i = 0; i < n_kv_modes && n < kMaxModes; ++i) {
+      if (kv_modes[i] == nullptr) return null_argument(__func__, "kv_modes[i]");
+      std::snprintf(names[n++], sizeof names[0], "%s", kv_modes[i]);
     }
   } else {
     for (const char* m : {"fp16", "q8", "q4", "q2"}) std::snprintf(names[n++], sizeof names[0], "%s", m);
-    const Bundle* bundle = model.bundle();
-    const schema::KvProfile* profile = bundle != nullptr ? bundle->kv_profile() : nullptr;
-    if (profile != nullptr) {
-      const ModelConfig& c = bundle->config();  // model.config() is set by plan_with(), not yet
+    if (const schema::KvProfile* profile = bundle.kv_profile(); profile != nullptr) {
+      const ModelConfig& c = bundle.config();
       std::unique_ptr<KvHeadBits[]> bits(new (std::nothrow) KvHeadBits[static_cast<size_t>(c.layers) * c.kv_heads]);
       if (bits == nullptr) return status(fail(Error::OutOfMemory, "tern_plan: KV head table"));
       for (int eighth = 16; eighth <= 64 && n < kMaxModes; ++eighth) {
@@ -449,15 +447,9 @@ tern_status tern_plan(const char* bundle_path, const tern_plan_request* request,
     std::memset(&row, 0, sizeof row);
     static_assert(sizeof row.kv_mode == sizeof names[0], "mode name size");
     std::memcpy(row.kv_mode, names[i], sizeof row.kv_mode);
-    ModelParams p;
-    p.memory_budget_bytes = r.memory_budget_bytes;
-    p.context_tokens = r.memory_budget_bytes == 0 ? r.n_ctx : 0;
-    if (r.n_batch > 0) p.batch_tokens = r.n_batch;
+    ModelParams p = base;
     p.kv_mode = names[i];
-    p.kv_sink_tokens = r.kv_sink_tokens;
-    p.kv_recent_window = r.kv_recent_window;
-    p.kv_eviction = r.kv_eviction;
-    auto plan = model.plan_with(p);
+    auto plan = plan_model(bundle, p);
     row.status = status(plan.ok() ? Error::Ok : plan.error());
     if (!plan.ok()) {
       std::snprintf(last_message, sizeof last_message, "%.31s: %.400s", names[i], last_error_message());
@@ -465,7 +457,7 @@ tern_status tern_plan(const char* bundle_path, const tern_plan_request* request,
       if (plan.error() == Error::BudgetTooSmall) {
         p.memory_budget_bytes = 0;
         p.context_tokens = 0;  // minimum_budget_bytes does not depend on the context asked for
-        if (auto least = model.plan_with(p); least.ok()) {
+        if (auto least = plan_model(bundle, p); least.ok()) {
           row.minimum_budget_bytes = least->minimum_budget_bytes;
           row.kv_bytes_per_token = least->kv_bytes_per_token;
           row.weights_bytes = least->resident_weight_bytes;

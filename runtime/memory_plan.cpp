@@ -11,35 +11,21 @@
 
 namespace tern {
 
-namespace {
-
-size_t session_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, AttentionScratch kind,
-                     uint32_t history, size_t kv, size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes) {
+size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, const KvCacheSpec& kv,
+                           size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes) {
   size_t scratch = 0;
   ForwardScratch unused;
-  if (carve_forward_scratch(config, batch, context, kind, nullptr, &unused, &scratch) != Error::Ok) scratch = 0;
+  const size_t scores = kv_cache_scores_per_head(kv, config.heads / config.kv_heads, context);
+  if (carve_forward_scratch(config, batch, scores, nullptr, &unused, &scratch) != Error::Ok) scratch = 0;
+  const uint32_t history = session_history_tokens(context, kv.evicting());
   scratch += align_up(static_cast<size_t>(history) * sizeof(int32_t), 64) + 64;  // history
   scratch += align_up(static_cast<size_t>(context) * sizeof(int32_t), 64) + 64;  // generate()'s prompt
   const size_t sampler = Sampler::required_arena_bytes(config.vocab) + 64;
+  const size_t cache = kv_cache_arena_bytes(kv, context);
   if (scratch_bytes != nullptr) *scratch_bytes = scratch;
   if (sampler_bytes != nullptr) *sampler_bytes = sampler;
-  if (kv_bytes != nullptr) *kv_bytes = kv;
-  return align_up(sizeof(Session), 64) + 64 + scratch + sampler + kv;
-}
-
-}  // namespace
-
-size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, KvType kv_type,
-                           size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes) {
-  return session_bytes(config, batch, context, dense_attention_scratch(kv_type), session_history_tokens(context, false),
-                       kv_arena_bytes(kv_type, kv_shape_of(config), context), scratch_bytes, sampler_bytes, kv_bytes);
-}
-
-size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, const KvCacheProfile& profile,
-                           size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes) {
-  const bool evicting = profile.eviction != KvEviction::None;
-  return session_bytes(config, batch, context, AttentionScratch::AttendOnly, session_history_tokens(context, evicting),
-                       kv_bytes_for_tokens(profile, context), scratch_bytes, sampler_bytes, kv_bytes);
+  if (kv_bytes != nullptr) *kv_bytes = cache;
+  return align_up(sizeof(Session), 64) + 64 + scratch + sampler + cache;
 }
 
 namespace {
@@ -51,10 +37,7 @@ struct Totals {
 Totals totals_for(const MemoryPlanRequest& r, uint32_t context) {
   Totals t{};
   const uint32_t batch = r.batch_tokens < context ? r.batch_tokens : context;
-  const size_t session =
-      r.kv_profile != nullptr
-          ? session_arena_bytes(r.config, batch, context, *r.kv_profile, &t.scratch, &t.sampler, &t.kv)
-          : session_arena_bytes(r.config, batch, context, r.kv_type, &t.scratch, &t.sampler, &t.kv);
+  const size_t session = session_arena_bytes(r.config, batch, context, *r.kv, &t.scratch, &t.sampler, &t.kv);
   t.arena = r.arena_weight_bytes + r.tokenizer_bytes + session;
   t.total = kProcessOverheadBytes + r.resident_weight_bytes + t.arena;
   return t;
@@ -68,31 +51,14 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
                            c.vocab > 0 && c.ffn_hidden > 0,
                        Error::InvalidArgument, "model config has a zero dimension");
   TERN_CHECK_OR_RETURN(r.batch_tokens > 0, Error::InvalidArgument, "prefill batch of 0 tokens");
+  TERN_CHECK_OR_RETURN(r.kv != nullptr, Error::InvalidArgument, "memory plan without a KV cache spec");
   const uint32_t model_context = c.max_context > 0 ? c.max_context : 2048;
-  uint32_t max_context = model_context;
-  if (r.context_request > 0 && r.context_request < max_context) max_context = r.context_request;
-  uint32_t min_context = r.min_context < max_context ? (r.min_context == 0 ? 1 : r.min_context) : max_context;
-  if (r.kv_profile != nullptr) {
-    // A compressed cache holds S + M*G + W + G positions: plan over M, from 0 (the fixed
-    // part) to the fewest blocks holding the requested context, within the model's.
-    TERN_RETURN_IF_ERROR(kv_profile_validate(*r.kv_profile));
-    const KvCacheProfile& p = *r.kv_profile;
-    const uint64_t fixed = kv_tokens_for_blocks(p, 0);
-    uint64_t max_blocks = model_context <= fixed ? 0 : (model_context - fixed) / p.block_tokens;
-    if (r.context_request > 0) max_blocks = std::min<uint64_t>(max_blocks, kv_blocks_for_tokens(p, r.context_request));
-    TERN_CHECK_OR_RETURN(kv_tokens_for_blocks(p, max_blocks) <= UINT32_MAX, Error::OutOfRange,
-                         "KV cache of %llu positions", static_cast<unsigned long long>(kv_tokens_for_blocks(p, max_blocks)));
-    max_context = static_cast<uint32_t>(kv_tokens_for_blocks(p, max_blocks));
-    min_context = static_cast<uint32_t>(fixed);
-  }
-  // Contexts a plan may pick, in increasing order: every count for a dense cache, every
-  // S + M*G + W + G for a compressed one.
-  auto context_at = [&](uint32_t i) -> uint32_t {
-    return r.kv_profile != nullptr ? static_cast<uint32_t>(kv_tokens_for_blocks(*r.kv_profile, i)) : min_context + i;
-  };
-  const uint32_t steps = r.kv_profile != nullptr
-                             ? static_cast<uint32_t>(kv_blocks_for_tokens(*r.kv_profile, max_context))
-                             : max_context - min_context;
+  // Capacities the cache can have, ascending: the plan picks the largest that fits.
+  TERN_ASSIGN_OR_RETURN(const KvCapacityLadder ladder,
+                        kv_capacity_ladder(*r.kv, r.min_context, model_context, r.context_request));
+  const uint32_t min_context = ladder.at(0);
+  const uint32_t steps = ladder.steps;
+  auto context_at = [&](uint32_t i) { return ladder.at(i); };
 
   const Totals at_min = totals_for(r, min_context);
   if (r.budget_bytes > 0 && r.budget_bytes < at_min.total) {
@@ -132,10 +98,9 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
   plan.minimum_budget_bytes = at_min.total;
   plan.context_tokens = lo;
   plan.batch_tokens = r.batch_tokens < lo ? r.batch_tokens : lo;
-  plan.kv_compressed = r.kv_profile != nullptr;
-  plan.kv_evicting = r.kv_profile != nullptr && r.kv_profile->eviction != KvEviction::None;
-  plan.kv_bytes_per_token = r.kv_profile != nullptr ? kv_bytes_per_token(*r.kv_profile)
-                                                    : static_cast<double>(kv_bytes_per_token(r.kv_type, kv_shape_of(c)));
+  plan.kv_compressed = r.kv->compressed;
+  plan.kv_evicting = r.kv->evicting();
+  plan.kv_bytes_per_token = kv_cache_bytes_per_token(*r.kv);
   return plan;
 }
 

@@ -1,17 +1,17 @@
 // Where every byte goes, decided once at load from the caller's budget:
 //   budget >= process overhead + resident weights + arena
 //   arena   = converted weights + tokenizer + session (scratch + sampler + KV)
-// The KV cache gets whatever is left, capped at the model's context. A compressed cache
-// (kv_profile set) is sized with its exact byte function, kv_bytes_for_tokens(), and its
-// context is always a capacity it can have (S + M*G + W + G positions, M middle blocks).
+// The KV cache gets whatever is left, capped at the model's context. The cache is sized with
+// its exact byte function (kv_cache_arena_bytes) and its context is always a capacity it can
+// have (runtime/kv/kv_cache_spec.h: any count for a dense cache, S + M*G + W + G positions
+// for a compressed one).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "platform/error.h"
-#include "runtime/kv_cache.h"
-#include "runtime/kv_policy.h"
+#include "runtime/kv/kv_cache_spec.h"
 #include "runtime/model_config.h"
 
 namespace tern {
@@ -31,11 +31,8 @@ struct MemoryPlanRequest {
   size_t tokenizer_bytes = 0;
   uint32_t batch_tokens = 64;        // prefill batch
   uint32_t context_request = 0;      // 0: as many as fit, up to the model's
-  uint32_t min_context = kMinContextTokens;
-  KvType kv_type = KvType::F32;  // f16 halves the cache but moves logits by ~0.05
-  // Non-null: a CompressedKvCache with this profile instead of the dense kv_type cache
-  // (min_context then means at least the profile's fixed S + W + G positions).
-  const KvCacheProfile* kv_profile = nullptr;
+  uint32_t min_context = kMinContextTokens;  // dense caches; a compressed one's least is S + W + G
+  const KvCacheSpec* kv = nullptr;           // required
 };
 
 struct MemoryPlan {
@@ -57,12 +54,8 @@ struct MemoryPlan {
 };
 
 // Arena bytes of one session (scratch + sampler + KV + bookkeeping) for `context` tokens.
-size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, KvType kv_type,
+size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, const KvCacheSpec& kv,
                            size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes);
-// The same for a compressed cache of `context` positions (a capacity kv_profile can have).
-size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context,
-                           const KvCacheProfile& kv_profile, size_t* scratch_bytes, size_t* sampler_bytes,
-                           size_t* kv_bytes);
 // Token history a session keeps: the context without eviction; twice that with it (a
 // sliding buffer that always holds at least the last `context` tokens).
 inline uint32_t session_history_tokens(uint32_t context, bool evicting) { return evicting ? 2 * context : context; }

@@ -7,7 +7,7 @@
 #include <new>
 
 #include "runtime/bundle.h"
-#include "runtime/kv_profile.h"
+#include "platform/log.h"
 #include "runtime/session.h"
 #include "runtime/tensor_names.h"
 #include "schema/bundle_generated.h"
@@ -96,40 +96,74 @@ Error validate_weights(const ModelConfig& c, const ModelWeights& w) {
   return Error::Ok;
 }
 
-Error resolve_kv_mode(const ModelParams& params, const ModelConfig& config, const schema::KvProfile* bundle_profile,
-                      KvHeadBits* bits, bool* compressed, KvType* dense_type, KvCacheProfile* out) {
-  *compressed = false;
-  *dense_type = params.kv_type;
-  TERN_CHECK_OR_RETURN(params.kv_eviction >= -1 && params.kv_eviction <= 1, Error::InvalidArgument,
-                       "kv_eviction %d (-1 default, 0 off, 1 on)", params.kv_eviction);
-  TERN_CHECK_OR_RETURN(params.kv_sink_tokens >= -1 && params.kv_recent_window >= -1, Error::InvalidArgument,
-                       "KV sinks %d / window %d must be >= 0 (-1: default)", params.kv_sink_tokens,
-                       params.kv_recent_window);
-  KvModeSpec spec;
-  spec.exact_type = params.kv_type;
-  if (params.kv_mode != nullptr && params.kv_mode[0] != '\0') TERN_RETURN_IF_ERROR(parse_kv_mode(params.kv_mode, &spec));
-  KvCacheProfile p;
-  p.shape = kv_shape_of(config);
-  const bool exact = spec.kind == KvModeSpec::Kind::Exact;
-  if (exact) {
-    *dense_type = spec.exact_type;
-    // Dense stays dense unless eviction is asked for: then a compressed cache whose every
-    // head is exact (same precision) provides the sinks + window policy.
-    if (params.kv_eviction != 1) return Error::Ok;
-    p.exact_type = spec.exact_type;
-    p.uniform = KvHeadBits{0, 0};
-  } else if (spec.kind == KvModeSpec::Kind::Uniform) {
-    p.uniform = spec.bits;
-  } else {
-    TERN_RETURN_IF_ERROR(kv_profile_for_average(bundle_profile, p.shape, spec.average_bits, bits, &p));
+KvModeRequest kv_mode_request(const ModelParams& params) {
+  KvModeRequest r;
+  r.mode = params.kv_mode;
+  r.dense_type = params.kv_type;
+  r.sink_tokens = params.kv_sink_tokens;
+  r.recent_window = params.kv_recent_window;
+  r.eviction = params.kv_eviction;
+  return r;
+}
+
+namespace {
+
+// Weights the model converts into its arena (norms to f32), its tables and RoPE frequencies.
+size_t arena_weight_bytes(const ModelConfig& config, const ModelWeights& weights) {
+  size_t bytes = 2 * kAlign + config.layers * (sizeof(LayerWeights) + sizeof(LayerRuntime)) + 2 * kAlign +
+                 align_up(config.head_dim / 2 * sizeof(float), kAlign) + kAlign +
+                 converted_norm_bytes(weights.final_norm);
+  if (!family_traits(config.family)->layer_norms) return bytes;
+  for (uint32_t l = 0; l < config.layers; ++l) {
+    const LayerWeights& lw = weights.layers[l];
+    bytes += converted_norm_bytes(lw.attn_norm) + converted_norm_bytes(lw.ffn_norm) +
+             converted_norm_bytes(lw.attn_sub_norm) + converted_norm_bytes(lw.ffn_sub_norm);
   }
-  p.eviction = params.kv_eviction == 0 ? KvEviction::None : KvEviction::Streaming;
-  if (params.kv_sink_tokens >= 0) p.sink_tokens = static_cast<uint32_t>(params.kv_sink_tokens);
-  if (params.kv_recent_window >= 0) p.recent_window = static_cast<uint32_t>(params.kv_recent_window);
-  TERN_RETURN_IF_ERROR(kv_profile_validate(p));
-  *compressed = true;
-  *out = p;
+  return bytes;
+}
+
+// The one planning path: the KV cache spec and the memory plan for a model, loaded or not.
+// `bits` holds config.layers * config.kv_heads entries (adaptive modes point into it).
+Error plan_for(const ModelConfig& config, const ModelWeights& weights, size_t resident_weight_bytes,
+               const Bundle* bundle, const ModelParams& params, KvHeadBits* bits, KvCacheSpec* spec,
+               MemoryPlan* plan) {
+  TERN_RETURN_IF_ERROR(validate_weights(config, weights));
+  TERN_CHECK_OR_RETURN(params.batch_tokens > 0, Error::InvalidArgument, "batch_tokens must be > 0");
+  TERN_RETURN_IF_ERROR(make_kv_cache_spec(kv_mode_request(params), config,
+                                          bundle != nullptr ? bundle->kv_profile() : nullptr, bits, spec));
+  MemoryPlanRequest request;
+  request.config = config;
+  request.budget_bytes = params.memory_budget_bytes;
+  request.resident_weight_bytes = resident_weight_bytes;
+  request.arena_weight_bytes = arena_weight_bytes(config, weights);
+  const schema::Tokenizer* tokenizer_table = bundle != nullptr ? bundle->tokenizer() : nullptr;
+  request.tokenizer_bytes = tokenizer_table != nullptr ? Tokenizer::required_arena_bytes(tokenizer_table) + kAlign : 0;
+  request.batch_tokens = params.batch_tokens;
+  request.context_request = params.context_tokens;
+  request.kv = spec;
+  TERN_ASSIGN_OR_RETURN(*plan, plan_memory(request));
   return Error::Ok;
+}
+
+// Views of a bundle's weights (the layer table is allocated; the data stays in the mapping).
+struct BundleWeights {
+  std::unique_ptr<LayerWeights[]> layers;
+  ModelWeights weights;
+};
+Result<BundleWeights> bundle_weights(const Bundle& bundle);
+
+}  // namespace
+
+Result<MemoryPlan> plan_model(const Bundle& bundle, const ModelParams& params) {
+  TERN_ASSIGN_OR_RETURN(BundleWeights w, bundle_weights(bundle));
+  const ModelConfig& config = bundle.config();
+  const size_t heads = static_cast<size_t>(config.layers) * config.kv_heads;
+  std::unique_ptr<KvHeadBits[]> bits(new (std::nothrow) KvHeadBits[heads]);
+  TERN_CHECK_OR_RETURN(bits != nullptr, Error::OutOfMemory, "cannot allocate %zu KV head entries", heads);
+  KvCacheSpec spec;
+  MemoryPlan plan;
+  TERN_RETURN_IF_ERROR(plan_for(config, w.weights, bundle.file_size(), &bundle, params, bits.get(), &spec, &plan));
+  return plan;
 }
 
 Result<std::unique_ptr<Model>> Model::create(const ModelConfig& config, const ModelWeights& weights,
@@ -142,54 +176,24 @@ Result<std::unique_ptr<Model>> Model::create(const ModelConfig& config, const Mo
 
 Error Model::init(const ModelConfig& config, const ModelWeights& weights, const ModelParams& params,
                   size_t resident_weight_bytes) {
-  TERN_RETURN_IF_ERROR(validate_weights(config, weights));
-  TERN_CHECK_OR_RETURN(params.batch_tokens > 0, Error::InvalidArgument, "batch_tokens must be > 0");
-  TERN_CHECK_OR_RETURN(params.kv_type == KvType::F16 || params.kv_type == KvType::F32, Error::InvalidArgument,
-                       "unknown KV type %u", static_cast<unsigned>(params.kv_type));
   config_ = config;
   params_ = params;
-  params_.kv_mode = nullptr;  // the caller's string; kv_mode_ keeps the resolved name
+  params_.kv_mode = nullptr;  // the caller's string; kv_spec_.name keeps the resolved mode
   weights_ = weights;
-  {
-    const size_t heads = static_cast<size_t>(config.layers) * config.kv_heads;
-    kv_bits_.reset(new (std::nothrow) KvHeadBits[heads]);
-    TERN_CHECK_OR_RETURN(kv_bits_ != nullptr, Error::OutOfMemory, "cannot allocate %zu KV head entries", heads);
-    KvType dense_type = params.kv_type;
-    TERN_RETURN_IF_ERROR(resolve_kv_mode(params, config, bundle_ != nullptr ? bundle_->kv_profile() : nullptr,
-                                         kv_bits_.get(), &kv_compressed_, &dense_type, &kv_profile_));
-    params_.kv_type = dense_type;
-    if (params.kv_mode != nullptr && params.kv_mode[0] != '\0') {
-      std::snprintf(kv_mode_, sizeof kv_mode_, "%s", params.kv_mode);
-    } else {
-      std::snprintf(kv_mode_, sizeof kv_mode_, "%s", to_string(dense_type));
-    }
-    // Debug switch: measure generation past the capacity without re-positioning the sinks.
-    const char* no_reposition = std::getenv("TERN_KV_NO_SINK_REPOSITION");
-    kv_sink_reposition_ = no_reposition == nullptr || no_reposition[0] == '\0' || no_reposition[0] == '0';
-  }
+  const size_t heads = static_cast<size_t>(config.layers) * config.kv_heads;
+  kv_bits_.reset(new (std::nothrow) KvHeadBits[heads]);
+  TERN_CHECK_OR_RETURN(kv_bits_ != nullptr, Error::OutOfMemory, "cannot allocate %zu KV head entries", heads);
+  TERN_RETURN_IF_ERROR(plan_for(config, weights, resident_weight_bytes, bundle_.get(), params, kv_bits_.get(),
+                                &kv_spec_, &plan_));
+  // Debug switch: measure generation past the capacity without re-positioning the sinks.
+  const char* no_reposition = std::getenv("TERN_KV_NO_SINK_REPOSITION");
+  kv_sink_reposition_ = no_reposition == nullptr || no_reposition[0] == '\0' || no_reposition[0] == '0';
   const bool layer_norms = family_traits(config.family)->layer_norms;
-  size_t arena_weights = 2 * kAlign + config.layers * (sizeof(LayerWeights) + sizeof(LayerRuntime)) + 2 * kAlign +
-                         align_up(config.head_dim / 2 * sizeof(float), kAlign) + kAlign +
-                         converted_norm_bytes(weights.final_norm);
-  for (uint32_t l = 0; l < config.layers && layer_norms; ++l) {
-    const LayerWeights& lw = weights.layers[l];
-    arena_weights += converted_norm_bytes(lw.attn_norm) + converted_norm_bytes(lw.ffn_norm) +
-                     converted_norm_bytes(lw.attn_sub_norm) + converted_norm_bytes(lw.ffn_sub_norm);
-  }
-  MemoryPlanRequest request;
-  request.config = config;
-  request.budget_bytes = params.memory_budget_bytes;
-  request.resident_weight_bytes = resident_weight_bytes;
-  request.arena_weight_bytes = arena_weights;
-  const schema::Tokenizer* tokenizer_table = bundle_ != nullptr ? bundle_->tokenizer() : nullptr;
-  request.tokenizer_bytes = tokenizer_table != nullptr ? Tokenizer::required_arena_bytes(tokenizer_table) + kAlign : 0;
-  request.batch_tokens = params.batch_tokens;
-  request.context_request = params.context_tokens;
-  request.kv_type = params_.kv_type;
-  request.kv_profile = kv_compressed_ ? &kv_profile_ : nullptr;
-  TERN_ASSIGN_OR_RETURN(plan_, plan_memory(request));
-  if (plan_only_) return Error::Ok;
   TERN_ASSIGN_OR_RETURN(pool_, ThreadPool::create(params.threads));
+  if (params.threads > pool_.num_threads()) {
+    log(LogLevel::Warning, "%u threads requested, %zu cores available: using %zu", params.threads,
+                available_cores(), pool_.num_threads());
+  }
   // Kernel dispatch initializes on first use (CPU detection allocates): do it at load,
   // never inside the first prefill.
   (void)ternary_active_isa();
@@ -227,7 +231,7 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
     rope_inv_freq_[i] =
         1.0f / std::pow(config.rope_theta, static_cast<float>(2 * i) / static_cast<float>(config.head_dim));
   }
-  if (tokenizer_table != nullptr) {
+  if (const schema::Tokenizer* tokenizer_table = bundle_ != nullptr ? bundle_->tokenizer() : nullptr) {
     TERN_ASSIGN_OR_RETURN(tokenizer_, Tokenizer::create(tokenizer_table, arena_));
     has_tokenizer_ = true;
   }
@@ -273,42 +277,16 @@ Result<TernaryMatrix> ternary_of(const Bundle& bundle, uint32_t layer, const cha
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> Model::load(const char* path, const ModelParams& params) {
-  TERN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, open_bundle(path));
-  const Error e = model->init(model->bundle_->config(), model->bundle_weights_, params, model->bundle_->file_size());
-  if (e != Error::Ok) return with_context(e, path);
-  model->bundle_layers_.reset();  // copied into the arena
-  return model;
-}
+namespace {
 
-Result<std::unique_ptr<Model>> Model::open_for_planning(const char* path) {
-  TERN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, open_bundle(path));
-  model->plan_only_ = true;
-  return model;
-}
-
-Result<MemoryPlan> Model::plan_with(const ModelParams& params) {
-  TERN_CHECK_OR_RETURN(plan_only_ && bundle_ != nullptr, Error::InvalidState, "plan_with needs open_for_planning");
-  const Error e = init(bundle_->config(), bundle_weights_, params, bundle_->file_size());
-  if (e != Error::Ok) return e;
-  return plan_;
-}
-
-Result<std::unique_ptr<Model>> Model::open_bundle(const char* path) {
-  TERN_CHECK_OR_RETURN(path != nullptr && *path != '\0', Error::InvalidArgument, "no bundle path given");
-  TERN_ASSIGN_OR_RETURN(Bundle opened, Bundle::open(path));
-  std::unique_ptr<Model> model(new (std::nothrow) Model());
-  TERN_CHECK_OR_RETURN(model != nullptr, Error::OutOfMemory, "cannot allocate the model object");
-  model->bundle_.reset(new (std::nothrow) Bundle(std::move(opened)));
-  TERN_CHECK_OR_RETURN(model->bundle_ != nullptr, Error::OutOfMemory, "cannot allocate the bundle object");
-  const Bundle& bundle = *model->bundle_;
+Result<BundleWeights> bundle_weights(const Bundle& bundle) {
   const ModelConfig& config = bundle.config();
-  TERN_CHECK_OR_RETURN(config.layers > 0 && config.layers <= 4096, Error::InvalidBundle, "%s: %u layers", path,
+  TERN_CHECK_OR_RETURN(config.layers > 0 && config.layers <= 4096, Error::InvalidBundle, "%u layers", config.layers);
+  BundleWeights out;
+  out.layers.reset(new (std::nothrow) LayerWeights[config.layers]);
+  TERN_CHECK_OR_RETURN(out.layers != nullptr, Error::OutOfMemory, "cannot allocate %u layer descriptors",
                        config.layers);
-
-  std::unique_ptr<LayerWeights[]> layers(new (std::nothrow) LayerWeights[config.layers]);
-  TERN_CHECK_OR_RETURN(layers != nullptr, Error::OutOfMemory, "cannot allocate %u layer descriptors", config.layers);
-  ModelWeights weights;
+  ModelWeights& weights = out.weights;
   TERN_ASSIGN_OR_RETURN(TensorView embeddings, bundle.tensor(tensor_names::kTokEmbeddings));
   TERN_CHECK_OR_RETURN(embeddings.type == TensorType::Dense, Error::UnsupportedType, "tok_embeddings is not dense");
   weights.tok_embeddings = embeddings.as_dense();
@@ -323,17 +301,31 @@ Result<std::unique_ptr<Model>> Model::open_bundle(const char* path) {
     for (size_t i = 0; i < kLayerTensorCount; ++i) {
       const WeightSpec& spec = kLayerTensors[i];
       if (spec.ternary) {
-        TERN_ASSIGN_OR_RETURN(layers[l].*spec.ternary_field, ternary_of(bundle, l, spec.name));
+        TERN_ASSIGN_OR_RETURN(out.layers[l].*spec.ternary_field, ternary_of(bundle, l, spec.name));
       } else {
-        TERN_ASSIGN_OR_RETURN(layers[l].*spec.vector_field, vector_of(bundle, l, spec.name, true));
+        TERN_ASSIGN_OR_RETURN(out.layers[l].*spec.vector_field, vector_of(bundle, l, spec.name, true));
       }
     }
   }
-  weights.layers = layers.get();
+  weights.layers = out.layers.get();
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> Model::load(const char* path, const ModelParams& params) {
+  TERN_CHECK_OR_RETURN(path != nullptr && *path != '\0', Error::InvalidArgument, "no bundle path given");
+  TERN_ASSIGN_OR_RETURN(Bundle opened, Bundle::open(path));
+  std::unique_ptr<Model> model(new (std::nothrow) Model());
+  TERN_CHECK_OR_RETURN(model != nullptr, Error::OutOfMemory, "cannot allocate the model object");
+  model->bundle_.reset(new (std::nothrow) Bundle(std::move(opened)));
+  TERN_CHECK_OR_RETURN(model->bundle_ != nullptr, Error::OutOfMemory, "cannot allocate the bundle object");
+  auto weights = bundle_weights(*model->bundle_);
+  if (!weights.ok()) return with_context(weights.error(), path);
   // Every page of the file may become resident (the header and tokenizer too): the plan
-  // counts bundle.file_size().
-  model->bundle_layers_ = std::move(layers);
-  model->bundle_weights_ = weights;
+  // counts the file's size. init copies the layer table into the arena.
+  const Error e = model->init(model->bundle_->config(), weights->weights, params, model->bundle_->file_size());
+  if (e != Error::Ok) return with_context(e, path);
   return model;
 }
 

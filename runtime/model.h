@@ -7,13 +7,11 @@
 #include <cstdint>
 #include <memory>
 
-#include "kernels/dense_matmul.h"
 #include "kernels/ternary_matmul.h"
 #include "platform/error.h"
 #include "platform/thread_pool.h"
 #include "runtime/arena.h"
-#include "runtime/kv_cache.h"
-#include "runtime/kv_policy.h"
+#include "runtime/kv/kv_cache_spec.h"
 #include "runtime/memory_plan.h"
 #include "runtime/model_config.h"
 #include "runtime/model_family.h"
@@ -32,10 +30,10 @@ struct ModelParams {
   uint64_t memory_budget_bytes = 0;  // 0: no limit
   void* arena_buffer = nullptr;      // optional caller-owned arena; must hold plan().arena_bytes
   size_t arena_buffer_bytes = 0;
-  uint32_t threads = 1;              // 0: one per core
+  uint32_t threads = 1;              // 0: one per available core; more than the cores is clamped
   uint32_t context_tokens = 0;       // 0: as many as the budget allows, up to the model's
   uint32_t batch_tokens = 64;        // prefill batch
-  KvType kv_type = KvType::F32;  // f16 halves the cache but moves logits by ~0.05
+  KvType kv_type = KvType::F32;  // deprecated: kv_mode "f32" / "fp16" say the same
   // KV mode by parse_kv_mode name: "f32", "fp16" (dense, exact), "q8", "q4", "q3", "q2",
   // "k4v2" (compressed, every head alike), "adaptive:B" (the bundle's calibrated per-head
   // widths at B average bits). Null or "": the dense kv_type cache (the default). Copied
@@ -48,11 +46,13 @@ struct ModelParams {
   int32_t kv_eviction = -1;
 };
 
-// Turns a KV mode and its overrides into a cache profile for `config`. *compressed false:
-// the dense cache of *dense_type. `bits` receives config.layers * config.kv_heads entries
-// (adaptive modes) and becomes out->head_bits. `bundle_profile` may be null (not calibrated).
-Error resolve_kv_mode(const ModelParams& params, const ModelConfig& config, const schema::KvProfile* bundle_profile,
-                      KvHeadBits* bits, bool* compressed, KvType* dense_type, KvCacheProfile* out);
+// The KV fields of `params` as a request for make_kv_cache_spec.
+KvModeRequest kv_mode_request(const ModelParams& params);
+
+// What Model::load(bundle, params) would plan, without loading: no arena, no threads, no
+// tokenizer tables; the same code computes both, so loading with a budget of
+// plan.total_bytes gives a session of plan.context_tokens. Allocates only while it runs.
+Result<MemoryPlan> plan_model(const Bundle& bundle, const ModelParams& params);
 
 // Per-layer norm weights converted to f32, plus RoPE frequencies: what the forward pass reads.
 struct LayerRuntime {
@@ -66,10 +66,6 @@ class Model {
  public:
   // Maps and verifies a bundle, then create().
   static Result<std::unique_ptr<Model>> load(const char* path, const ModelParams& params);
-  // The planner: maps and verifies a bundle but allocates no arena; plan_with() then gives
-  // the memory plan a load with those params would make (the same code computes both).
-  static Result<std::unique_ptr<Model>> open_for_planning(const char* path);
-  Result<MemoryPlan> plan_with(const ModelParams& params);
   // From weights already in memory (tests, embedders with their own storage).
   // `resident_weight_bytes` is what the weights occupy for the memory plan.
   static Result<std::unique_ptr<Model>> create(const ModelConfig& config, const ModelWeights& weights,
@@ -89,11 +85,9 @@ class Model {
   const ThreadPool* pool() const { return pool_.num_threads() > 1 ? &pool_ : nullptr; }
   size_t threads() const { return pool_.num_threads(); }
   const Bundle* bundle() const { return bundle_.get(); }
-  KvType kv_type() const { return params_.kv_type; }
-  // The compressed cache's profile, or null when the session uses a dense cache.
-  const KvCacheProfile* kv_profile() const { return kv_compressed_ ? &kv_profile_ : nullptr; }
-  // The KV mode as resolved ("f32", "q4", "adaptive:2.5", ...).
-  const char* kv_mode() const { return kv_mode_; }
+  // The KV cache every session gets; its name is the resolved mode ("f32", "q4", "adaptive:2.5").
+  const KvCacheSpec& kv_spec() const { return kv_spec_; }
+  const char* kv_mode() const { return kv_spec_.name; }
   uint64_t budget_bytes() const { return params_.memory_budget_bytes; }
   // Null when the model was created from weights without a bundle.
   Tokenizer* tokenizer() { return has_tokenizer_ ? &tokenizer_ : nullptr; }
@@ -107,7 +101,6 @@ class Model {
 
  private:
   Model() = default;
-  static Result<std::unique_ptr<Model>> open_bundle(const char* path);
   Error init(const ModelConfig& config, const ModelWeights& weights, const ModelParams& params,
              size_t resident_weight_bytes);
   friend class Session;
@@ -128,14 +121,9 @@ class Model {
   Session* session_ = nullptr;
   Tokenizer tokenizer_;
   bool has_tokenizer_ = false;
-  bool plan_only_ = false;
-  std::unique_ptr<LayerWeights[]> bundle_layers_;  // views built at open, until init copies them
-  ModelWeights bundle_weights_;
-  bool kv_compressed_ = false;
   bool kv_sink_reposition_ = true;
-  KvCacheProfile kv_profile_;
-  std::unique_ptr<KvHeadBits[]> kv_bits_;  // adaptive per-head widths (allocated at load)
-  char kv_mode_[32] = "f32";
+  KvCacheSpec kv_spec_;
+  std::unique_ptr<KvHeadBits[]> kv_bits_;  // per-head widths of adaptive modes (allocated at load)
 };
 
 // Checks a weight set against its config: shapes, layouts, presence of what the family needs.

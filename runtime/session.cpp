@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "platform/clock.h"
-#include "runtime/kv_compressed_cache.h"
+#include "runtime/kv/kv_cache_spec.h"
 #include "runtime/model.h"
 #include "runtime/tokenizer.h"
 
@@ -13,20 +13,15 @@ Error Session::init(Model& model, const SamplerParams& sampler, ArenaAllocator& 
   model_ = &model;
   const MemoryPlan& plan = model.plan();
   context_ = plan.context_tokens;
+  const KvCacheSpec& spec = model.kv_spec();
+  TERN_ASSIGN_OR_RETURN(kv_, create_kv_cache(spec, context_, arena));
+  TERN_CHECK_OR_RETURN(kv_->capacity_tokens() == context_, Error::Internal,
+                       "KV cache capacity %u differs from the planned %u", kv_->capacity_tokens(), context_);
+  evicting_ = kv_->evicting();
   size_t unused = 0;
-  if (const KvCacheProfile* profile = model.kv_profile(); profile != nullptr) {
-    TERN_ASSIGN_OR_RETURN(CompressedKvCache * cache, CompressedKvCache::create(*profile, context_, arena));
-    TERN_CHECK_OR_RETURN(cache->capacity_tokens() == context_, Error::Internal,
-                         "KV cache capacity %u differs from the planned %u", cache->capacity_tokens(), context_);
-    kv_ = cache;
-    evicting_ = profile->eviction != KvEviction::None;
-    TERN_RETURN_IF_ERROR(carve_forward_scratch(model.config(), plan.batch_tokens, context_,
-                                               AttentionScratch::AttendOnly, &arena, &scratch_, &unused));
-  } else {
-    TERN_ASSIGN_OR_RETURN(kv_, create_kv_cache(model.kv_type(), kv_shape_of(model.config()), context_, arena));
-    TERN_RETURN_IF_ERROR(carve_forward_scratch(model.config(), plan.batch_tokens, context_,
-                                               dense_attention_scratch(model.kv_type()), &arena, &scratch_, &unused));
-  }
+  TERN_RETURN_IF_ERROR(carve_forward_scratch(model.config(), plan.batch_tokens,
+                                             kv_->attention_scores_per_head(model.config().heads / model.config().kv_heads),
+                                             &arena, &scratch_, &unused));
   scratch_.reposition_sinks = model.kv_sink_reposition_;
   history_capacity_ = session_history_tokens(context_, evicting_);
   TERN_ASSIGN_OR_RETURN(history_, arena.allocate_array<int32_t>(history_capacity_, ArenaPurpose::Scratch, 64));
@@ -81,9 +76,7 @@ Error Session::prefill(const int32_t* tokens, size_t count) {
       // Positions already written stay valid; the failed batch is dropped (a compressed
       // cache forgets the positions it wrote, or the session must be reset).
       has_logits_ = false;
-      if (CompressedKvCache* c = kv_->compressed(); c != nullptr && c->rollback_to(position_) != Error::Ok) {
-        needs_reset_ = true;
-      }
+      if (kv_->rollback_to(position_) != Error::Ok) needs_reset_ = true;
       return e;
     }
     append_history(tokens + done, n);

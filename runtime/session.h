@@ -9,7 +9,7 @@
 
 #include "platform/error.h"
 #include "runtime/forward.h"
-#include "runtime/kv_cache.h"
+#include "runtime/kv/kv_cache.h"
 #include "runtime/sampler.h"
 
 namespace tern {
@@ -89,7 +89,7 @@ class Session {
   uint32_t history_size() const { return history_len_; }
   // Host tools: see attention per layer (null to remove). Attention then runs serially.
   void set_attention_observer(const AttentionObserver* observer) { scratch_.observer = observer; }
-  // Tests, tools: attend a compressed cache by reading rows back (needs a ReadBack scratch).
+  // Tests and tools: the forward scratch (e.g. reposition_sinks off, to measure what it fixes).
   ForwardScratch& forward_scratch() { return scratch_; }
 
   // Makes a running prefill/decode/generate return Aborted soon (checked per layer). Safe

@@ -17,6 +17,7 @@
 #include "converter/kv_calibrate.h"
 #include "converter/import.h"
 #include "converter/synthetic.h"
+#include "platform/thread_pool.h"
 #include "runtime/bundle.h"
 
 using namespace tern;
@@ -110,11 +111,16 @@ int main(int argc, char** argv) {
   app.add_option("--kv-window", calib.recent_window, "KV: most recent tokens kept exact (default 32)");
   app.add_option("--kv-sinks", calib.sink_tokens, "KV: first tokens kept exact (default 4)");
   app.add_option("--calib-tokens", calib.tokens, "calibration positions")->check(CLI::Range(128u, 1u << 20));
-  calib.threads = std::max(1u, std::thread::hardware_concurrency());
+  calib.threads = static_cast<uint32_t>(available_cores());
   app.add_option("--calib-threads", calib.threads, "threads for calibration (default: one per core)")
       ->check(CLI::Range(1u, 256u));
   CLI11_PARSE(app, argc, argv);
   const bool calibrate = app.count("--calibrate") > 0;
+  if (calib.threads > available_cores()) {
+    std::fprintf(stderr, "tern-convert: --calib-threads %u is more than the %zu cores; using %zu\n", calib.threads,
+                 available_cores(), available_cores());
+    calib.threads = static_cast<uint32_t>(available_cores());
+  }
 
   if (input.empty() == synthetic.empty()) {
     std::fprintf(stderr, "tern-convert: give exactly one of INPUT or --synthetic PRESET\n");

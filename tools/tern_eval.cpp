@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "converter/kv_quality.h"
+#include "platform/thread_pool.h"
 #include "runtime/bundle.h"
 #include "runtime/model.h"
 #include "schema/bundle_generated.h"
@@ -64,16 +65,27 @@ int main(int argc, char** argv) {
   app.add_option("--context", context, "window length in tokens (default: the model's context)");
   app.add_option("--windows", max_windows, "evaluate at most this many windows (default: the whole text)");
   app.add_option("--tail-bytes", tail_bytes, "evaluate only the last N bytes of the text (held-out part)");
+  int kv_window = -1, kv_sinks = -1;
+  app.add_option("--kv-window", kv_window, "exact recent tokens of every compressed mode (default: the bundle's, or 32)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--kv-sinks", kv_sinks, "sink tokens of every compressed mode (default: the bundle's, or 4)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--group", group, "override the key block / flush length G of every quantized mode (e.g. 128)");
   app.add_flag("--bos-per-paragraph", bos_per_paragraph, "BOS before every blank-line-separated paragraph (TinyStories)");
   app.add_flag("--sweep", sweep, "every mode (or --modes a,b,...): a table with the Pareto front");
   app.add_option("--modes", modes_list, "comma-separated modes for --sweep");
   app.add_flag("--json", json, "one JSON object");
   app.add_flag("-q,--quiet", quiet, "no progress on stderr");
-  uint32_t threads = std::max(1u, std::thread::hardware_concurrency());
-  app.add_option("--threads", threads, "modes evaluated in parallel (default: one per core)");
+  uint32_t threads = static_cast<uint32_t>(available_cores());
+  app.add_option("--threads", threads, "modes evaluated in parallel (default: one per core)")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
+  if (threads > available_cores()) {
+    std::fprintf(stderr, "tern-eval: --threads %u is more than the %zu cores; using %zu\n", threads, available_cores(),
+                 available_cores());
+    threads = static_cast<uint32_t>(available_cores());
+  }
   ModelParams params;
   params.threads = 1;
   auto loaded = Model::load(bundle_path.c_str(), params);
@@ -120,7 +132,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "tern-eval: %s\n", last_error_message());
       return 2;
     }
-    if (group != 0 && !m->dense) m->profile.block_tokens = group;
+    if (m->spec.compressed) {
+      if (group != 0) m->spec.profile.block_tokens = group;
+      if (kv_sinks >= 0) m->spec.profile.sink_tokens = static_cast<uint32_t>(kv_sinks);
+      if (kv_window >= 0) m->spec.profile.recent_window = static_cast<uint32_t>(kv_window);
+    }
     modes.push_back(std::move(m).value());
   }
 

@@ -140,23 +140,22 @@ int main(int argc, char** argv) {
   std::vector<const char*> mode_ptrs;
   for (const std::string& m : modes) mode_ptrs.push_back(m.c_str());
   for (Table& t : tables) {
-    tern_plan_request r = tern_plan_default_request();
-    r.memory_budget_bytes = t.budget;
-    r.n_ctx = t.context;
-    r.n_batch = batch;
-    r.kv_sink_tokens = sinks;
-    r.kv_recent_window = window;
-    r.kv_eviction = no_evict ? 0 : -1;
-    r.kv_modes = mode_ptrs.empty() ? nullptr : mode_ptrs.data();
-    r.n_kv_modes = mode_ptrs.size();
+    tern_model_params p = tern_model_default_params();
+    p.memory_budget_bytes = t.budget;
+    p.n_ctx = t.budget == 0 ? t.context : 0;
+    if (batch > 0) p.n_batch = batch;
+    p.kv_sink_tokens = sinks;
+    p.kv_recent_window = window;
+    p.kv_eviction = no_evict ? 0 : -1;
+    const char* const* kv_modes = mode_ptrs.empty() ? nullptr : mode_ptrs.data();
     size_t count = 0;
-    tern_status s = tern_plan(bundle.c_str(), &r, nullptr, 0, &count);
+    tern_status s = tern_plan(bundle.c_str(), &p, kv_modes, mode_ptrs.size(), nullptr, 0, &count);
     if (s != TERN_OK && s != TERN_OUT_OF_RANGE) {
       std::fprintf(stderr, "tern-plan: %s (%s)\n", tern_last_error_message(), tern_status_string(s));
       return 1;
     }
     t.rows.resize(count);
-    s = tern_plan(bundle.c_str(), &r, t.rows.data(), t.rows.size(), &count);
+    s = tern_plan(bundle.c_str(), &p, kv_modes, mode_ptrs.size(), t.rows.data(), t.rows.size(), &count);
     if (s != TERN_OK) {
       std::fprintf(stderr, "tern-plan: %s (%s)\n", tern_last_error_message(), tern_status_string(s));
       return 1;

@@ -106,7 +106,6 @@ int main(int argc, char** argv) {
   mp.n_threads = threads;
   mp.n_ctx = ctx;
   mp.n_batch = batch;
-  mp.kv_type = TERN_KV_F32;
   mp.kv_mode = kv.c_str();
   mp.kv_sink_tokens = kv_sinks;
   mp.kv_recent_window = kv_window;

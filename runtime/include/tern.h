@@ -40,7 +40,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "platform/tern_error_codes.h"
+#include "tern_error_codes.h"
+
+/* TERN_API marks the library's entry points: exported from a shared build (the rest of the
+ * library stays hidden with -fvisibility=hidden), plain declarations in a static one. */
+#if defined(_WIN32)
+#if defined(TERN_BUILDING_SHARED)
+#define TERN_API __declspec(dllexport)
+#elif defined(TERN_USING_SHARED)
+#define TERN_API __declspec(dllimport)
+#else
+#define TERN_API
+#endif
+#elif defined(__GNUC__) || defined(__clang__)
+#define TERN_API __attribute__((visibility("default")))
+#else
+#define TERN_API
+#endif
+
+/* TERN_DEPRECATED(msg) marks what still works but will go: the compiler says what to use. */
+#if defined(__GNUC__) || defined(__clang__)
+#define TERN_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#elif defined(_MSC_VER)
+#define TERN_DEPRECATED(msg) __declspec(deprecated(msg))
+#else
+#define TERN_DEPRECATED(msg)
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -61,10 +86,13 @@ typedef struct tern_model_params {
   uint64_t memory_budget_bytes; /* 0: no limit */
   void* arena_buffer;           /* optional caller-owned arena (64-byte aligned) */
   size_t arena_buffer_bytes;
-  uint32_t n_threads;           /* 0: one per core */
+  uint32_t n_threads;           /* 0: one per available core; more is clamped to the cores (a
+                                   warning is logged, tern_model_info.n_threads says what runs) */
   uint32_t n_ctx;               /* 0: as many as the budget allows, up to the model's context */
   uint32_t n_batch;             /* prefill batch */
-  tern_kv_type kv_type;         /* the dense cache's precision when kv_mode is NULL or "" */
+  /* Deprecated: kv_mode "f32" / "fp16" say the same. The dense cache's precision when
+   * kv_mode is NULL or "". */
+  tern_kv_type kv_type TERN_DEPRECATED("use kv_mode \"f32\" or \"fp16\"");
   /* KV mode (copied at load): "f32", "fp16" (dense, exact); "q8", "q4", "q3", "q2", "k4v2"
    * (compressed per-head cache, quantized blocks of 32 tokens, exact sinks and recent
    * window); "adaptive:B" (the bundle's calibrated per-head widths at B average bits;
@@ -101,6 +129,7 @@ typedef struct tern_model_info {
   uint32_t layers, hidden, heads, kv_heads, head_dim;
   int32_t bos_id, eos_id, eot_id;
   const char* chat_template; /* the bundle's template text, or NULL */
+  uint32_t n_threads;        /* threads the model runs on (after clamping to the cores) */
 } tern_model_info;
 
 /* Where the memory goes (bytes). arena_used_bytes and the per-purpose fields are live. */
@@ -163,78 +192,67 @@ typedef enum tern_log_level {
 } tern_log_level;
 typedef void (*tern_log_callback)(tern_log_level level, const char* message, void* user_data);
 
-tern_model_params tern_model_default_params(void);
-tern_session_params tern_session_default_params(void);
-tern_sampler_params tern_sampler_default_params(void);
-tern_generate_params tern_generate_default_params(void);
+TERN_API tern_model_params tern_model_default_params(void);
+TERN_API tern_session_params tern_session_default_params(void);
+TERN_API tern_sampler_params tern_sampler_default_params(void);
+TERN_API tern_generate_params tern_generate_default_params(void);
 
 /* "OK", "BUDGET_TOO_SMALL", ...; "UNKNOWN" for other values. Static storage. */
-const char* tern_status_string(tern_status status);
+TERN_API const char* tern_status_string(tern_status status);
 /* The message of the last failure on this thread ("" if none). Valid until the next call. */
-const char* tern_last_error_message(void);
-const char* tern_version(void);
+TERN_API const char* tern_last_error_message(void);
+TERN_API const char* tern_version(void);
 /* Parses a byte size as the CLIs take it: "512M", "1.5G", "4096K", "123456" (K/M/G are powers
  * of 1024, optionally followed by "i" and "B"). TERN_INVALID_ARGUMENT for anything else. */
-tern_status tern_parse_byte_size(const char* text, uint64_t* out_bytes);
+TERN_API tern_status tern_parse_byte_size(const char* text, uint64_t* out_bytes);
 
 /* NULL callback restores stderr. */
-void tern_set_log_callback(tern_log_callback callback, void* user_data);
-void tern_set_log_level(tern_log_level level);
+TERN_API void tern_set_log_callback(tern_log_callback callback, void* user_data);
+TERN_API void tern_set_log_level(tern_log_level level);
 
-tern_status tern_model_load(const char* path, const tern_model_params* params, tern_model** out_model);
-void tern_model_free(tern_model* model);
-tern_status tern_model_get_info(const tern_model* model, tern_model_info* out_info);
-tern_status tern_memory_report_get(const tern_model* model, tern_memory_report* out_report);
+TERN_API tern_status tern_model_load(const char* path, const tern_model_params* params, tern_model** out_model);
+TERN_API void tern_model_free(tern_model* model);
+TERN_API tern_status tern_model_get_info(const tern_model* model, tern_model_info* out_info);
+TERN_API tern_status tern_memory_report_get(const tern_model* model, tern_memory_report* out_report);
 
 /* Text to token ids. *out_count receives the number of ids; with too small a capacity the
  * call fails with TERN_OUT_OF_RANGE and *out_count holds the number needed. */
-tern_status tern_tokenize(tern_model* model, const char* text, size_t text_size, int add_bos, int parse_special,
+TERN_API tern_status tern_tokenize(tern_model* model, const char* text, size_t text_size, int add_bos, int parse_special,
                           int32_t* out_tokens, size_t capacity, size_t* out_count);
 /* Token ids to text (control tokens skipped), NUL-terminated; *out_size excludes the NUL. */
-tern_status tern_detokenize(const tern_model* model, const int32_t* tokens, size_t count, char* out_text,
+TERN_API tern_status tern_detokenize(const tern_model* model, const int32_t* tokens, size_t count, char* out_text,
                             size_t capacity, size_t* out_size);
 
-tern_status tern_session_create(tern_model* model, const tern_session_params* params, tern_session** out_session);
-void tern_session_free(tern_session* session);
+TERN_API tern_status tern_session_create(tern_model* model, const tern_session_params* params, tern_session** out_session);
+TERN_API void tern_session_free(tern_session* session);
 /* Forgets the conversation and clears an abort request. */
-tern_status tern_session_reset(tern_session* session);
-tern_status tern_session_set_sampler(tern_session* session, const tern_sampler_params* params);
+TERN_API tern_status tern_session_reset(tern_session* session);
+TERN_API tern_status tern_session_set_sampler(tern_session* session, const tern_sampler_params* params);
 /* Tokens run so far (with eviction this may exceed the KV capacity, context_tokens). */
-tern_status tern_session_position(const tern_session* session, uint32_t* out_position);
+TERN_API tern_status tern_session_position(const tern_session* session, uint32_t* out_position);
 
 /* Runs tokens after the current position (batched). With eviction, any number of tokens:
  * batches past the capacity evict as they go. */
-tern_status tern_prefill(tern_session* session, const int32_t* tokens, size_t count);
+TERN_API tern_status tern_prefill(tern_session* session, const int32_t* tokens, size_t count);
 /* Runs one token. TERN_CONTEXT_FULL when no position is free (never with eviction on). */
-tern_status tern_decode(tern_session* session, int32_t token);
+TERN_API tern_status tern_decode(tern_session* session, int32_t token);
 /* Logits of the last token run (vocab_size floats), valid until the next prefill/decode/reset. */
-tern_status tern_get_logits(const tern_session* session, const float** out_logits, size_t* out_vocab_size);
-tern_status tern_sample(tern_session* session, int32_t* out_token);
+TERN_API tern_status tern_get_logits(const tern_session* session, const float** out_logits, size_t* out_vocab_size);
+TERN_API tern_status tern_sample(tern_session* session, int32_t* out_token);
 /* Tokenize + prefill + sample/decode loop, streaming text through `callback` (may be NULL). */
-tern_status tern_generate(tern_session* session, const char* prompt, size_t prompt_size,
+TERN_API tern_status tern_generate(tern_session* session, const char* prompt, size_t prompt_size,
                           const tern_generate_params* params, tern_piece_callback callback, void* user_data,
                           tern_generate_stats* out_stats);
 
 /* ---- Planner: what a bundle needs, per KV mode, before loading it ----
- * tern_plan() maps and verifies the bundle (no arena, nothing kept) and fills one row per
- * KV mode with the plan tern_model_load() would make with the same parameters (the same
- * code computes both): load with memory_budget_bytes = row.total_bytes and that mode, and
- * the session's context is row.context_tokens; row.minimum_budget_bytes loads, one byte
- * less fails with TERN_BUDGET_TOO_SMALL. Allocates only while it runs (the bundle's
- * layer table); call it before loading, not while generating. */
-typedef struct tern_plan_request {
-  uint64_t memory_budget_bytes; /* > 0: the largest context per mode within this budget */
-  uint32_t n_ctx;               /* with budget 0: the budget each mode needs for this context
-                                   (0 and budget 0: the model's full context) */
-  uint32_t n_batch;             /* prefill batch; 0: the default (64) */
-  int32_t kv_sink_tokens;       /* -1 default; as in tern_model_params */
-  int32_t kv_recent_window;     /* -1 default */
-  int32_t kv_eviction;          /* -1 default */
-  const char* const* kv_modes;  /* modes to plan; NULL: "fp16", "q8", "q4", "q2", then
-                                   "adaptive:B" for every average the bundle is calibrated at */
-  size_t n_kv_modes;
-} tern_plan_request;
-
+ * tern_plan() maps and verifies the bundle (no arena, no threads, nothing kept) and fills one
+ * row per KV mode with the plan tern_model_load(bundle_path, params) would make with that
+ * kv_mode (the same code computes both): params->memory_budget_bytes > 0 gives the largest
+ * context within it (n_ctx caps it, as at load); 0 gives the budget n_ctx needs (0: the
+ * model's full context). Load with memory_budget_bytes = row.total_bytes and that mode and
+ * the session's context is row.context_tokens; row.minimum_budget_bytes loads, one byte less
+ * fails with TERN_BUDGET_TOO_SMALL. params->kv_mode is ignored (each row has its own).
+ * Allocates only while it runs; call it before loading, not while generating. */
 typedef struct tern_plan_row {
   char kv_mode[32];
   tern_status status;              /* TERN_OK, or why the mode has no plan (e.g. BUDGET_TOO_SMALL:
@@ -250,20 +268,20 @@ typedef struct tern_plan_row {
   uint64_t minimum_budget_bytes;   /* the smallest budget that loads this mode at all */
 } tern_plan_row;
 
-tern_plan_request tern_plan_default_request(void);
-/* Writes min(capacity, modes) rows and *out_count = the number of modes (rows == NULL with
- * capacity 0 asks for the count). TERN_OUT_OF_RANGE when capacity is too small (the first
- * `capacity` rows are still written). A mode that cannot be planned sets its row's status
- * (tern_last_error_message() holds the last such message); the call itself fails only for
- * bad arguments or an unreadable bundle. */
-tern_status tern_plan(const char* bundle_path, const tern_plan_request* request, tern_plan_row* rows, size_t capacity,
-                      size_t* out_count);
+/* kv_modes: the modes to plan (NULL: "fp16", "q8", "q4", "q2", then "adaptive:B" for every
+ * average the bundle is calibrated at). Writes min(capacity, modes) rows and *out_count =
+ * the number of modes (rows == NULL with capacity 0 asks for the count). TERN_OUT_OF_RANGE
+ * when capacity is too small (the first `capacity` rows are still written). A mode that
+ * cannot be planned sets its row's status (tern_last_error_message() holds the last such
+ * message); the call itself fails only for bad arguments or an unreadable bundle. */
+TERN_API tern_status tern_plan(const char* bundle_path, const tern_model_params* params, const char* const* kv_modes,
+                      size_t n_kv_modes, tern_plan_row* rows, size_t capacity, size_t* out_count);
 
 /* Asks a running prefill/decode/generate on `session` to stop with TERN_ABORTED (checked per
  * layer). Any thread may call it; the request stays until tern_session_clear_abort() or
  * tern_session_reset(). */
-tern_status tern_session_request_abort(tern_session* session);
-tern_status tern_session_clear_abort(tern_session* session);
+TERN_API tern_status tern_session_request_abort(tern_session* session);
+TERN_API tern_status tern_session_clear_abort(tern_session* session);
 
 #ifdef __cplusplus
 }

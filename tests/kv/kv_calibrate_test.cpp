@@ -20,7 +20,7 @@
 #include "converter/kv_calibration_text.h"
 #include "converter/kv_quality.h"
 #include "runtime/bundle.h"
-#include "runtime/kv_profile.h"
+#include "runtime/kv/kv_profile.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
 #include "schema/bundle_generated.h"

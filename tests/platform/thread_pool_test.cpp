@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <set>
@@ -11,12 +14,37 @@
 namespace tern {
 namespace {
 
+// More threads than cores are clamped to the cores this process may use: its affinity mask,
+// checked from a thread pinned to one CPU.
+TEST(ThreadPool, ClampsToTheAvailableCores) {
+  EXPECT_GE(available_cores(), 1u);
+  EXPECT_LE(available_cores(), std::max(1u, std::thread::hardware_concurrency()));
+  auto many = ThreadPool::create(9999);
+  ASSERT_TRUE(many.ok()) << last_error_message();
+  EXPECT_EQ(many->num_threads(), available_cores());
+#if defined(__linux__)
+  size_t pinned_cores = 0, pinned_threads = 0;
+  std::thread pinned([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu() < 0 ? 0 : sched_getcpu(), &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) return;
+    pinned_cores = available_cores();
+    auto pool = ThreadPool::create(4);
+    if (pool.ok()) pinned_threads = pool->num_threads();
+  });
+  pinned.join();
+  EXPECT_EQ(pinned_cores, 1u);
+  EXPECT_EQ(pinned_threads, 1u);
+#endif
+}
+
 class ThreadPoolSizes : public ::testing::TestWithParam<size_t> {};
 
 TEST_P(ThreadPoolSizes, EveryIndexRunsExactlyOnce) {
   auto pool = ThreadPool::create(GetParam());
   ASSERT_TRUE(pool.ok()) << last_error_message();
-  EXPECT_EQ(pool->num_threads(), GetParam());
+  EXPECT_EQ(pool->num_threads(), GetParam() == 0 ? available_cores() : std::min(GetParam(), available_cores()));
   for (size_t range : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{100003}}) {
     std::vector<std::atomic<int>> hits(range);
     auto body = [&](size_t i) { hits[i].fetch_add(1); };

@@ -1,8 +1,11 @@
 // Bad input through the C API: every failure is a tern_status with a message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "platform/error.h"
@@ -287,3 +290,53 @@ TEST(CApiArena, CallerProvidedArenaIsUsedAndMustBeLargeEnough) {
 }
 
 }  // namespace
+
+namespace {
+struct LogCapture {
+  std::vector<std::pair<tern_log_level, std::string>> lines;
+  static void call(tern_log_level level, const char* message, void* self) {
+    static_cast<LogCapture*>(self)->lines.emplace_back(level, message);
+  }
+};
+}  // namespace
+
+// n_threads past the cores would only make workers wait on each other (9999 of them once
+// stalled a 2-core machine): the load clamps to the available cores, logs a warning that
+// says so, and tern_model_info reports what runs.
+TEST(CApiThreads, ThreadCountsAboveTheCoresAreClamped) {
+  TERN_REQUIRE_BUNDLE(kBundle, kSource);
+  LogCapture log;
+  tern_set_log_callback(&LogCapture::call, &log);
+  tern_model_params mp = tern_model_default_params();
+  mp.n_threads = 9999;
+  tern_model* model = nullptr;
+  const tern_status s = tern_model_load(tern::testing::bundle_path(kBundle).c_str(), &mp, &model);
+  tern_set_log_callback(nullptr, nullptr);
+  ASSERT_EQ(s, TERN_OK) << message();
+  tern_model_info info;
+  ASSERT_EQ(tern_model_get_info(model, &info), TERN_OK);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  EXPECT_GE(info.n_threads, 1u);
+  EXPECT_LE(info.n_threads, cores);
+  bool warned = false;
+  for (const auto& [level, text] : log.lines) {
+    warned |= level == TERN_LOG_WARNING && text.find("9999 threads requested") != std::string::npos;
+  }
+  EXPECT_TRUE(warned) << "no clamp warning logged";
+  // The clamped model still generates.
+  tern_session* session = nullptr;
+  ASSERT_EQ(tern_session_create(model, nullptr, &session), TERN_OK) << message();
+  EXPECT_EQ(tern_decode(session, 1), TERN_OK) << message();
+  tern_session_free(session);
+  tern_model_free(model);
+  // Within the cores nothing is said.
+  mp.n_threads = 1;
+  tern_set_log_callback(&LogCapture::call, &log);
+  log.lines.clear();
+  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(kBundle).c_str(), &mp, &model), TERN_OK);
+  tern_set_log_callback(nullptr, nullptr);
+  ASSERT_EQ(tern_model_get_info(model, &info), TERN_OK);
+  EXPECT_EQ(info.n_threads, 1u);
+  EXPECT_TRUE(log.lines.empty());
+  tern_model_free(model);
+}

@@ -167,14 +167,12 @@ TEST(KvBudget, UnboundedGenerationInAFixedBudget) {
   const std::string path = tern::testing::bundle_path(kBundle);
   // The budget: what the planner says a q4 cache of kCacheTokens positions needs.
   const char* modes[] = {"q4"};
-  tern_plan_request req = tern_plan_default_request();
-  req.n_ctx = kCacheTokens;
-  req.n_batch = 16;
-  req.kv_modes = modes;
-  req.n_kv_modes = 1;
+  tern_model_params params = tern_model_default_params();
+  params.n_ctx = kCacheTokens;
+  params.n_batch = 16;
   tern_plan_row row{};
   size_t count = 0;
-  ASSERT_EQ(tern_plan(path.c_str(), &req, &row, 1, &count), TERN_OK) << tern_last_error_message();
+  ASSERT_EQ(tern_plan(path.c_str(), &params, modes, 1, &row, 1, &count), TERN_OK) << tern_last_error_message();
   ASSERT_EQ(row.status, TERN_OK);
   ASSERT_EQ(row.context_tokens, kCacheTokens);
   const uint64_t budget = row.total_bytes;

@@ -16,15 +16,16 @@ constexpr const char* kBundle = "tiny-austen-packed.tern";
 constexpr const char* kSource = "models/tiny-austen/packed/model.safetensors";
 
 std::vector<tern_plan_row> plan(const std::string& path, uint64_t budget, uint32_t ctx) {
-  tern_plan_request r = tern_plan_default_request();
-  r.memory_budget_bytes = budget;
-  r.n_ctx = ctx;
+  tern_model_params p = tern_model_default_params();
+  p.memory_budget_bytes = budget;
+  p.n_ctx = ctx;
   size_t count = 0;
   // No room: the count of modes (at least the four standard ones) and OUT_OF_RANGE.
-  EXPECT_EQ(tern_plan(path.c_str(), &r, nullptr, 0, &count), TERN_OUT_OF_RANGE);
+  EXPECT_EQ(tern_plan(path.c_str(), &p, nullptr, 0, nullptr, 0, &count), TERN_OUT_OF_RANGE);
   EXPECT_GE(count, 4u);
   std::vector<tern_plan_row> rows(count);
-  EXPECT_EQ(tern_plan(path.c_str(), &r, rows.data(), rows.size(), &count), TERN_OK) << tern_last_error_message();
+  EXPECT_EQ(tern_plan(path.c_str(), &p, nullptr, 0, rows.data(), rows.size(), &count), TERN_OK)
+      << tern_last_error_message();
   return rows;
 }
 
@@ -72,16 +73,18 @@ TEST(KvPlan, DefaultModesAndRows) {
 
   tern_plan_row one{};
   size_t count = 0;
-  EXPECT_EQ(tern_plan(path.c_str(), nullptr, &one, 1, &count), TERN_OUT_OF_RANGE);
+  EXPECT_EQ(tern_plan(path.c_str(), nullptr, nullptr, 0, &one, 1, &count), TERN_OUT_OF_RANGE);
   EXPECT_EQ(count, rows.size());
   EXPECT_STREQ(one.kv_mode, "fp16");
-  EXPECT_EQ(tern_plan(nullptr, nullptr, &one, 1, &count), TERN_INVALID_ARGUMENT);
+  EXPECT_EQ(tern_plan(nullptr, nullptr, nullptr, 0, &one, 1, &count), TERN_INVALID_ARGUMENT);
+  EXPECT_EQ(tern_plan(path.c_str(), nullptr, nullptr, 1, &one, 1, &count), TERN_INVALID_ARGUMENT);
   const char* bad[] = {"q5"};
-  tern_plan_request r = tern_plan_default_request();
-  r.kv_modes = bad;
-  r.n_kv_modes = 1;
-  ASSERT_EQ(tern_plan(path.c_str(), &r, &one, 1, &count), TERN_OK);
+  ASSERT_EQ(tern_plan(path.c_str(), nullptr, bad, 1, &one, 1, &count), TERN_OK);
   EXPECT_EQ(one.status, TERN_INVALID_ARGUMENT);
+  // The load parameters are checked as tern_model_load checks them.
+  tern_model_params p = tern_model_default_params();
+  p.n_batch = 0;
+  EXPECT_EQ(tern_plan(path.c_str(), &p, nullptr, 0, &one, 1, &count), TERN_INVALID_ARGUMENT);
 }
 
 TEST(KvPlan, BudgetRowsMatchRealLoads) {
@@ -92,14 +95,12 @@ TEST(KvPlan, BudgetRowsMatchRealLoads) {
   const uint64_t budget = uint64_t{126} * 1024 * 1024 / 10;
   const auto rows = plan(path, budget, 0);
   const auto bigger_ctx = [&](const tern_plan_row& row) {
-    tern_plan_request r = tern_plan_default_request();
-    r.n_ctx = row.context_tokens + 1;
+    tern_model_params p = tern_model_default_params();
+    p.n_ctx = row.context_tokens + 1;
     const char* modes[] = {row.kv_mode};
-    r.kv_modes = modes;
-    r.n_kv_modes = 1;
     tern_plan_row out{};
     size_t count = 0;
-    EXPECT_EQ(tern_plan(path.c_str(), &r, &out, 1, &count), TERN_OK);
+    EXPECT_EQ(tern_plan(path.c_str(), &p, modes, 1, &out, 1, &count), TERN_OK);
     return out;
   };
   for (const auto& row : rows) {

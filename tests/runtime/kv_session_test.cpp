@@ -12,10 +12,11 @@
 
 #include "runtime/arena.h"
 #include "runtime/forward.h"
-#include "runtime/kv_compressed_cache.h"
+#include "runtime/kv/compressed_kv_cache.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
 #include "tests/runtime/bundle_util.h"
+#include "tests/runtime/read_back_kv_cache.h"
 
 namespace tern {
 namespace {
@@ -84,33 +85,33 @@ TEST(KvSession, ModesResolveAndReportTheirCache) {
   TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
   auto dense = load(kAusten, ModelParams{});
   ASSERT_NE(dense, nullptr);
-  EXPECT_EQ(dense->kv_profile(), nullptr);
+  EXPECT_FALSE(dense->kv_spec().compressed);
   EXPECT_STREQ(dense->kv_mode(), "f32");
   auto q4 = load(kAusten, mode_params("q4", -1));
   ASSERT_NE(q4, nullptr);
-  ASSERT_NE(q4->kv_profile(), nullptr);
-  EXPECT_EQ(q4->kv_profile()->uniform.key_bits, 4);
-  EXPECT_EQ(q4->kv_profile()->eviction, KvEviction::Streaming);
+  ASSERT_TRUE(q4->kv_spec().compressed);
+  EXPECT_EQ(q4->kv_spec().profile.uniform.key_bits, 4);
+  EXPECT_EQ(q4->kv_spec().profile.eviction, KvEviction::Streaming);
   EXPECT_TRUE(q4->plan().kv_evicting);
   // The plan's KV bytes are the cache's exact byte function at the planned capacity.
-  EXPECT_EQ(q4->plan().kv_bytes, kv_bytes_for_tokens(*q4->kv_profile(), q4->plan().context_tokens));
+  EXPECT_EQ(q4->plan().kv_bytes, kv_bytes_for_tokens(q4->kv_spec().profile, q4->plan().context_tokens));
   auto fp16_evict = load(kAusten, mode_params("fp16", 1));
   ASSERT_NE(fp16_evict, nullptr);
-  ASSERT_NE(fp16_evict->kv_profile(), nullptr);
-  EXPECT_TRUE(fp16_evict->kv_profile()->uniform.exact());
-  EXPECT_EQ(fp16_evict->kv_profile()->exact_type, KvType::F16);
+  ASSERT_TRUE(fp16_evict->kv_spec().compressed);
+  EXPECT_TRUE(fp16_evict->kv_spec().profile.uniform.exact());
+  EXPECT_EQ(fp16_evict->kv_spec().profile.exact_type, KvType::F16);
   auto fp16 = load(kAusten, mode_params("fp16", -1));
   ASSERT_NE(fp16, nullptr);
-  EXPECT_EQ(fp16->kv_profile(), nullptr);
-  EXPECT_EQ(fp16->kv_type(), KvType::F16);
+  EXPECT_FALSE(fp16->kv_spec().compressed);
+  EXPECT_EQ(fp16->kv_spec().dense_type, KvType::F16);
 
   ModelParams p = mode_params("q4", -1);
   p.kv_sink_tokens = 2;
   p.kv_recent_window = 64;
   auto custom = load(kAusten, p);
   ASSERT_NE(custom, nullptr);
-  EXPECT_EQ(custom->kv_profile()->sink_tokens, 2u);
-  EXPECT_EQ(custom->kv_profile()->recent_window, 64u);
+  EXPECT_EQ(custom->kv_spec().profile.sink_tokens, 2u);
+  EXPECT_EQ(custom->kv_spec().profile.recent_window, 64u);
 
   for (const char* bad : {"q5", "q", "k4", "adaptive:1", "int8"}) {
     auto m = Model::load(testing::bundle_path(kAusten).c_str(), mode_params(bad, -1));
@@ -186,26 +187,30 @@ TEST(KvSession, CompressedSessionsTrackTheDenseOne) {
 }
 
 // The same forward pass, the same cache: attend() (quantized blocks read in place) and the
-// read-back path (rows dequantized through KvCache, then the dense loop) give the same
+// read-back decorator (rows dequantized through KvCache, then a scalar loop) give the same
 // logits, step by step, each step computed both ways on the identical cache state.
 void attend_matches_read_back(const char* bundle, const char* mode, uint32_t batch) {
   auto model = load(bundle, mode_params(mode, 0, 200));
   ASSERT_NE(model, nullptr);
-  const KvCacheProfile* profile = model->kv_profile();
-  ASSERT_NE(profile, nullptr);
+  const KvCacheSpec& spec = model->kv_spec();
+  ASSERT_TRUE(spec.compressed);
   const ModelConfig& c = model->config();
   const uint32_t capacity = model->plan().context_tokens;
+  const uint32_t group = c.heads / c.kv_heads;
+  std::vector<uint8_t> memory(kv_cache_arena_bytes(spec, capacity));
+  ArenaAllocator kv_arena(memory.data(), memory.size());
+  auto made = create_kv_cache(spec, capacity, kv_arena);
+  ASSERT_TRUE(made.ok()) << last_error_message();
+  KvCache& kv = **made;
+  testing::ReadBackKvCache read_back(kv);
+  // One scratch big enough for both: the decorator needs every query head's scores.
   size_t bytes = 0;
   ForwardScratch scratch;
-  ASSERT_EQ(carve_forward_scratch(c, batch, capacity, AttentionScratch::ReadBack, nullptr, &scratch, &bytes), Error::Ok);
-  bytes += kv_bytes_for_tokens(*profile, capacity) + 256;
-  std::vector<uint8_t> memory(bytes);
-  ArenaAllocator arena(memory.data(), memory.size());
-  ASSERT_EQ(carve_forward_scratch(c, batch, capacity, AttentionScratch::ReadBack, &arena, &scratch, &bytes),
-            Error::Ok);
-  auto made = CompressedKvCache::create(*profile, capacity, arena);
-  ASSERT_TRUE(made.ok()) << last_error_message();
-  CompressedKvCache& kv = **made;
+  const size_t scores = read_back.attention_scores_per_head(group);
+  ASSERT_EQ(carve_forward_scratch(c, batch, scores, nullptr, &scratch, &bytes), Error::Ok);
+  std::vector<uint8_t> scratch_memory(bytes);
+  ArenaAllocator arena(scratch_memory.data(), scratch_memory.size());
+  ASSERT_EQ(carve_forward_scratch(c, batch, scores, &arena, &scratch, &bytes), Error::Ok);
   const std::vector<int32_t> tokens = tokens_for(c.vocab, capacity - batch, 11);
   std::vector<float> a(c.vocab);
   float worst = 0, scale = 0;
@@ -218,14 +223,12 @@ void attend_matches_read_back(const char* bundle, const char* mode, uint32_t bat
   obs_b.user = &att_b;
   float layer0_worst = 0;
   for (uint32_t pos = 0; pos + batch <= tokens.size(); pos += batch) {
-    scratch.read_back = false;
     scratch.observer = &obs_a;
     ASSERT_EQ(forward(*model, kv, scratch, tokens.data() + pos, batch, pos, true, nullptr), Error::Ok);
     std::memcpy(a.data(), scratch.logits, c.vocab * sizeof(float));
     ASSERT_EQ(kv.rollback_to(pos), Error::Ok) << last_error_message();
-    scratch.read_back = true;
     scratch.observer = &obs_b;
-    ASSERT_EQ(forward(*model, kv, scratch, tokens.data() + pos, batch, pos, true, nullptr), Error::Ok);
+    ASSERT_EQ(forward(*model, read_back, scratch, tokens.data() + pos, batch, pos, true, nullptr), Error::Ok);
     layer0_worst = std::max(layer0_worst, max_abs_diff(att_a.last.data(), att_b.last.data(), att_a.width) /
                                               std::max(1e-6f, max_abs(att_b.last.data(), att_b.width)));
     const float d = max_abs_diff(a.data(), scratch.logits, c.vocab);
@@ -233,7 +236,7 @@ void attend_matches_read_back(const char* bundle, const char* mode, uint32_t bat
     steps.push_back(d);
     scale = std::max(scale, max_abs(a.data(), c.vocab));
   }
-  EXPECT_GT(kv.resident_capacity(), 100u);
+  EXPECT_GT(kv.capacity_tokens(), 100u);
   std::sort(steps.begin(), steps.end());
   size_t exact_steps = 0;
   for (float d : steps) exact_steps += d <= 1e-4f * scale;

@@ -9,7 +9,7 @@
 
 #include "runtime/arena.h"
 #include "runtime/forward.h"
-#include "runtime/kv_cache.h"
+#include "runtime/kv/kv_cache.h"
 #include "runtime/memory_plan.h"
 #include "runtime/sampler.h"
 
@@ -132,9 +132,9 @@ class KvCacheTypes : public ::testing::TestWithParam<KvType> {};
 void rows_round_trip(KvType type, uint32_t tokens) {
   SCOPED_TRACE(tokens);
   const KvShape shape{3, 2, 8};
-  std::vector<uint8_t> memory(kv_arena_bytes(type, shape, tokens));
+  std::vector<uint8_t> memory(dense_kv_arena_bytes(type, shape, tokens));
   ArenaAllocator arena(memory.data(), memory.size());
-  auto kv = create_kv_cache(type, shape, tokens, arena);
+  auto kv = create_dense_kv_cache(type, shape, tokens, arena);
   ASSERT_TRUE(kv.ok()) << last_error_message();
   EXPECT_EQ((*kv)->capacity_tokens(), tokens);
   auto value = [](uint32_t l, uint32_t h, uint32_t p, uint32_t i, bool is_key) {
@@ -145,7 +145,7 @@ void rows_round_trip(KvType type, uint32_t tokens) {
       for (uint32_t p = 0; p < tokens; ++p) {
         float k[8], v[8];
         for (uint32_t i = 0; i < 8; ++i) k[i] = value(l, h, p, i, true), v[i] = value(l, h, p, i, false);
-        (*kv)->write(l, h, p, k, v);
+        ASSERT_EQ((*kv)->write(l, h, p, k, v), Error::Ok);
       }
   const float tolerance = type == KvType::F32 ? 0.0f : 2e-3f;  // 11-bit mantissa
   for (uint32_t l = 0; l < 3; ++l)
@@ -168,15 +168,22 @@ TEST_P(KvCacheTypes, RowsRoundTripWithoutOverlap) {
   for (uint32_t tokens : {5u, 21u}) rows_round_trip(GetParam(), tokens);
 }
 
-TEST_P(KvCacheTypes, TokensForBytesFitsInThoseBytes) {
+// The byte function grows by exactly the per-token bytes, and writing past the capacity
+// is refused rather than overrunning the storage.
+TEST_P(KvCacheTypes, BytesPerTokenAndCapacity) {
   const KvShape shape{30, 5, 128};
-  for (size_t bytes : {size_t{1} << 20, size_t{7777777}, size_t{300} << 20}) {
-    const uint32_t tokens = kv_tokens_for_bytes(GetParam(), shape, bytes);
-    ASSERT_GT(tokens, 0u);
-    EXPECT_LE(kv_arena_bytes(GetParam(), shape, tokens), bytes);
-    EXPECT_GT(kv_arena_bytes(GetParam(), shape, tokens + 2), bytes);
-  }
-  EXPECT_EQ(kv_bytes_per_token(GetParam(), shape), 30u * 5 * 128 * 2 * (GetParam() == KvType::F32 ? 4 : 2));
+  const size_t per_token = 30u * 5 * 128 * 2 * (GetParam() == KvType::F32 ? 4 : 2);
+  EXPECT_EQ(dense_kv_bytes_per_token(GetParam(), shape), per_token);
+  EXPECT_EQ(dense_kv_arena_bytes(GetParam(), shape, 101) - dense_kv_arena_bytes(GetParam(), shape, 100), per_token);
+  const KvShape small{1, 1, 8};
+  std::vector<uint8_t> memory(dense_kv_arena_bytes(GetParam(), small, 4));
+  ArenaAllocator arena(memory.data(), memory.size());
+  auto kv = create_dense_kv_cache(GetParam(), small, 4, arena);
+  ASSERT_TRUE(kv.ok()) << last_error_message();
+  const float row[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  for (uint32_t p = 0; p < 4; ++p) EXPECT_EQ((*kv)->write(0, 0, p, row, row), Error::Ok);
+  EXPECT_EQ((*kv)->write(0, 0, 4, row, row), Error::ContextFull);
+  EXPECT_FALSE((*kv)->evicting());
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, KvCacheTypes, ::testing::Values(KvType::F16, KvType::F32),
@@ -201,7 +208,10 @@ TEST(MemoryPlan, BudgetDecidesTheContextAndTheMinimumIsStated) {
   r.config = config_2b4t();
   r.resident_weight_bytes = size_t{1179} << 20;
   r.tokenizer_bytes = size_t{8} << 20;
-  r.kv_type = KvType::F16;
+  KvCacheSpec f16;
+  f16.dense_type = KvType::F16;
+  f16.profile.shape = kv_shape_of(r.config);
+  r.kv = &f16;
   r.budget_bytes = size_t{1} << 30;  // less than the weights
   auto refused = plan_memory(r);
   ASSERT_FALSE(refused.ok());

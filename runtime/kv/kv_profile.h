@@ -4,13 +4,20 @@
 #pragma once
 
 #include "platform/error.h"
-#include "runtime/kv_policy.h"
+#include "runtime/kv/kv_policy.h"
 
 namespace tern {
 
 namespace schema {
 struct KvProfile;
 }
+
+// Fills `out` from a bundle's calibrated profile (sink heads exact, the rest at their
+// recorded widths), using `bits` (shape.layers * shape.kv_heads entries) as the head table.
+// The window, sinks and group come from the bundle; other fields keep `out`'s values.
+// (Bundles written before allocation lists; kv_profile_for_average reads both.)
+Error kv_profile_from_bundle(const schema::KvProfile& profile, const KvShape& shape, KvHeadBits* bits,
+                             KvCacheProfile* out);
 
 // Fills `out` with the per-head bits of the bundle's calibrated allocation at
 // `average_bits` (`bits` has shape.layers * shape.kv_heads entries and becomes

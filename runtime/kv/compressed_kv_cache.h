@@ -1,4 +1,4 @@
-// A KvCache that stores each (layer, kv head) at its own precision (runtime/kv_policy.h
+// A KvCache that stores each (layer, kv head) at its own precision (runtime/kv/kv_policy.h
 // has the token layout, byte math and eviction policy), and attends over it directly
 // with the mixed-precision kernels (kernels/kv_attention.h).
 //
@@ -14,30 +14,27 @@
 #include <cstdint>
 
 #include "kernels/kv_attention.h"
-#include "runtime/kv_cache.h"
-#include "runtime/kv_policy.h"
+#include "runtime/kv/kv_cache.h"
+#include "runtime/kv/kv_policy.h"
 
 namespace tern {
 
-namespace schema {
-struct KvProfile;
-}
-
-// Fills `out` from a bundle's calibrated profile (sink heads exact, the rest at their
-// recorded widths), using `bits` (shape.layers * shape.kv_heads entries) as the head table.
-// The window, sinks and group come from the bundle; other fields keep `out`'s values.
-Error kv_profile_from_bundle(const schema::KvProfile& profile, const KvShape& shape, KvHeadBits* bits,
-                             KvCacheProfile* out);
-
 class CompressedKvCache final : public KvCache {
  public:
+  using KvCache::attend;
   // Builds a cache holding at least `tokens` positions without eviction, entirely in
   // `arena` (object, tables, storage); it uses at most kv_bytes_for_tokens(profile, tokens).
   static Result<CompressedKvCache*> create(const KvCacheProfile& profile, uint64_t tokens, ArenaAllocator& arena);
 
   // Appends `pos` (must be the head's next position). Past the capacity it evicts by
-  // the profile's policy, or records Error::ContextFull (see write_error()) with eviction off.
-  void write(uint32_t layer, uint32_t kv_head, uint32_t pos, const float* key, const float* value) override;
+  // the profile's policy, or fails with ContextFull when eviction is off.
+  Error write(uint32_t layer, uint32_t kv_head, uint32_t pos, const float* key, const float* value) override;
+  bool evicting() const override { return profile_.eviction != KvEviction::None; }
+  // The query heads of a GQA group read each block together, up to kKvMaxQueries at a time.
+  size_t attention_scores_per_head(uint32_t group) const override {
+    return static_cast<size_t>(group < kKvMaxQueries ? group : kKvMaxQueries) * capacity_;
+  }
+  uint32_t evicted_positions(uint32_t layer) const override { return evicted_positions(layer, 0); }
   // Rows of positions [begin, begin + count) in the original basis; evicted positions read as zeros.
   void read_keys(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const override;
   void read_values(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const override;
@@ -62,9 +59,8 @@ class CompressedKvCache final : public KvCache {
   // Forgets the positions >= `pos` written by an unfinished forward pass (an abort or
   // error mid-batch) so the session can continue at `pos`. InvalidState when some of them
   // already left the exact window (then only reset() recovers).
-  Error rollback_to(uint32_t pos);
+  Error rollback_to(uint32_t pos) override;
   void reset() override;
-  CompressedKvCache* compressed() override { return this; }
   const CompressedKvCache* compressed() const override { return this; }
 
   // Positions the head currently keeps, ascending; returns the count (<= resident_capacity()).
@@ -73,18 +69,20 @@ class CompressedKvCache final : public KvCache {
   // The next position each head expects (the number of positions written so far).
   uint32_t next_position(uint32_t layer, uint32_t kv_head) const;
   uint64_t evicted_blocks() const { return evicted_blocks_; }
-  Error write_error() const { return write_error_; }
   const KvCacheProfile& profile() const { return profile_; }
   void set_isa(KvIsa isa) { isa_ = isa; }
 
   struct HeadState;  // per (layer, kv head) storage and counters
+
+ protected:
+  void attend_head(uint32_t layer, uint32_t kv_head, const KvAttention& a) const override;
 
  private:
   CompressedKvCache(const KvCacheProfile& profile, uint32_t capacity, uint32_t middle_blocks);
   template <typename Fn>
   void for_each_segment(const HeadState& h, uint32_t end_pos, Fn&& fn) const;
   void read_rows(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, bool keys, float* out) const;
-  void flush_block(HeadState& h);
+  Error flush_block(HeadState& h);
 
   KvCacheProfile profile_;
   KvQuantLayout layout_;
@@ -93,7 +91,6 @@ class CompressedKvCache final : public KvCache {
   HeadState* heads_ = nullptr;
   float* flush_ = nullptr;  // G x head_dim keys, then values
   uint64_t evicted_blocks_ = 0;
-  Error write_error_ = Error::Ok;
 };
 
 }  // namespace tern

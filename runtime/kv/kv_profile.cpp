@@ -1,9 +1,9 @@
-#include "runtime/kv_profile.h"
+#include "runtime/kv/kv_profile.h"
 
 #include <cmath>
 #include <cstdio>
 
-#include "runtime/kv_compressed_cache.h"
+#include "kernels/kv_quant.h"
 #include "schema/bundle_generated.h"
 
 namespace tern {
@@ -57,6 +57,35 @@ Error from_allocation(const schema::KvProfile& profile, const schema::KvAllocati
 }
 
 }  // namespace
+
+Error kv_profile_from_bundle(const schema::KvProfile& profile, const KvShape& shape, KvHeadBits* bits,
+                             KvCacheProfile* out) {
+  const size_t heads = static_cast<size_t>(shape.layers) * shape.kv_heads;
+  const auto* list = profile.heads();
+  TERN_CHECK_OR_RETURN(list != nullptr && list->size() == heads, Error::InvalidBundle,
+                       "KV profile lists %u heads, the model has %zu", list ? list->size() : 0u, heads);
+  // 0xFF marks a head not yet listed, so gaps and duplicates are both caught.
+  for (size_t i = 0; i < heads; ++i) bits[i] = KvHeadBits{0xFF, 0xFF};
+  for (const schema::KvHeadProfile* h : *list) {
+    TERN_CHECK_OR_RETURN(h != nullptr && h->layer() < shape.layers && h->kv_head() < shape.kv_heads,
+                         Error::InvalidBundle, "KV profile head outside %u layers x %u heads", shape.layers,
+                         shape.kv_heads);
+    KvHeadBits& slot = bits[static_cast<size_t>(h->layer()) * shape.kv_heads + h->kv_head()];
+    TERN_CHECK_OR_RETURN(slot.key_bits == 0xFF, Error::InvalidBundle, "KV profile lists head %u.%u twice",
+                         h->layer(), h->kv_head());
+    const KvHeadBits b = h->sink() ? KvHeadBits{0, 0} : KvHeadBits{h->key_bits(), h->value_bits()};
+    TERN_CHECK_OR_RETURN(b.exact() || (kv_bits_supported(b.key_bits) && kv_bits_supported(b.value_bits)),
+                         Error::InvalidBundle, "KV profile head %u.%u: %u/%u bits", h->layer(), h->kv_head(),
+                         b.key_bits, b.value_bits);
+    slot = b;
+  }
+  out->shape = shape;
+  out->sink_tokens = profile.sink_tokens();
+  out->recent_window = profile.recent_window();
+  if (profile.group_size() != 0) out->block_tokens = profile.group_size();
+  out->head_bits = bits;
+  return kv_profile_validate(*out);
+}
 
 Error kv_profile_for_average(const schema::KvProfile* profile, const KvShape& shape, float average_bits,
                              KvHeadBits* bits, KvCacheProfile* out) {

@@ -1,11 +1,10 @@
-#include "runtime/kv_compressed_cache.h"
+#include "runtime/kv/compressed_kv_cache.h"
 
 #include <cstring>
 #include <new>
 
 #include "kernels/dense_matmul.h"
 #include "kernels/kv_quant.h"
-#include "schema/bundle_generated.h"
 
 namespace tern {
 
@@ -20,35 +19,6 @@ struct CompressedKvCache::HeadState {
   uint32_t middle_start = 0;  // ring index of the oldest middle block
   uint32_t middle_count = 0;
 };
-
-Error kv_profile_from_bundle(const schema::KvProfile& profile, const KvShape& shape, KvHeadBits* bits,
-                             KvCacheProfile* out) {
-  const size_t heads = static_cast<size_t>(shape.layers) * shape.kv_heads;
-  const auto* list = profile.heads();
-  TERN_CHECK_OR_RETURN(list != nullptr && list->size() == heads, Error::InvalidBundle,
-                       "KV profile lists %u heads, the model has %zu", list ? list->size() : 0u, heads);
-  // 0xFF marks a head not yet listed, so gaps and duplicates are both caught.
-  for (size_t i = 0; i < heads; ++i) bits[i] = KvHeadBits{0xFF, 0xFF};
-  for (const schema::KvHeadProfile* h : *list) {
-    TERN_CHECK_OR_RETURN(h != nullptr && h->layer() < shape.layers && h->kv_head() < shape.kv_heads,
-                         Error::InvalidBundle, "KV profile head outside %u layers x %u heads", shape.layers,
-                         shape.kv_heads);
-    KvHeadBits& slot = bits[static_cast<size_t>(h->layer()) * shape.kv_heads + h->kv_head()];
-    TERN_CHECK_OR_RETURN(slot.key_bits == 0xFF, Error::InvalidBundle, "KV profile lists head %u.%u twice",
-                         h->layer(), h->kv_head());
-    const KvHeadBits b = h->sink() ? KvHeadBits{0, 0} : KvHeadBits{h->key_bits(), h->value_bits()};
-    TERN_CHECK_OR_RETURN(b.exact() || (kv_bits_supported(b.key_bits) && kv_bits_supported(b.value_bits)),
-                         Error::InvalidBundle, "KV profile head %u.%u: %u/%u bits", h->layer(), h->kv_head(),
-                         b.key_bits, b.value_bits);
-    slot = b;
-  }
-  out->shape = shape;
-  out->sink_tokens = profile.sink_tokens();
-  out->recent_window = profile.recent_window();
-  if (profile.group_size() != 0) out->block_tokens = profile.group_size();
-  out->head_bits = bits;
-  return kv_profile_validate(*out);
-}
 
 size_t kv_compressed_object_bytes() { return sizeof(CompressedKvCache); }
 size_t kv_compressed_head_state_bytes() { return sizeof(CompressedKvCache::HeadState); }
@@ -127,13 +97,12 @@ uint32_t CompressedKvCache::next_position(uint32_t layer, uint32_t kv_head) cons
   return heads_[static_cast<size_t>(layer) * shape_.kv_heads + kv_head].next_pos;
 }
 
-void CompressedKvCache::flush_block(HeadState& h) {
+Error CompressedKvCache::flush_block(HeadState& h) {
   const uint32_t D = shape_.head_dim, G = profile_.block_tokens, ring = profile_.recent_window + G;
   const size_t row = static_cast<size_t>(D) * exact_bytes(profile_.exact_type);
   if (h.middle_count == middle_blocks_) {
     if (profile_.eviction == KvEviction::None) {
-      write_error_ = fail(Error::ContextFull, "KV cache full at %u positions (eviction off)", capacity_);
-      return;
+      return fail(Error::ContextFull, "KV cache full at %u positions (eviction off)", capacity_);
     }
     ++evicted_blocks_;
     if (middle_blocks_ > 0) {
@@ -168,14 +137,15 @@ void CompressedKvCache::flush_block(HeadState& h) {
   }
   h.window_start = (h.window_start + G) % ring;
   h.window_count -= G;
+  return Error::Ok;
 }
 
-void CompressedKvCache::write(uint32_t layer, uint32_t kv_head, uint32_t pos, const float* key, const float* value) {
+Error CompressedKvCache::write(uint32_t layer, uint32_t kv_head, uint32_t pos, const float* key,
+                               const float* value) {
   HeadState& h = heads_[static_cast<size_t>(layer) * shape_.kv_heads + kv_head];
   if (pos != h.next_pos) {
-    write_error_ = fail(Error::InvalidArgument, "KV head %u.%u: write of position %u, expected %u", layer, kv_head,
-                        pos, h.next_pos);
-    return;
+    return fail(Error::InvalidArgument, "KV head %u.%u: write of position %u, expected %u", layer, kv_head, pos,
+                h.next_pos);
   }
   const uint32_t D = shape_.head_dim, ring = profile_.recent_window + profile_.block_tokens;
   const size_t row = static_cast<size_t>(D) * exact_bytes(profile_.exact_type);
@@ -192,16 +162,14 @@ void CompressedKvCache::write(uint32_t layer, uint32_t kv_head, uint32_t pos, co
     store_exact(profile_.exact_type, key, D, h.base + h.layout.sink_keys + pos * row);
     store_exact(profile_.exact_type, value, D, h.base + h.layout.sink_values + pos * row);
   } else {
-    if (h.window_count == ring) {
-      flush_block(h);
-      if (h.window_count == ring) return;  // full, eviction off
-    }
+    if (h.window_count == ring) TERN_RETURN_IF_ERROR(flush_block(h));
     const size_t slot = (h.window_start + h.window_count) % ring;
     store_exact(profile_.exact_type, key, D, h.base + h.layout.window_keys + slot * row);
     store_exact(profile_.exact_type, value, D, h.base + h.layout.window_values + slot * row);
     ++h.window_count;
   }
   ++h.next_pos;
+  return Error::Ok;
 }
 
 template <typename Fn>
@@ -248,7 +216,6 @@ void CompressedKvCache::reset() {
     h.next_pos = h.window_start = h.window_count = h.middle_start = h.middle_count = 0;
   }
   evicted_blocks_ = 0;
-  write_error_ = Error::Ok;
 }
 
 Error CompressedKvCache::rollback_to(uint32_t pos) {
@@ -270,8 +237,18 @@ Error CompressedKvCache::rollback_to(uint32_t pos) {
     if (h.next_pos > from) h.window_count -= h.next_pos - from;
     h.next_pos = pos;
   }
-  write_error_ = Error::Ok;
   return Error::Ok;
+}
+
+void CompressedKvCache::attend_head(uint32_t layer, uint32_t kv_head, const KvAttention& a) const {
+  const uint32_t group = a.heads / shape_.kv_heads;
+  const size_t qd = static_cast<size_t>(a.heads) * shape_.head_dim;
+  float* scores = a.scores + static_cast<size_t>(kv_head) * a.scores_per_head;
+  for (uint32_t t = 0; t < a.n; ++t) {
+    const size_t first = t * qd + static_cast<size_t>(kv_head) * group * shape_.head_dim;
+    attend(layer, kv_head, a.q + first, a.q_sinks != nullptr ? a.q_sinks + first : nullptr, group, a.pos0 + t + 1,
+           a.scale, scores, a.out + first);
+  }
 }
 
 void CompressedKvCache::attend(uint32_t layer, uint32_t kv_head, const float* q, const float* q_sinks,

@@ -33,7 +33,7 @@
 #include <cstdint>
 
 #include "platform/error.h"
-#include "runtime/kv_cache.h"
+#include "runtime/kv/kv_cache.h"
 
 namespace tern {
 
@@ -80,24 +80,10 @@ uint64_t kv_blocks_for_tokens(const KvCacheProfile& profile, uint64_t tokens);
 // `tokens` positions without eviction: creating it in an arena with this many free
 // bytes always succeeds, whatever the arena's alignment.
 size_t kv_bytes_for_tokens(const KvCacheProfile& profile, uint64_t tokens);
-// The most positions whose kv_bytes_for_tokens fits in `bytes` (0 if none).
-uint64_t kv_tokens_for_bytes(const KvCacheProfile& profile, size_t bytes);
 // Marginal bytes per position over all layers and heads (middle storage / G).
 double kv_bytes_per_token(const KvCacheProfile& profile);
 // Marginal bits per stored element (keys and values, scales included).
 double kv_average_bits(const KvCacheProfile& profile);
-
-// KV modes by name, the same in every tool: "fp16" / "f32" (exact, dense), "q8", "q4",
-// "q3", "q2" (every head at that width), "k4v2" (keys and values at different widths),
-// "adaptive:B" (the calibrated per-head profile at B average bits).
-struct KvModeSpec {
-  enum class Kind { Exact, Uniform, Adaptive };
-  Kind kind = Kind::Exact;
-  KvType exact_type = KvType::F16;
-  KvHeadBits bits;            // Uniform
-  float average_bits = 0.0f;  // Adaptive
-};
-Error parse_kv_mode(const char* name, KvModeSpec* out);
 
 // Where each part of one head's storage lives (offsets from the head's base, in bytes).
 struct KvHeadLayout {

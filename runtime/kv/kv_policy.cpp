@@ -1,4 +1,4 @@
-#include "runtime/kv_policy.h"
+#include "runtime/kv/kv_policy.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -92,28 +92,13 @@ size_t bytes_for_blocks(const KvCacheProfile& p, uint64_t blocks, size_t object_
 
 }  // namespace
 
-// Defined in kv_compressed_cache.cpp (sizes of its object and per-head state).
+// Defined in compressed_kv_cache.cpp (sizes of its object and per-head state).
 size_t kv_compressed_object_bytes();
 size_t kv_compressed_head_state_bytes();
 
 size_t kv_bytes_for_tokens(const KvCacheProfile& p, uint64_t tokens) {
   return bytes_for_blocks(p, kv_blocks_for_tokens(p, tokens), kv_compressed_object_bytes(),
                           kv_compressed_head_state_bytes());
-}
-
-uint64_t kv_tokens_for_bytes(const KvCacheProfile& p, size_t bytes) {
-  const size_t obj = kv_compressed_object_bytes(), st = kv_compressed_head_state_bytes();
-  const size_t fixed = bytes_for_blocks(p, 0, obj, st);
-  if (bytes < fixed) return 0;
-  // Storage grows by exactly Σ block bytes per block, up to each head's 64-byte rounding:
-  // estimate, then step to the exact answer.
-  size_t per_block = 0;
-  for (uint32_t l = 0; l < p.shape.layers; ++l)
-    for (uint32_t h = 0; h < p.shape.kv_heads; ++h) per_block += kv_head_block_bytes(p, p.bits_of(l, h));
-  uint64_t blocks = per_block == 0 ? 0 : (bytes - fixed) / per_block;
-  while (blocks > 0 && bytes_for_blocks(p, blocks, obj, st) > bytes) --blocks;
-  while (bytes_for_blocks(p, blocks + 1, obj, st) <= bytes) ++blocks;
-  return kv_tokens_for_blocks(p, blocks);
 }
 
 double kv_bytes_per_token(const KvCacheProfile& p) {
@@ -126,46 +111,6 @@ double kv_bytes_per_token(const KvCacheProfile& p) {
 double kv_average_bits(const KvCacheProfile& p) {
   const double elements = 2.0 * p.shape.layers * p.shape.kv_heads * p.shape.head_dim;
   return kv_bytes_per_token(p) * 8.0 / elements;
-}
-
-Error parse_kv_mode(const char* name, KvModeSpec* out) {
-  TERN_CHECK_OR_RETURN(name != nullptr && out != nullptr, Error::InvalidArgument, "KV mode: null argument");
-  KvModeSpec spec;
-  auto width = [](const char* s, char** end) -> uint8_t {
-    const long v = std::strtol(s, end, 10);
-    return (*end != s && kv_bits_supported(static_cast<uint32_t>(v))) ? static_cast<uint8_t>(v) : 0;
-  };
-  char* end = nullptr;
-  if (std::strcmp(name, "fp16") == 0 || std::strcmp(name, "f16") == 0) {
-    spec.kind = KvModeSpec::Kind::Exact;
-    spec.exact_type = KvType::F16;
-  } else if (std::strcmp(name, "f32") == 0 || std::strcmp(name, "fp32") == 0) {
-    spec.kind = KvModeSpec::Kind::Exact;
-    spec.exact_type = KvType::F32;
-  } else if (name[0] == 'q') {
-    const uint8_t b = width(name + 1, &end);
-    TERN_CHECK_OR_RETURN(b != 0 && *end == '\0', Error::InvalidArgument, "KV mode '%s': q2, q3, q4 or q8", name);
-    spec.kind = KvModeSpec::Kind::Uniform;
-    spec.bits = KvHeadBits{b, b};
-  } else if (name[0] == 'k') {
-    const uint8_t kb = width(name + 1, &end);
-    uint8_t vb = 0;
-    if (kb != 0 && *end == 'v') vb = width(end + 1, &end);
-    TERN_CHECK_OR_RETURN(kb != 0 && vb != 0 && *end == '\0', Error::InvalidArgument,
-                         "KV mode '%s': k<bits>v<bits>, e.g. k4v2", name);
-    spec.kind = KvModeSpec::Kind::Uniform;
-    spec.bits = KvHeadBits{kb, vb};
-  } else if (std::strncmp(name, "adaptive:", 9) == 0) {
-    const float b = std::strtof(name + 9, &end);
-    TERN_CHECK_OR_RETURN(end != name + 9 && *end == '\0' && b >= 2.0f && b <= 8.0f, Error::InvalidArgument,
-                         "KV mode '%s': adaptive:B with 2 <= B <= 8", name);
-    spec.kind = KvModeSpec::Kind::Adaptive;
-    spec.average_bits = b;
-  } else {
-    return fail(Error::InvalidArgument, "unknown KV mode '%s' (fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B)", name);
-  }
-  *out = spec;
-  return Error::Ok;
 }
 
 }  // namespace tern

@@ -1,0 +1,165 @@
+#include "runtime/kv/kv_cache_spec.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/kv_quant.h"
+#include "runtime/kv/compressed_kv_cache.h"
+#include "runtime/kv/kv_profile.h"
+
+namespace tern {
+
+Error parse_kv_mode(const char* name, KvModeName* out) {
+  TERN_CHECK_OR_RETURN(name != nullptr && out != nullptr, Error::InvalidArgument, "KV mode: null argument");
+  KvModeName spec;
+  auto width = [](const char* s, char** end) -> uint8_t {
+    const long v = std::strtol(s, end, 10);
+    return (*end != s && kv_bits_supported(static_cast<uint32_t>(v))) ? static_cast<uint8_t>(v) : 0;
+  };
+  char* end = nullptr;
+  if (std::strcmp(name, "fp16") == 0 || std::strcmp(name, "f16") == 0) {
+    spec.kind = KvModeName::Kind::Exact;
+    spec.exact_type = KvType::F16;
+  } else if (std::strcmp(name, "f32") == 0 || std::strcmp(name, "fp32") == 0) {
+    spec.kind = KvModeName::Kind::Exact;
+    spec.exact_type = KvType::F32;
+  } else if (name[0] == 'q') {
+    const uint8_t b = width(name + 1, &end);
+    TERN_CHECK_OR_RETURN(b != 0 && *end == '\0', Error::InvalidArgument, "KV mode '%s': q2, q3, q4 or q8", name);
+    spec.kind = KvModeName::Kind::Uniform;
+    spec.bits = KvHeadBits{b, b};
+  } else if (name[0] == 'k') {
+    const uint8_t kb = width(name + 1, &end);
+    uint8_t vb = 0;
+    if (kb != 0 && *end == 'v') vb = width(end + 1, &end);
+    TERN_CHECK_OR_RETURN(kb != 0 && vb != 0 && *end == '\0', Error::InvalidArgument,
+                         "KV mode '%s': k<bits>v<bits>, e.g. k4v2", name);
+    spec.kind = KvModeName::Kind::Uniform;
+    spec.bits = KvHeadBits{kb, vb};
+  } else if (std::strncmp(name, "adaptive:", 9) == 0) {
+    const float b = std::strtof(name + 9, &end);
+    TERN_CHECK_OR_RETURN(end != name + 9 && *end == '\0' && b >= 2.0f && b <= 8.0f, Error::InvalidArgument,
+                         "KV mode '%s': adaptive:B with 2 <= B <= 8", name);
+    spec.kind = KvModeName::Kind::Adaptive;
+    spec.average_bits = b;
+  } else {
+    return fail(Error::InvalidArgument, "unknown KV mode '%s' (fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B)", name);
+  }
+  *out = spec;
+  return Error::Ok;
+}
+
+Error make_kv_cache_spec(const KvModeRequest& request, const ModelConfig& config, const schema::KvProfile* calibrated,
+                         KvHeadBits* bits, KvCacheSpec* out) {
+  TERN_CHECK_OR_RETURN(out != nullptr, Error::InvalidArgument, "KV cache spec: null output");
+  TERN_CHECK_OR_RETURN(request.dense_type == KvType::F16 || request.dense_type == KvType::F32, Error::InvalidArgument,
+                       "unknown KV type %u", static_cast<unsigned>(request.dense_type));
+  TERN_CHECK_OR_RETURN(request.eviction >= -1 && request.eviction <= 1, Error::InvalidArgument,
+                       "kv_eviction %d (-1 default, 0 off, 1 on)", request.eviction);
+  TERN_CHECK_OR_RETURN(request.sink_tokens >= -1 && request.recent_window >= -1, Error::InvalidArgument,
+                       "KV sinks %d / window %d must be >= 0 (-1: default)", request.sink_tokens,
+                       request.recent_window);
+  const bool named = request.mode != nullptr && request.mode[0] != '\0';
+  KvModeName mode;
+  mode.exact_type = request.dense_type;
+  if (named) TERN_RETURN_IF_ERROR(parse_kv_mode(request.mode, &mode));
+  KvCacheSpec spec;
+  std::snprintf(spec.name, sizeof spec.name, "%s", named ? request.mode : to_string(request.dense_type));
+  KvCacheProfile& p = spec.profile;
+  p.shape = kv_shape_of(config);
+  switch (mode.kind) {
+    case KvModeName::Kind::Exact:
+      spec.dense_type = mode.exact_type;
+      // Dense stays dense unless eviction is asked for: then a compressed cache whose every
+      // head is exact (same precision) provides the sinks + window policy.
+      if (request.eviction != 1) {
+        *out = spec;
+        return Error::Ok;
+      }
+      p.exact_type = mode.exact_type;
+      p.uniform = KvHeadBits{0, 0};
+      break;
+    case KvModeName::Kind::Uniform:
+      p.uniform = mode.bits;
+      break;
+    case KvModeName::Kind::Adaptive:
+      TERN_CHECK_OR_RETURN(bits != nullptr, Error::InvalidArgument, "adaptive KV mode without per-head storage");
+      TERN_RETURN_IF_ERROR(kv_profile_for_average(calibrated, p.shape, mode.average_bits, bits, &p));
+      break;
+  }
+  p.eviction = request.eviction == 0 ? KvEviction::None : KvEviction::Streaming;
+  if (request.sink_tokens >= 0) p.sink_tokens = static_cast<uint32_t>(request.sink_tokens);
+  if (request.recent_window >= 0) p.recent_window = static_cast<uint32_t>(request.recent_window);
+  TERN_RETURN_IF_ERROR(kv_profile_validate(p));
+  spec.compressed = true;
+  *out = spec;
+  return Error::Ok;
+}
+
+KvCacheSpec uniform_kv_cache_spec(const KvShape& shape, KvHeadBits bits, const char* name) {
+  KvCacheSpec spec;
+  spec.compressed = true;
+  spec.profile.shape = shape;
+  spec.profile.uniform = bits;
+  std::snprintf(spec.name, sizeof spec.name, "%s", name);
+  return spec;
+}
+
+size_t kv_cache_arena_bytes(const KvCacheSpec& spec, uint32_t tokens) {
+  return spec.compressed ? kv_bytes_for_tokens(spec.profile, tokens)
+                         : dense_kv_arena_bytes(spec.dense_type, spec.profile.shape, tokens);
+}
+
+double kv_cache_bytes_per_token(const KvCacheSpec& spec) {
+  return spec.compressed ? kv_bytes_per_token(spec.profile)
+                         : static_cast<double>(dense_kv_bytes_per_token(spec.dense_type, spec.profile.shape));
+}
+
+size_t kv_cache_scores_per_head(const KvCacheSpec& spec, uint32_t group, uint32_t tokens) {
+  if (!spec.compressed) return dense_attention_scores_per_head(group, tokens);
+  return static_cast<size_t>(std::min<uint32_t>(group, kKvMaxQueries)) * tokens;
+}
+
+uint32_t KvCapacityLadder::at(uint32_t step) const {
+  if (spec->compressed) return static_cast<uint32_t>(kv_tokens_for_blocks(spec->profile, step));
+  return first + step;
+}
+
+Result<KvCapacityLadder> kv_capacity_ladder(const KvCacheSpec& spec, uint32_t min_tokens, uint32_t model_context,
+                                            uint32_t context_request) {
+  KvCapacityLadder ladder;
+  ladder.spec = &spec;
+  if (!spec.compressed) {
+    uint32_t max_tokens = model_context;
+    if (context_request > 0 && context_request < max_tokens) max_tokens = context_request;
+    ladder.first = min_tokens < max_tokens ? (min_tokens == 0 ? 1 : min_tokens) : max_tokens;
+    ladder.steps = max_tokens - ladder.first;
+    return ladder;
+  }
+  const KvCacheProfile& p = spec.profile;
+  TERN_RETURN_IF_ERROR(kv_profile_validate(p));
+  const uint64_t fixed = kv_tokens_for_blocks(p, 0);
+  uint64_t max_blocks = model_context <= fixed ? 0 : (model_context - fixed) / p.block_tokens;
+  if (context_request > 0) max_blocks = std::min<uint64_t>(max_blocks, kv_blocks_for_tokens(p, context_request));
+  TERN_CHECK_OR_RETURN(kv_tokens_for_blocks(p, max_blocks) <= UINT32_MAX, Error::OutOfRange,
+                       "KV cache of %llu positions", static_cast<unsigned long long>(kv_tokens_for_blocks(p, max_blocks)));
+  ladder.first = static_cast<uint32_t>(fixed);
+  ladder.steps = static_cast<uint32_t>(max_blocks);
+  return ladder;
+}
+
+uint32_t kv_cache_capacity(const KvCacheSpec& spec, uint32_t tokens) {
+  if (!spec.compressed) return tokens;
+  const uint64_t capacity = kv_tokens_for_blocks(spec.profile, kv_blocks_for_tokens(spec.profile, tokens));
+  return capacity > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(capacity);
+}
+
+Result<KvCache*> create_kv_cache(const KvCacheSpec& spec, uint32_t tokens, ArenaAllocator& arena) {
+  if (!spec.compressed) return create_dense_kv_cache(spec.dense_type, spec.profile.shape, tokens, arena);
+  TERN_ASSIGN_OR_RETURN(CompressedKvCache * cache, CompressedKvCache::create(spec.profile, tokens, arena));
+  return static_cast<KvCache*>(cache);
+}
+
+}  // namespace tern

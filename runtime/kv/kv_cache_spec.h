@@ -1,0 +1,95 @@
+// Which KV cache a session gets, decided in one place. A KV mode name and its overrides
+// (sinks, window, eviction) become a KvCacheSpec: a dense cache of one precision, or a
+// compressed cache with a per-head profile. The planner sizes the cache from the spec, the
+// session builds it from the spec, and the evaluation tools make specs of their own; none
+// of them branches on the kind again.
+//
+// Adding a KV mode: teach parse_kv_mode its name, and make_kv_cache_spec how it becomes a
+// spec (runtime/kv/README.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "platform/error.h"
+#include "runtime/arena.h"
+#include "runtime/kv/kv_cache.h"
+#include "runtime/kv/kv_policy.h"
+#include "runtime/model_config.h"
+
+namespace tern {
+
+namespace schema {
+struct KvProfile;
+}
+
+// A KV mode name, parsed: "fp16" / "f32" (exact), "q8", "q4", "q3", "q2" (every head at that
+// width), "k4v2" (keys and values at different widths), "adaptive:B" (the bundle's
+// calibrated per-head profile at B average bits). The same names in every tool.
+struct KvModeName {
+  enum class Kind { Exact, Uniform, Adaptive };
+  Kind kind = Kind::Exact;
+  KvType exact_type = KvType::F16;
+  KvHeadBits bits;            // Uniform
+  float average_bits = 0.0f;  // Adaptive
+};
+Error parse_kv_mode(const char* name, KvModeName* out);
+
+// What the caller asked for (the KV fields of ModelParams / tern_model_params).
+struct KvModeRequest {
+  const char* mode = nullptr;       // a parse_kv_mode name; null or "": a dense cache of dense_type
+  KvType dense_type = KvType::F32;  // the deprecated kv_type field
+  int32_t sink_tokens = -1;         // -1: the mode's default (4; adaptive: the bundle's)
+  int32_t recent_window = -1;       // -1: the mode's default (32; adaptive: the bundle's)
+  int32_t eviction = -1;            // -1: on for compressed modes, off for dense; 0 off; 1 on
+};
+
+struct KvCacheSpec {
+  bool compressed = false;
+  KvType dense_type = KvType::F32;  // dense caches
+  KvCacheProfile profile;           // compressed caches (profile.head_bits may point at caller storage)
+  char name[32] = "f32";            // the resolved mode: "f32", "q4", "adaptive:2.5", ...
+
+  bool evicting() const { return compressed && profile.eviction != KvEviction::None; }
+};
+
+// The spec for `request` on a model of `config`. `bits` has config.layers * config.kv_heads
+// entries (per-head widths of adaptive modes; out->profile.head_bits then points at it).
+// `calibrated` is the bundle's KV profile, or null. InvalidArgument for a bad name or
+// override, NotFound for an adaptive average the bundle lacks (the message lists those it has).
+Error make_kv_cache_spec(const KvModeRequest& request, const ModelConfig& config, const schema::KvProfile* calibrated,
+                         KvHeadBits* bits, KvCacheSpec* out);
+
+// A compressed spec of every head at `bits` with the default layout (tools, tests).
+KvCacheSpec uniform_kv_cache_spec(const KvShape& shape, KvHeadBits bits, const char* name);
+
+// Arena bytes of a cache holding `tokens` positions (object, tables, alignment included):
+// creating one in an arena with this many free bytes always succeeds.
+size_t kv_cache_arena_bytes(const KvCacheSpec& spec, uint32_t tokens);
+// Marginal KV bytes per position over all layers and heads.
+double kv_cache_bytes_per_token(const KvCacheSpec& spec);
+// Floats of attention scores per KV head the cache needs for `group` query heads.
+size_t kv_cache_scores_per_head(const KvCacheSpec& spec, uint32_t group, uint32_t tokens);
+
+// The capacities a cache of `spec` can have, ascending: at(0) .. at(steps). Dense caches
+// hold any count from `min_tokens` to the limit; compressed ones S + M*G + W + G positions,
+// from no middle block up to the most that stay within `model_context` (and that reach
+// `context_request`, when given).
+struct KvCapacityLadder {
+  const KvCacheSpec* spec = nullptr;
+  uint32_t first = 0;  // dense: the smallest capacity
+  uint32_t steps = 0;
+  uint32_t at(uint32_t step) const;
+};
+Result<KvCapacityLadder> kv_capacity_ladder(const KvCacheSpec& spec, uint32_t min_tokens, uint32_t model_context,
+                                            uint32_t context_request);
+
+// The capacity create_kv_cache gives for `tokens`: exactly that for a dense cache, rounded up
+// to whole middle blocks (S + M*G + W + G) for a compressed one.
+uint32_t kv_cache_capacity(const KvCacheSpec& spec, uint32_t tokens);
+
+// Builds the cache inside `arena` (storage and object; nothing to free). Its capacity is
+// `tokens` (a value the ladder offers: compressed caches round up to a whole block).
+Result<KvCache*> create_kv_cache(const KvCacheSpec& spec, uint32_t tokens, ArenaAllocator& arena);
+
+}  // namespace tern
