@@ -20,6 +20,8 @@ struct ConvertOptions {
   bool require_tokenizer = true;
   // Explicit tokenizer path overriding the one found beside the checkpoint.
   std::string tokenizer_path;
+  // A chat template overriding the checkpoint's: tokenizer_config.json or template text.
+  std::string chat_template_path;
   bool progress = true;   // progress bar on stderr
   // Called by importers as work completes (step name, done, total); may be empty.
   std::function<void(const char* step, uint64_t done, uint64_t total)> on_progress;

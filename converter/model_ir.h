@@ -50,7 +50,7 @@ struct TokenizerIR {
   bool add_dummy_prefix = false;
   bool byte_fallback = false;
   bool ignore_merges = false;
-  std::string chat_template;
+  std::string chat_template;       // the Jinja text as shipped
   bool remove_extra_whitespaces = false;  // SentencePiece normalizer option
   std::string unk_surface;                // SentencePiece: decoded text of <unk> ("" = default)
 };

@@ -1,5 +1,7 @@
 #include "converter/tokenizer_import.h"
 
+#include "converter/chat_format.h"
+
 #include <sys/stat.h>
 
 #include "converter/tokenizer_internal.h"
@@ -81,6 +83,10 @@ flatbuffers::Offset<schema::Tokenizer> write_tokenizer(flatbuffers::FlatBufferBu
   auto merges_vec = fbb.CreateVector(merges);
   auto chat = fbb.CreateString(ir.chat_template);
   auto unk_surface = ir.unk_surface.empty() ? 0 : fbb.CreateString(ir.unk_surface);
+  const ChatFormatIR cf = derive_chat_format(ir.chat_template, ir.add_bos && ir.bos_id >= 0);
+  auto chat_format = schema::CreateChatFormatDirect(
+      fbb, cf.name.c_str(), cf.bos_first, cf.message_prefix.c_str(), cf.message_suffix.c_str(), cf.trim_content,
+      cf.generation_prefix.c_str(), cf.generation_always, cf.stop.empty() ? nullptr : cf.stop.c_str());
   schema::TokenizerBuilder b(fbb);
   b.add_type(static_cast<schema::TokenizerType>(ir.type));
   b.add_pretokenizer(static_cast<schema::PreTokenizer>(ir.pretokenizer));
@@ -101,6 +107,7 @@ flatbuffers::Offset<schema::Tokenizer> write_tokenizer(flatbuffers::FlatBufferBu
   b.add_chat_template(chat);
   b.add_remove_extra_whitespaces(ir.remove_extra_whitespaces);
   if (!ir.unk_surface.empty()) b.add_unk_surface(unk_surface);
+  b.add_chat_format(chat_format);
   return b.Finish();
 }
 

@@ -10,6 +10,7 @@ const char* to_string(ArenaPurpose purpose) {
     case ArenaPurpose::KvCache: return "kv_cache";
     case ArenaPurpose::Sampler: return "sampler";
     case ArenaPurpose::Other: return "other";
+    case ArenaPurpose::SessionSlots: return "session_slots";
     case ArenaPurpose::kCount: break;
   }
   return "?";

@@ -17,6 +17,7 @@ enum class ArenaPurpose : int {
   KvCache,
   Sampler,
   Other,
+  SessionSlots,  // a model's regions for its sessions (each slot reports by purpose itself)
   kCount,
 };
 const char* to_string(ArenaPurpose purpose);

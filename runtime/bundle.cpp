@@ -433,6 +433,14 @@ uint64_t data_start_of(const uint8_t* file) {
 
 }  // namespace
 
+uint64_t Bundle::identity() const {
+  if (data_ == nullptr) return 0;
+  const uint64_t header = data_start_of(data_) < size_ ? data_start_of(data_) : size_;
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint64_t i = 0; i < header; ++i) h = (h ^ data_[i]) * 0x100000001b3ull;
+  return h;
+}
+
 Result<TensorView> Bundle::tensor(const char* name) const {
   if (root_ == nullptr) return fail(Error::InvalidState, "bundle not open");
   const schema::Tensor* t = root_->tensors()->LookupByKey(name);

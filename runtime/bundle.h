@@ -69,6 +69,9 @@ class Bundle {
   const schema::KvProfile* kv_profile() const;  // null when the bundle was not calibrated
 
   const uint8_t* data() const { return data_; }
+  // FNV-1a of the FlatBuffer header (config, tensor table with every segment's place and
+  // size, tokenizer, KV profile): tells one bundle from another without reading the weights.
+  uint64_t identity() const;
   size_t file_size() const { return size_; }
   bool is_mapped() const { return file_.is_mapped(); }
   uint32_t format_version() const { return format_version_; }

@@ -5,13 +5,17 @@
 // This file implements the deprecated tern_model_params.kv_type: reading it is not a use.
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
 
 #include "platform/error.h"
+#include "platform/file_map.h"
 #include "platform/log.h"
+#include "platform/memory.h"
 #include "runtime/bundle.h"
 #include "runtime/kv/kv_profile.h"
 #include "runtime/memory_plan.h"
@@ -22,6 +26,28 @@
 
 namespace tern {
 namespace {
+
+// Writes beside the target and renames, so a crash or a full disk never leaves half a state
+// where a good one was. The bytes come from the arena-free save into a heap buffer: files are
+// for suspending an app, outside generation.
+Error save_state_file(const Session& session, const char* path) {
+  const size_t size = session.state_size();
+  std::unique_ptr<uint8_t[]> buf(new (std::nothrow) uint8_t[size]);
+  TERN_CHECK_OR_RETURN(buf != nullptr, Error::OutOfMemory, "cannot allocate %zu bytes for the session state", size);
+  TERN_ASSIGN_OR_RETURN(const size_t written, session.save_state(buf.get(), size));
+  char partial[4096];
+  TERN_CHECK_OR_RETURN(std::snprintf(partial, sizeof partial, "%s.partial", path) < static_cast<int>(sizeof partial),
+                       Error::InvalidArgument, "state path too long");
+  std::FILE* f = std::fopen(partial, "wb");
+  TERN_CHECK_OR_RETURN(f != nullptr, Error::IoError, "%s: cannot create (%s)", partial, std::strerror(errno));
+  const bool ok = std::fwrite(buf.get(), 1, written, f) == written && std::fflush(f) == 0;
+  const bool closed = std::fclose(f) == 0;
+  if (!ok || !closed || std::rename(partial, path) != 0) {
+    std::remove(partial);
+    return fail(Error::IoError, "%s: cannot write the session state (%s)", path, std::strerror(errno));
+  }
+  return Error::Ok;
+}
 
 #define TERN_CHECK_SAME_(name, cname, value, msg) \
   static_assert(static_cast<int>(Error::name) == static_cast<int>(TERN_##cname), "tern_status differs from Error");
@@ -57,6 +83,8 @@ SamplerParams to_cpp(const tern_sampler_params& p) {
   s.repeat_penalty = p.repeat_penalty;
   s.repeat_last_n = p.repeat_last_n;
   s.seed = p.seed;
+  s.presence_penalty = p.presence_penalty;
+  s.frequency_penalty = p.frequency_penalty;
   return s;
 }
 
@@ -81,6 +109,7 @@ tern_status to_cpp(const tern_model_params& p, const char* function, ModelParams
   mp.kv_sink_tokens = p.kv_sink_tokens;
   mp.kv_recent_window = p.kv_recent_window;
   mp.kv_eviction = p.kv_eviction;
+  mp.sessions = p.n_sessions;
   *out = mp;
   return TERN_OK;
 }
@@ -125,6 +154,7 @@ tern_model_params tern_model_default_params(void) {
   p.kv_sink_tokens = d.kv_sink_tokens;
   p.kv_recent_window = d.kv_recent_window;
   p.kv_eviction = d.kv_eviction;
+  p.n_sessions = d.sessions;
   return p;
 }
 
@@ -138,6 +168,8 @@ tern_sampler_params tern_sampler_default_params(void) {
   p.repeat_penalty = d.repeat_penalty;
   p.repeat_last_n = d.repeat_last_n;
   p.seed = d.seed;
+  p.presence_penalty = d.presence_penalty;
+  p.frequency_penalty = d.frequency_penalty;
   return p;
 }
 
@@ -227,6 +259,9 @@ tern_status tern_model_get_info(const tern_model* model, tern_model_info* out_in
   out_info->eot_id = t != nullptr ? t->eot_id() : c.eot_id;
   out_info->chat_template = m.chat_template();
   out_info->n_threads = static_cast<uint32_t>(m.threads());
+  out_info->chat_format = m.chat_format().name;
+  out_info->chat_stop = m.chat_format().stop;
+  out_info->n_sessions = m.plan().sessions;
   return TERN_OK;
 }
 
@@ -235,7 +270,6 @@ tern_status tern_memory_report_get(const tern_model* model, tern_memory_report* 
   TERN_C_REQUIRE_(r);
   const Model& m = *as_model(model);
   const MemoryPlan& plan = m.plan();
-  const ArenaAllocator& arena = m.arena();
   std::memset(r, 0, sizeof *r);
   r->budget_bytes = 0;
   r->planned_total_bytes = plan.total_bytes;
@@ -243,13 +277,13 @@ tern_status tern_memory_report_get(const tern_model* model, tern_memory_report* 
   r->process_overhead_bytes = plan.overhead_bytes;
   r->weights_bytes = plan.resident_weight_bytes;
   r->arena_bytes = plan.arena_bytes;
-  r->arena_used_bytes = arena.used_bytes();
-  r->arena_weights_bytes = arena.used_bytes(ArenaPurpose::Weights);
-  r->arena_tokenizer_bytes = arena.used_bytes(ArenaPurpose::Tokenizer);
-  r->arena_scratch_bytes = arena.used_bytes(ArenaPurpose::Scratch);
-  r->arena_kv_cache_bytes = arena.used_bytes(ArenaPurpose::KvCache);
-  r->arena_sampler_bytes = arena.used_bytes(ArenaPurpose::Sampler);
-  r->arena_other_bytes = arena.used_bytes(ArenaPurpose::Other);
+  r->arena_used_bytes = m.arena_used_bytes();
+  r->arena_weights_bytes = m.arena_used_bytes(ArenaPurpose::Weights);
+  r->arena_tokenizer_bytes = m.arena_used_bytes(ArenaPurpose::Tokenizer);
+  r->arena_scratch_bytes = m.arena_used_bytes(ArenaPurpose::Scratch);
+  r->arena_kv_cache_bytes = m.arena_used_bytes(ArenaPurpose::KvCache);
+  r->arena_sampler_bytes = m.arena_used_bytes(ArenaPurpose::Sampler);
+  r->arena_other_bytes = m.arena_used_bytes(ArenaPurpose::Other);
   r->context_tokens = plan.context_tokens;
   r->batch_tokens = plan.batch_tokens;
   r->budget_bytes = m.budget_bytes();
@@ -257,6 +291,9 @@ tern_status tern_memory_report_get(const tern_model* model, tern_memory_report* 
   r->kv_compressed = plan.kv_compressed ? 1 : 0;
   r->kv_evicting = plan.kv_evicting ? 1 : 0;
   std::snprintf(r->kv_mode, sizeof r->kv_mode, "%s", m.kv_mode());
+  r->sessions = plan.sessions;
+  r->sessions_in_use = m.sessions_in_use();
+  r->session_bytes = plan.session_bytes;
   return TERN_OK;
 }
 
@@ -476,11 +513,114 @@ tern_status tern_plan(const char* bundle_path, const tern_model_params* params, 
     row.kv_bytes = m.kv_bytes;
     row.total_bytes = m.total_bytes;
     row.minimum_budget_bytes = m.minimum_budget_bytes;
+    row.session_bytes = m.session_bytes;
+    row.sessions_that_fit = p.memory_budget_bytes > 0 ? sessions_that_fit(m, p.memory_budget_bytes) : m.sessions;
   }
   if (last_message[0] != '\0') (void)fail(Error::Ok, "%.500s", last_message);
   if (capacity < n) {
     return status(fail(Error::OutOfRange, "tern_plan: %zu modes, room for %zu rows", n, capacity));
   }
+  return TERN_OK;
+}
+
+tern_status tern_chat_apply(const tern_model* model, const tern_chat_message* messages, size_t n_messages,
+                            int add_assistant_prefix, char* buf, size_t capacity, size_t* out_size) {
+  TERN_C_REQUIRE_(model);
+  TERN_C_REQUIRE_(out_size);
+  *out_size = 0;
+  if (messages == nullptr && n_messages != 0) return null_argument(__func__, "messages");
+  if (buf == nullptr && capacity != 0) return null_argument(__func__, "buf");
+  const Model& m = *as_model(model);
+  static_assert(sizeof(tern_chat_message) == sizeof(ChatMessage), "chat message layout");
+  return status(render_chat(m.chat_format(), m.tokenizer(), reinterpret_cast<const ChatMessage*>(messages), n_messages,
+                            add_assistant_prefix != 0, buf, capacity, out_size));
+}
+
+tern_status tern_session_state_size(const tern_session* session, size_t* out_size) {
+  TERN_C_REQUIRE_(session);
+  TERN_C_REQUIRE_(out_size);
+  *out_size = as_session(session)->state_size();
+  return TERN_OK;
+}
+
+tern_status tern_session_state_save(const tern_session* session, void* buf, size_t capacity, size_t* out_size) {
+  TERN_C_REQUIRE_(session);
+  TERN_C_REQUIRE_(out_size);
+  if (buf == nullptr && capacity != 0) return null_argument(__func__, "buf");
+  *out_size = as_session(session)->state_size();
+  auto saved = as_session(session)->save_state(buf, capacity);
+  if (!saved.ok()) return status(saved.error());
+  *out_size = *saved;
+  return TERN_OK;
+}
+
+tern_status tern_session_state_load(tern_session* session, const void* buf, size_t size) {
+  TERN_C_REQUIRE_(session);
+  TERN_C_REQUIRE_(buf);
+  return status(as_session(session)->load_state(buf, size));
+}
+
+tern_status tern_session_state_save_file(const tern_session* session, const char* path) {
+  TERN_C_REQUIRE_(session);
+  TERN_C_REQUIRE_(path);
+  return status(save_state_file(*as_session(session), path));
+}
+
+tern_status tern_session_state_load_file(tern_session* session, const char* path) {
+  TERN_C_REQUIRE_(session);
+  TERN_C_REQUIRE_(path);
+  auto mapped = MappedFile::open(path, MapMode::Auto);
+  if (!mapped.ok()) return status(mapped.error());
+  return status(as_session(session)->load_state(mapped->data(), mapped->size()));
+}
+
+tern_status tern_session_truncate(tern_session* session, uint32_t n_tokens) {
+  TERN_C_REQUIRE_(session);
+  return status(as_session(session)->truncate(n_tokens));
+}
+
+tern_status tern_session_set_logit_bias(tern_session* session, const tern_logit_bias* entries, size_t n_entries) {
+  TERN_C_REQUIRE_(session);
+  if (entries == nullptr && n_entries != 0) return null_argument(__func__, "entries");
+  static_assert(sizeof(tern_logit_bias) == sizeof(Session::LogitBias), "logit bias layout");
+  return status(as_session(session)->set_logit_bias(reinterpret_cast<const Session::LogitBias*>(entries), n_entries));
+}
+
+tern_status tern_session_set_logit_hook(tern_session* session, tern_logit_hook hook, void* user_data) {
+  TERN_C_REQUIRE_(session);
+  as_session(session)->set_logit_hook(hook, user_data);
+  return TERN_OK;
+}
+
+tern_status tern_available_memory(uint64_t* out_bytes) {
+  TERN_C_REQUIRE_(out_bytes);
+  *out_bytes = 0;
+  auto bytes = available_memory();
+  if (!bytes.ok()) return status(bytes.error());
+  *out_bytes = *bytes;
+  return TERN_OK;
+}
+
+tern_status tern_parse_memory_budget(const char* text, uint64_t* out_bytes) {
+  TERN_C_REQUIRE_(text);
+  TERN_C_REQUIRE_(out_bytes);
+  *out_bytes = 0;
+  if (std::strncmp(text, "available", 9) != 0) return tern_parse_byte_size(text, out_bytes);
+  const char* rest = text + 9;
+  double margin = 0.0;
+  if (*rest == '-') {
+    char* end = nullptr;
+    margin = std::strtod(rest + 1, &end);
+    if (end == rest + 1 || std::strcmp(end, "%") != 0 || !(margin >= 0.0 && margin < 100.0)) {
+      return status(fail(Error::InvalidArgument, "'%s': write available-P%% with 0 <= P < 100", text));
+    }
+  } else if (*rest != '\0') {
+    return status(fail(Error::InvalidArgument, "'%s' is not a memory budget (a size like 512M, or available[-P%%])",
+                       text));
+  }
+  uint64_t available = 0;
+  if (const tern_status s = tern_available_memory(&available); s != TERN_OK) return s;
+  *out_bytes = static_cast<uint64_t>(static_cast<double>(available) * (1.0 - margin / 100.0));
   return TERN_OK;
 }
 

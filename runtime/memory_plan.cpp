@@ -20,6 +20,8 @@ size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t c
   const uint32_t history = session_history_tokens(context, kv.evicting());
   scratch += align_up(static_cast<size_t>(history) * sizeof(int32_t), 64) + 64;  // history
   scratch += align_up(static_cast<size_t>(context) * sizeof(int32_t), 64) + 64;  // generate()'s prompt
+  scratch += align_up(static_cast<size_t>(config.vocab) * sizeof(float), 64) + 64;  // biased logits
+  scratch += align_up(Session::kMaxLogitBias * sizeof(Session::LogitBias), 64) + 64;  // the bias list
   const size_t sampler = Sampler::required_arena_bytes(config.vocab) + 64;
   const size_t cache = kv_cache_arena_bytes(kv, context);
   if (scratch_bytes != nullptr) *scratch_bytes = scratch;
@@ -28,22 +30,37 @@ size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t c
   return align_up(sizeof(Session), 64) + 64 + scratch + sampler + cache;
 }
 
+size_t session_table_bytes(uint32_t sessions) {
+  return align_up(static_cast<size_t>(sessions) * kSessionSlotBytes, 64) + 64;
+}
+
 namespace {
 
 struct Totals {
-  size_t scratch, sampler, kv, arena, total;
+  size_t scratch, sampler, kv, session, arena, total;
 };
 
 Totals totals_for(const MemoryPlanRequest& r, uint32_t context) {
   Totals t{};
   const uint32_t batch = r.batch_tokens < context ? r.batch_tokens : context;
-  const size_t session = session_arena_bytes(r.config, batch, context, *r.kv, &t.scratch, &t.sampler, &t.kv);
-  t.arena = r.arena_weight_bytes + r.tokenizer_bytes + session;
+  t.session = align_up(session_arena_bytes(r.config, batch, context, *r.kv, &t.scratch, &t.sampler, &t.kv), 64) + 64;
+  const uint32_t sessions = r.sessions == 0 ? 1 : r.sessions;
+  t.arena = r.arena_weight_bytes + r.tokenizer_bytes + session_table_bytes(sessions) + sessions * t.session;
   t.total = kProcessOverheadBytes + r.resident_weight_bytes + t.arena;
   return t;
 }
 
 }  // namespace
+
+uint32_t sessions_that_fit(const MemoryPlan& plan, uint64_t budget) {
+  const size_t fixed = plan.overhead_bytes + plan.resident_weight_bytes + plan.arena_weight_bytes + plan.tokenizer_bytes;
+  if (plan.session_bytes == 0 || budget <= fixed) return 0;
+  // The slot table grows with the count: step down from the estimate until it fits.
+  uint64_t n = (budget - fixed) / plan.session_bytes;
+  if (n > UINT32_MAX) n = UINT32_MAX;
+  while (n > 0 && fixed + session_table_bytes(static_cast<uint32_t>(n)) + n * plan.session_bytes > budget) --n;
+  return static_cast<uint32_t>(n);
+}
 
 Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
   const ModelConfig& c = r.config;
@@ -63,11 +80,11 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
   const Totals at_min = totals_for(r, min_context);
   if (r.budget_bytes > 0 && r.budget_bytes < at_min.total) {
     return fail(Error::BudgetTooSmall,
-                "memory budget %llu bytes is too small: at least %zu bytes (%.1f MiB) are needed for a %u-token "
-                "context (weights %zu, arena %zu, process overhead %zu)",
+                "memory budget %llu bytes is too small: at least %zu bytes (%.1f MiB) are needed for %u session%s of a "
+                "%u-token context (weights %zu, arena %zu, process overhead %zu)",
                 static_cast<unsigned long long>(r.budget_bytes), at_min.total,
-                static_cast<double>(at_min.total) / (1024.0 * 1024.0), min_context, r.resident_weight_bytes,
-                at_min.arena, kProcessOverheadBytes);
+                static_cast<double>(at_min.total) / (1024.0 * 1024.0), r.sessions == 0 ? 1 : r.sessions,
+                r.sessions > 1 ? "s" : "", min_context, r.resident_weight_bytes, at_min.arena, kProcessOverheadBytes);
   }
   // The largest context that fits; totals grow with the context, so bisect.
   uint32_t lo = 0, hi = steps;
@@ -93,6 +110,8 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
   plan.scratch_bytes = t.scratch;
   plan.sampler_bytes = t.sampler;
   plan.kv_bytes = t.kv;
+  plan.session_bytes = t.session;
+  plan.sessions = r.sessions == 0 ? 1 : r.sessions;
   plan.arena_bytes = t.arena;
   plan.total_bytes = t.total;
   plan.minimum_budget_bytes = at_min.total;

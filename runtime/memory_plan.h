@@ -1,6 +1,8 @@
 // Where every byte goes, decided once at load from the caller's budget:
 //   budget >= process overhead + resident weights + arena
-//   arena   = converted weights + tokenizer + session (scratch + sampler + KV)
+//   arena   = converted weights + tokenizer + sessions x (scratch + sampler + KV)
+// Every session the model can hold at once has its own slot of the same size, so they run
+// concurrently without sharing anything but the weights.
 // The KV cache gets whatever is left, capped at the model's context. The cache is sized with
 // its exact byte function (kv_cache_arena_bytes) and its context is always a capacity it can
 // have (runtime/kv/kv_cache_spec.h: any count for a dense cache, S + M*G + W + G positions
@@ -20,6 +22,8 @@ namespace tern {
 // allowance, not a measurement: tern-run's peak RSS on x86-64 Linux exceeded mapped
 // weights + arena by about 1 MiB, so 8 MiB leaves room for bigger binaries and stacks.
 inline constexpr size_t kProcessOverheadBytes = size_t{8} << 20;
+// Bytes the model keeps per session slot (its arena bookkeeping and the session pointer).
+inline constexpr size_t kSessionSlotBytes = 192;
 // The smallest context a model is loaded with; below this the budget is refused.
 inline constexpr uint32_t kMinContextTokens = 16;
 
@@ -31,6 +35,7 @@ struct MemoryPlanRequest {
   size_t tokenizer_bytes = 0;
   uint32_t batch_tokens = 64;        // prefill batch
   uint32_t context_request = 0;      // 0: as many as fit, up to the model's
+  uint32_t sessions = 1;             // session slots, each with the planned context
   uint32_t min_context = kMinContextTokens;  // dense caches; a compressed one's least is S + W + G
   const KvCacheSpec* kv = nullptr;           // required
 };
@@ -40,10 +45,13 @@ struct MemoryPlan {
   size_t resident_weight_bytes = 0;
   size_t arena_weight_bytes = 0;
   size_t tokenizer_bytes = 0;
+  // One session's parts (every slot is the same).
   size_t scratch_bytes = 0;   // activations, attention rows, logits, token history
   size_t sampler_bytes = 0;
   size_t kv_bytes = 0;
-  size_t arena_bytes = 0;     // the one allocation: converted weights + tokenizer + session
+  size_t session_bytes = 0;   // one slot: the session object, scratch, sampler and KV, aligned
+  uint32_t sessions = 1;      // slots
+  size_t arena_bytes = 0;     // the one allocation: converted weights + tokenizer + slot table + slots
   size_t total_bytes = 0;     // overhead + resident weights + arena
   size_t minimum_budget_bytes = 0;  // total at min_context
   uint32_t context_tokens = 0;  // positions the KV cache holds (with eviction: resident at once)
@@ -52,6 +60,13 @@ struct MemoryPlan {
   bool kv_compressed = false;
   bool kv_evicting = false;       // positions may exceed context_tokens (StreamingLLM eviction)
 };
+
+// Sessions of `context` tokens that fit in `budget` beside the rest of `plan` (its weights,
+// tokenizer and overhead): what "how many sessions fit" asks. 0 if not one.
+uint32_t sessions_that_fit(const MemoryPlan& plan, uint64_t budget);
+
+// Bytes the model's arena takes for its slot table of `sessions` entries.
+size_t session_table_bytes(uint32_t sessions);
 
 // Arena bytes of one session (scratch + sampler + KV + bookkeeping) for `context` tokens.
 size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, const KvCacheSpec& kv,

@@ -140,6 +140,7 @@ Error plan_for(const ModelConfig& config, const ModelWeights& weights, size_t re
   request.tokenizer_bytes = tokenizer_table != nullptr ? Tokenizer::required_arena_bytes(tokenizer_table) + kAlign : 0;
   request.batch_tokens = params.batch_tokens;
   request.context_request = params.context_tokens;
+  request.sessions = params.sessions == 0 ? 1 : params.sessions;
   request.kv = spec;
   TERN_ASSIGN_OR_RETURN(*plan, plan_memory(request));
   return Error::Ok;
@@ -185,6 +186,8 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
   TERN_CHECK_OR_RETURN(kv_bits_ != nullptr, Error::OutOfMemory, "cannot allocate %zu KV head entries", heads);
   TERN_RETURN_IF_ERROR(plan_for(config, weights, resident_weight_bytes, bundle_.get(), params, kv_bits_.get(),
                                 &kv_spec_, &plan_));
+  bundle_identity_ = bundle_ != nullptr ? bundle_->identity() : 0;
+  kv_layout_identity_ = tern::kv_layout_identity(kv_spec_, plan_.context_tokens);
   // Debug switch: measure generation past the capacity without re-positioning the sinks.
   const char* no_reposition = std::getenv("TERN_KV_NO_SINK_REPOSITION");
   kv_sink_reposition_ = no_reposition == nullptr || no_reposition[0] == '\0' || no_reposition[0] == '0';
@@ -234,8 +237,21 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
   if (const schema::Tokenizer* tokenizer_table = bundle_ != nullptr ? bundle_->tokenizer() : nullptr) {
     TERN_ASSIGN_OR_RETURN(tokenizer_, Tokenizer::create(tokenizer_table, arena_));
     has_tokenizer_ = true;
+    chat_format_ = chat_format_of(tokenizer_table, &tokenizer_);
   }
-  session_mark_ = arena_.mark();
+  // The session slots, each a region of the same planned size.
+  static_assert(sizeof(SessionSlot) <= kSessionSlotBytes, "kSessionSlotBytes is too small");
+  TERN_ASSIGN_OR_RETURN(void* table, arena_.allocate(session_table_bytes(plan_.sessions) - kAlign, kAlign,
+                                                     ArenaPurpose::Other));
+  slots_ = static_cast<SessionSlot*>(table);
+  const size_t used_before = arena_.used_bytes();
+  for (uint32_t i = 0; i < plan_.sessions; ++i) {
+    TERN_ASSIGN_OR_RETURN(void* region,
+                          arena_.allocate(plan_.session_bytes - kAlign, kAlign, ArenaPurpose::SessionSlots));
+    new (&slots_[i]) SessionSlot();
+    slots_[i].arena.reset(region, plan_.session_bytes - kAlign);
+  }
+  slot_region_bytes_ = arena_.used_bytes() - used_before;
   return Error::Ok;
 }
 
@@ -329,28 +345,69 @@ Result<std::unique_ptr<Model>> Model::load(const char* path, const ModelParams& 
   return model;
 }
 
-Model::~Model() { std::free(owned_arena_); }
+Model::~Model() {
+  for (uint32_t i = 0; slots_ != nullptr && i < plan_.sessions; ++i) {
+    if (slots_[i].session != nullptr) slots_[i].session->~Session();
+  }
+  std::free(owned_arena_);
+}
 
 Result<Session*> Model::create_session(const SamplerParams& sampler) {
-  if (session_ != nullptr) return fail(Error::InvalidState, "the model already has a session; destroy it first");
   TERN_RETURN_IF_ERROR(validate(sampler));
-  arena_.release_to(session_mark_);
-  TERN_ASSIGN_OR_RETURN(void* place, arena_.allocate(sizeof(Session), kAlign, ArenaPurpose::Other));
+  std::lock_guard<std::mutex> lock(slots_mutex_);
+  SessionSlot* slot = nullptr;
+  for (uint32_t i = 0; i < plan_.sessions && slot == nullptr; ++i) {
+    if (slots_[i].session == nullptr) slot = &slots_[i];
+  }
+  if (slot == nullptr) {
+    return fail(Error::InvalidState, "all %u session slot%s of the model %s in use (load it with more n_sessions)",
+                plan_.sessions, plan_.sessions == 1 ? "" : "s", plan_.sessions == 1 ? "is" : "are");
+  }
+  ArenaAllocator& arena = slot->arena;
+  arena.release_to(ArenaAllocator::Mark{});
+  TERN_ASSIGN_OR_RETURN(void* place, arena.allocate(sizeof(Session), kAlign, ArenaPurpose::Other));
   Session* session = new (place) Session();
-  const Error e = session->init(*this, sampler, arena_);
+  const Error e = session->init(*this, sampler, arena);
   if (e != Error::Ok) {
-    arena_.release_to(session_mark_);
+    session->~Session();
+    arena.release_to(ArenaAllocator::Mark{});
     return e;
   }
-  session_ = session;
+  slot->session = session;
   return session;
 }
 
 void Model::destroy_session(Session* session) {
-  if (session == nullptr || session != session_) return;
-  session->~Session();
-  session_ = nullptr;
-  arena_.release_to(session_mark_);
+  if (session == nullptr) return;
+  std::lock_guard<std::mutex> lock(slots_mutex_);
+  for (uint32_t i = 0; i < plan_.sessions; ++i) {
+    if (slots_[i].session != session) continue;
+    session->~Session();
+    slots_[i].session = nullptr;
+    slots_[i].arena.release_to(ArenaAllocator::Mark{});
+    return;
+  }
+}
+
+uint32_t Model::sessions_in_use() const {
+  std::lock_guard<std::mutex> lock(slots_mutex_);
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < plan_.sessions; ++i) n += slots_[i].session != nullptr;
+  return n;
+}
+
+size_t Model::arena_used_bytes() const {
+  std::lock_guard<std::mutex> lock(slots_mutex_);
+  size_t used = arena_.used_bytes() - slot_region_bytes_;
+  for (uint32_t i = 0; i < plan_.sessions; ++i) used += slots_[i].arena.used_bytes();
+  return used;
+}
+
+size_t Model::arena_used_bytes(ArenaPurpose purpose) const {
+  std::lock_guard<std::mutex> lock(slots_mutex_);
+  size_t used = arena_.used_bytes(purpose);
+  for (uint32_t i = 0; i < plan_.sessions; ++i) used += slots_[i].arena.used_bytes(purpose);
+  return used;
 }
 
 }  // namespace tern

@@ -6,11 +6,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "kernels/ternary_matmul.h"
 #include "platform/error.h"
 #include "platform/thread_pool.h"
 #include "runtime/arena.h"
+#include "runtime/chat.h"
 #include "runtime/kv/kv_cache_spec.h"
 #include "runtime/memory_plan.h"
 #include "runtime/model_config.h"
@@ -33,6 +35,7 @@ struct ModelParams {
   uint32_t threads = 1;              // 0: one per available core; more than the cores is clamped
   uint32_t context_tokens = 0;       // 0: as many as the budget allows, up to the model's
   uint32_t batch_tokens = 64;        // prefill batch
+  uint32_t sessions = 1;             // sessions the model holds at once, each with its own slot (0: 1)
   KvType kv_type = KvType::F32;  // deprecated: kv_mode "f32" / "fp16" say the same
   // KV mode by parse_kv_mode name: "f32", "fp16" (dense, exact), "q8", "q4", "q3", "q2",
   // "k4v2" (compressed, every head alike), "adaptive:B" (the bundle's calibrated per-head
@@ -88,16 +91,28 @@ class Model {
   // The KV cache every session gets; its name is the resolved mode ("f32", "q4", "adaptive:2.5").
   const KvCacheSpec& kv_spec() const { return kv_spec_; }
   const char* kv_mode() const { return kv_spec_.name; }
+  // What a saved session state must match: the bundle (0 without one) and the KV cache's
+  // layout (spec and capacity).
+  uint64_t bundle_identity() const { return bundle_identity_; }
+  uint64_t kv_layout_identity() const { return kv_layout_identity_; }
   uint64_t budget_bytes() const { return params_.memory_budget_bytes; }
   // Null when the model was created from weights without a bundle.
   Tokenizer* tokenizer() { return has_tokenizer_ ? &tokenizer_ : nullptr; }
   const Tokenizer* tokenizer() const { return has_tokenizer_ ? &tokenizer_ : nullptr; }
   // The bundle's chat template (Jinja text as shipped), or null.
   const char* chat_template() const;
+  // How conversations are rendered (runtime/chat.h).
+  const ChatFormatView& chat_format() const { return chat_format_; }
 
-  // One session at a time lives in the arena: InvalidState while another exists.
+  // Up to plan().sessions sessions at once, each in its own slot of the arena (InvalidState,
+  // saying so, when all are taken). Thread-safe: sessions may be created, used and destroyed
+  // from different threads; one session is driven by one thread at a time.
   Result<Session*> create_session(const SamplerParams& sampler);
   void destroy_session(Session* session);
+  uint32_t sessions_in_use() const;
+  // Every byte in use in the arena: the model's part plus every slot's, by purpose.
+  size_t arena_used_bytes() const;
+  size_t arena_used_bytes(ArenaPurpose purpose) const;
 
  private:
   Model() = default;
@@ -116,13 +131,21 @@ class Model {
   ThreadPool pool_;
   std::unique_ptr<Bundle> bundle_;
   void* owned_arena_ = nullptr;
-  ArenaAllocator arena_;
-  ArenaAllocator::Mark session_mark_;  // the arena before any session
-  Session* session_ = nullptr;
+  ArenaAllocator arena_;          // the model's part; the slots' regions are carved from it
+  struct SessionSlot {
+    ArenaAllocator arena;         // the slot's region
+    Session* session = nullptr;
+  };
+  SessionSlot* slots_ = nullptr;  // plan_.sessions entries
+  size_t slot_region_bytes_ = 0;  // all slot regions together, padding included
+  mutable std::mutex slots_mutex_;
   Tokenizer tokenizer_;
   bool has_tokenizer_ = false;
   bool kv_sink_reposition_ = true;
   KvCacheSpec kv_spec_;
+  ChatFormatView chat_format_;
+  uint64_t bundle_identity_ = 0;
+  uint64_t kv_layout_identity_ = 0;
   std::unique_ptr<KvHeadBits[]> kv_bits_;  // per-head widths of adaptive modes (allocated at load)
 };
 

@@ -22,6 +22,10 @@ Error validate(const SamplerParams& p) {
   if (p.repeat_last_n < 0) {
     return fail(Error::InvalidArgument, "sampler repeat_last_n %d must be >= 0", p.repeat_last_n);
   }
+  if (!std::isfinite(p.presence_penalty) || !std::isfinite(p.frequency_penalty)) {
+    return fail(Error::InvalidArgument, "sampler presence_penalty %g / frequency_penalty %g must be finite",
+                p.presence_penalty, p.frequency_penalty);
+  }
   return Error::Ok;
 }
 
@@ -40,6 +44,14 @@ void Rng::seed_with(uint64_t seed) {
   for (auto& s : s_) s = splitmix64(x);
 }
 
+void Rng::get_state(uint64_t out[4]) const {
+  for (int i = 0; i < 4; ++i) out[i] = s_[i];
+}
+
+void Rng::set_state(const uint64_t in[4]) {
+  for (int i = 0; i < 4; ++i) s_[i] = in[i];
+}
+
 uint64_t Rng::next_u64() {
   const uint64_t result = rotl(s_[1] * 5, 7) * 9;
   const uint64_t t = s_[1] << 17;
@@ -52,11 +64,16 @@ uint64_t Rng::next_u64() {
   return result;
 }
 
-size_t Sampler::required_arena_bytes(uint32_t vocab) { return static_cast<size_t>(vocab) * sizeof(Candidate) + 64; }
+size_t Sampler::required_arena_bytes(uint32_t vocab) {
+  return align_up(static_cast<size_t>(vocab) * sizeof(Candidate), 64) + 64 +
+         align_up(static_cast<size_t>(vocab) * sizeof(int32_t), 64) + 64;
+}
 
 Error Sampler::init(uint32_t vocab, ArenaAllocator& arena) {
   TERN_CHECK_OR_RETURN(vocab > 0, Error::InvalidArgument, "sampler over an empty vocabulary");
   TERN_ASSIGN_OR_RETURN(candidates_, arena.allocate_array<Candidate>(vocab, ArenaPurpose::Sampler, 64));
+  TERN_ASSIGN_OR_RETURN(counts_, arena.allocate_array<int32_t>(vocab, ArenaPurpose::Sampler, 64));
+  for (uint32_t i = 0; i < vocab; ++i) counts_[i] = 0;
   vocab_ = vocab;
   return configure(params_);
 }
@@ -72,24 +89,23 @@ int32_t Sampler::sample(const float* logits, const int32_t* history, size_t hist
   const size_t n_vocab = vocab_;
   for (size_t i = 0; i < n_vocab; ++i) candidates_[i] = Candidate{logits[i], static_cast<int32_t>(i)};
 
-  if (params_.repeat_penalty != 1.0f && params_.repeat_last_n > 0 && history != nullptr) {
+  const bool penalize = params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+                        params_.frequency_penalty != 0.0f;
+  if (penalize && params_.repeat_last_n > 0 && history != nullptr) {
     const size_t n = std::min(history_len, static_cast<size_t>(params_.repeat_last_n));
     const int32_t* recent = history + (history_len - n);
-    // Penalize each distinct token once: mark by applying to candidates whose logit has
-    // not yet been touched (ids are unique positions in the array).
+    for (size_t i = 0; i < n; ++i) {
+      if (recent[i] >= 0 && static_cast<size_t>(recent[i]) < n_vocab) ++counts_[recent[i]];
+    }
+    // Each distinct token once (its count is cleared as it is applied, so counts_ is all
+    // zeros again afterwards).
     for (size_t i = 0; i < n; ++i) {
       const int32_t id = recent[i];
-      if (id < 0 || static_cast<size_t>(id) >= n_vocab) continue;
-      bool seen_before = false;
-      for (size_t j = 0; j < i; ++j) {
-        if (recent[j] == id) {
-          seen_before = true;
-          break;
-        }
-      }
-      if (seen_before) continue;
+      if (id < 0 || static_cast<size_t>(id) >= n_vocab || counts_[id] == 0) continue;
       float& l = candidates_[id].logit;
-      l = l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+      if (params_.repeat_penalty != 1.0f) l = l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+      l -= static_cast<float>(counts_[id]) * params_.frequency_penalty + params_.presence_penalty;
+      counts_[id] = 0;
     }
   }
 

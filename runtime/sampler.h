@@ -1,5 +1,6 @@
-// Picks the next token from logits: repetition penalty, then greedy (temperature 0) or
-// temperature -> top-k -> softmax -> min-p -> top-p -> a draw from a seeded RNG.
+// Picks the next token from logits: repetition, frequency and presence penalties, then
+// greedy (temperature 0) or temperature -> top-k -> softmax -> min-p -> top-p -> a draw from
+// a seeded RNG.
 // All working memory comes from the arena at setup; sampling itself never allocates.
 #pragma once
 
@@ -19,6 +20,8 @@ struct SamplerParams {
   float repeat_penalty = 1.0f;   // 1 = off; >1 discourages tokens seen in the last repeat_last_n
   int32_t repeat_last_n = 64;
   uint64_t seed = 0x7465726eULL;
+  float presence_penalty = 0.0f;   // subtracted once from every token seen in the last repeat_last_n
+  float frequency_penalty = 0.0f;  // subtracted per occurrence there
 };
 
 // InvalidArgument with the offending field named.
@@ -32,6 +35,9 @@ class Rng {
   uint64_t next_u64();
   // Uniform in [0, 1).
   float next_float() { return static_cast<float>(next_u64() >> 40) * (1.0f / 16777216.0f); }
+  // The whole state, for saving and restoring a session.
+  void get_state(uint64_t out[4]) const;
+  void set_state(const uint64_t in[4]);
 
  private:
   uint64_t s_[4];
@@ -43,6 +49,8 @@ class Sampler {
   Error init(uint32_t vocab, ArenaAllocator& arena);
   Error configure(const SamplerParams& params);  // validates, reseeds
   const SamplerParams& params() const { return params_; }
+  Rng& rng() { return rng_; }
+  const Rng& rng() const { return rng_; }
 
   // `logits` (vocab floats) are not modified. `history` are the tokens so far, oldest first
   // (the last repeat_last_n of them are penalized).
@@ -55,6 +63,7 @@ class Sampler {
   };
   uint32_t vocab_ = 0;
   Candidate* candidates_ = nullptr;
+  int32_t* counts_ = nullptr;  // occurrences per id in the penalty window, zero between calls
   SamplerParams params_;
   Rng rng_;
 };

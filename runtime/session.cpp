@@ -1,5 +1,7 @@
 #include "runtime/session.h"
 
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "platform/clock.h"
@@ -26,6 +28,9 @@ Error Session::init(Model& model, const SamplerParams& sampler, ArenaAllocator& 
   history_capacity_ = session_history_tokens(context_, evicting_);
   TERN_ASSIGN_OR_RETURN(history_, arena.allocate_array<int32_t>(history_capacity_, ArenaPurpose::Scratch, 64));
   TERN_ASSIGN_OR_RETURN(prompt_, arena.allocate_array<int32_t>(context_, ArenaPurpose::Scratch, 64));
+  TERN_ASSIGN_OR_RETURN(biased_logits_,
+                        arena.allocate_array<float>(model.config().vocab, ArenaPurpose::Scratch, 64));
+  TERN_ASSIGN_OR_RETURN(bias_, arena.allocate_array<LogitBias>(kMaxLogitBias, ArenaPurpose::Scratch, 64));
   TERN_RETURN_IF_ERROR(validate(sampler));
   SamplerParams checked = sampler;
   // Ids past the tokenizer (padded embedding rows) can never be turned into text: do not sample them.
@@ -96,7 +101,32 @@ Error Session::decode(int32_t token) {
 
 Result<int32_t> Session::sample() {
   if (!has_logits_) return fail(Error::InvalidState, "sample before any prefill or decode");
-  return sampler_.sample(scratch_.logits, history_, history_len_);
+  const float* logits = scratch_.logits;
+  if (bias_count_ > 0 || hook_ != nullptr) {
+    const uint32_t vocab = model_->config().vocab;
+    std::memcpy(biased_logits_, scratch_.logits, vocab * sizeof(float));
+    for (size_t i = 0; i < bias_count_; ++i) biased_logits_[bias_[i].token] += bias_[i].bias;
+    if (hook_ != nullptr) hook_(biased_logits_, vocab, history_, history_len_, hook_user_);
+    logits = biased_logits_;
+  }
+  return sampler_.sample(logits, history_, history_len_);
+}
+
+Error Session::set_logit_bias(const LogitBias* entries, size_t count) {
+  TERN_CHECK_OR_RETURN(entries != nullptr || count == 0, Error::InvalidArgument, "logit bias: null entries");
+  TERN_CHECK_OR_RETURN(count <= kMaxLogitBias, Error::InvalidArgument, "%zu logit bias entries (at most %zu)", count,
+                       kMaxLogitBias);
+  const uint32_t vocab = model_->config().vocab;
+  for (size_t i = 0; i < count; ++i) {
+    TERN_CHECK_OR_RETURN(entries[i].token >= 0 && static_cast<uint32_t>(entries[i].token) < vocab,
+                         Error::InvalidToken, "logit bias entry %zu: token %d outside the vocabulary of %u", i,
+                         entries[i].token, vocab);
+    TERN_CHECK_OR_RETURN(!std::isnan(entries[i].bias) && entries[i].bias != INFINITY, Error::InvalidArgument,
+                         "logit bias entry %zu: bias %g (finite, or -inf to ban)", i, entries[i].bias);
+  }
+  if (count > 0) std::memcpy(bias_, entries, count * sizeof(LogitBias));
+  bias_count_ = count;
+  return Error::Ok;
 }
 
 void Session::reset() {
@@ -107,6 +137,207 @@ void Session::reset() {
   has_logits_ = false;
   clear_abort();
   (void)sampler_.configure(sampler_.params());  // reseed: the same seed gives the same text again
+}
+
+Error Session::refill_logits() {
+  // Roll back past the last kept position and run it again: the cache then holds exactly
+  // positions [0, position_) and the logits are those after the last one.
+  const uint32_t last = position_ - 1;
+  TERN_RETURN_IF_ERROR(kv_->rollback_to(last));
+  const int32_t token = history_[history_len_ - 1];
+  const Error e = forward(*model_, *kv_, scratch_, &token, 1, last, true, &abort_);
+  if (e != Error::Ok) {
+    has_logits_ = false;
+    needs_reset_ = kv_->rollback_to(last) != Error::Ok;
+    return e;
+  }
+  has_logits_ = true;
+  return Error::Ok;
+}
+
+Error Session::truncate(uint32_t n) {
+  TERN_CHECK_OR_RETURN(n <= position_, Error::InvalidArgument, "truncate to %u tokens: the session holds %u", n,
+                       position_);
+  TERN_CHECK_OR_RETURN(!needs_reset_, Error::InvalidState,
+                       "an earlier failed batch left the KV cache inconsistent; reset the session");
+  if (n == position_) return Error::Ok;
+  // The history holds the last history_len_ tokens: positions [position_ - history_len_, position_).
+  const uint32_t first_kept_in_history = position_ - history_len_;
+  if (n == 0) {
+    const SamplerParams params = sampler_.params();
+    uint64_t rng[4];
+    sampler_.rng().get_state(rng);
+    reset();
+    (void)sampler_.configure(params);
+    sampler_.rng().set_state(rng);  // truncation is not a new conversation: the draws go on
+    return Error::Ok;
+  }
+  if (kv_->rollback_is_exact(n - 1) && n - 1 >= first_kept_in_history) {
+    history_len_ -= position_ - n;
+    position_ = n;
+    return refill_logits();
+  }
+  // Otherwise run the kept tokens again on a fresh cache, which needs all of them.
+  TERN_CHECK_OR_RETURN(first_kept_in_history == 0 && n <= context_, Error::InvalidState,
+                       "truncate to %u tokens: positions before %u were evicted, so they cannot be run again; "
+                       "reset the session",
+                       n, first_kept_in_history);
+  std::memcpy(prompt_, history_, n * sizeof(int32_t));
+  position_ = 0;
+  history_len_ = 0;
+  has_logits_ = false;
+  kv_->reset();
+  return prefill(prompt_, n);
+}
+
+namespace {
+
+// A saved session: this header, then the token history, the logits (when there are any) and
+// the KV cache's state. Same-endian devices only (every platform Tern targets is little-endian).
+constexpr char kStateMagic[8] = {'T', 'E', 'R', 'N', 'S', 'E', 'S', 'S'};
+constexpr uint32_t kStateVersion = 1;
+
+struct StateHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_bytes;
+  uint64_t bundle_identity;
+  uint64_t kv_layout_identity;
+  char kv_mode[32];
+  uint32_t vocab;
+  uint32_t capacity;
+  uint32_t position;
+  uint32_t history_len;
+  uint32_t has_logits;
+  int32_t top_k;
+  int32_t repeat_last_n;
+  float temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
+  uint32_t reserved;
+  uint64_t seed;
+  uint64_t rng[4];
+  uint64_t kv_bytes;
+  uint64_t payload_bytes;
+  uint64_t payload_checksum;  // FNV-1a 64 of everything after the header
+};
+
+uint64_t fnv1a(const uint8_t* p, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+}  // namespace
+
+size_t Session::state_size() const {
+  return sizeof(StateHeader) + static_cast<size_t>(history_len_) * sizeof(int32_t) +
+         (has_logits_ ? static_cast<size_t>(model_->config().vocab) * sizeof(float) : 0) +
+         kv_->state_bytes(position_ < context_ ? position_ : context_);
+}
+
+Result<size_t> Session::save_state(void* buf, size_t capacity) const {
+  TERN_CHECK_OR_RETURN(!needs_reset_, Error::InvalidState,
+                       "an earlier failed batch left the KV cache inconsistent; nothing to save");
+  const size_t size = state_size();
+  TERN_CHECK_OR_RETURN(buf != nullptr && capacity >= size, Error::OutOfRange,
+                       "session state needs %zu bytes, the buffer has %zu", size, buf == nullptr ? 0 : capacity);
+  uint8_t* out = static_cast<uint8_t*>(buf);
+  StateHeader h;
+  std::memset(&h, 0, sizeof h);
+  std::memcpy(h.magic, kStateMagic, sizeof h.magic);
+  h.version = kStateVersion;
+  h.header_bytes = sizeof h;
+  h.bundle_identity = model_->bundle_identity();
+  h.kv_layout_identity = model_->kv_layout_identity();
+  std::snprintf(h.kv_mode, sizeof h.kv_mode, "%s", model_->kv_mode());
+  h.vocab = model_->config().vocab;
+  h.capacity = context_;
+  h.position = position_;
+  h.history_len = history_len_;
+  h.has_logits = has_logits_ ? 1 : 0;
+  const SamplerParams& sp = sampler_.params();
+  h.top_k = sp.top_k;
+  h.repeat_last_n = sp.repeat_last_n;
+  h.temperature = sp.temperature, h.top_p = sp.top_p, h.min_p = sp.min_p, h.repeat_penalty = sp.repeat_penalty;
+  h.presence_penalty = sp.presence_penalty, h.frequency_penalty = sp.frequency_penalty;
+  h.seed = sp.seed;
+  sampler_.rng().get_state(h.rng);
+  const uint32_t kv_positions = position_ < context_ ? position_ : context_;
+  h.kv_bytes = kv_->state_bytes(kv_positions);
+  h.payload_bytes = size - sizeof h;
+  uint8_t* payload = out + sizeof h;
+  uint8_t* p = payload;
+  std::memcpy(p, history_, static_cast<size_t>(history_len_) * sizeof(int32_t));
+  p += static_cast<size_t>(history_len_) * sizeof(int32_t);
+  if (has_logits_) {
+    std::memcpy(p, scratch_.logits, static_cast<size_t>(h.vocab) * sizeof(float));
+    p += static_cast<size_t>(h.vocab) * sizeof(float);
+  }
+  kv_->save_state(position_, p);
+  h.payload_checksum = fnv1a(payload, h.payload_bytes);
+  std::memcpy(out, &h, sizeof h);
+  return size;
+}
+
+Error Session::load_state(const void* buf, size_t size) {
+  TERN_CHECK_OR_RETURN(buf != nullptr || size == 0, Error::InvalidArgument, "session state: null buffer");
+  StateHeader h;
+  TERN_CHECK_OR_RETURN(size >= sizeof h, Error::Truncated, "session state of %zu bytes is shorter than its header (%zu)",
+                       size, sizeof h);
+  std::memcpy(&h, buf, sizeof h);
+  TERN_CHECK_OR_RETURN(std::memcmp(h.magic, kStateMagic, sizeof h.magic) == 0, Error::BadMagic,
+                       "not a Tern session state (bad magic)");
+  TERN_CHECK_OR_RETURN(h.version == kStateVersion && h.header_bytes == sizeof h, Error::VersionMismatch,
+                       "session state version %u (header %u bytes); this build reads version %u", h.version,
+                       h.header_bytes, kStateVersion);
+  TERN_CHECK_OR_RETURN(h.bundle_identity == model_->bundle_identity(), Error::InvalidArgument,
+                       "the session state was saved with another bundle");
+  h.kv_mode[sizeof h.kv_mode - 1] = '\0';
+  TERN_CHECK_OR_RETURN(h.kv_layout_identity == model_->kv_layout_identity() && h.capacity == context_,
+                       Error::InvalidArgument,
+                       "the session state was saved with KV mode %s and a %u-token cache; this session has %s with %u",
+                       h.kv_mode, h.capacity, model_->kv_mode(), context_);
+  TERN_CHECK_OR_RETURN(h.payload_bytes == size - sizeof h, Error::Truncated,
+                       "session state holds %zu payload bytes, its header says %llu", size - sizeof h,
+                       static_cast<unsigned long long>(h.payload_bytes));
+  const uint8_t* payload = static_cast<const uint8_t*>(buf) + sizeof h;
+  TERN_CHECK_OR_RETURN(fnv1a(payload, h.payload_bytes) == h.payload_checksum, Error::CorruptFile,
+                       "session state is damaged (checksum mismatch)");
+  const uint32_t vocab = model_->config().vocab;
+  const size_t logits_bytes = h.has_logits ? static_cast<size_t>(vocab) * sizeof(float) : 0;
+  const size_t history_bytes = static_cast<size_t>(h.history_len) * sizeof(int32_t);
+  TERN_CHECK_OR_RETURN(h.vocab == vocab && h.history_len <= history_capacity_ && h.history_len <= h.position &&
+                           (evicting_ || h.position <= context_) &&
+                           history_bytes + logits_bytes + h.kv_bytes == h.payload_bytes,
+                       Error::CorruptFile, "session state: position %u, %u history tokens and %llu KV bytes do not fit",
+                       h.position, h.history_len, static_cast<unsigned long long>(h.kv_bytes));
+  SamplerParams sp;
+  sp.top_k = h.top_k, sp.repeat_last_n = h.repeat_last_n, sp.temperature = h.temperature, sp.top_p = h.top_p;
+  sp.min_p = h.min_p, sp.repeat_penalty = h.repeat_penalty, sp.presence_penalty = h.presence_penalty;
+  sp.frequency_penalty = h.frequency_penalty, sp.seed = h.seed;
+  TERN_RETURN_IF_ERROR(validate(sp));
+  const uint8_t* p = payload;
+  for (uint32_t i = 0; i < h.history_len; ++i) {
+    int32_t t;
+    std::memcpy(&t, p + i * sizeof(int32_t), sizeof t);
+    TERN_CHECK_OR_RETURN(t >= 0 && static_cast<uint32_t>(t) < vocab, Error::CorruptFile,
+                         "session state: history token %d outside the vocabulary", t);
+  }
+  // Everything checked that can be without touching the session; the cache's own checks
+  // come last (a failure there leaves the session reset).
+  const uint32_t kv_positions = h.position < context_ ? h.position : context_;
+  const Error e = kv_->load_state(evicting_ ? h.position : kv_positions, p + history_bytes + logits_bytes, h.kv_bytes);
+  if (e != Error::Ok) {
+    reset();
+    return e;
+  }
+  std::memcpy(history_, p, history_bytes);
+  history_len_ = h.history_len;
+  position_ = h.position;
+  has_logits_ = h.has_logits != 0;
+  if (has_logits_) std::memcpy(scratch_.logits, p + history_bytes, logits_bytes);
+  needs_reset_ = false;
+  (void)sampler_.configure(sp);
+  sampler_.rng().set_state(h.rng);
+  return Error::Ok;
 }
 
 namespace {

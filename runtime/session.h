@@ -62,8 +62,21 @@ class Session {
   Error decode(int32_t token);
   // Logits after the last prefill/decode (vocab floats); null before any.
   const float* logits() const { return has_logits_ ? scratch_.logits : nullptr; }
-  // Draws the next token from logits() with the sampler (history feeds repetition penalty).
+  // Draws the next token from logits() with the sampler (history feeds the penalties), after
+  // the logit bias and hook (if set) on a copy of the logits.
   Result<int32_t> sample();
+  // Logit bias entries (copied, at most kMaxLogitBias) and a hook, applied before sampling.
+  static constexpr size_t kMaxLogitBias = 1024;
+  struct LogitBias {
+    int32_t token;
+    float bias;
+  };
+  using LogitHook = void (*)(float* logits, size_t n_vocab, const int32_t* history, size_t n_history, void* user);
+  Error set_logit_bias(const LogitBias* entries, size_t count);
+  void set_logit_hook(LogitHook hook, void* user) {
+    hook_ = hook;
+    hook_user_ = hook != nullptr ? user : nullptr;
+  }
   Error set_sampler(const SamplerParams& params) { return sampler_.configure(params); }
   const SamplerParams& sampler_params() const { return sampler_.params(); }
 
@@ -77,6 +90,18 @@ class Session {
 
   // Forgets the conversation (the memory stays) and clears an abort request.
   void reset();
+  // Keeps positions [0, n) and forgets the rest; the logits become those after position
+  // n - 1. Exact when the cache can roll back to exactly the state of a fresh run of n
+  // tokens (dense caches, compressed ones inside the exact window); otherwise the cache is
+  // reset and the kept tokens are prefilled again from the history (InvalidState when it no
+  // longer holds them).
+  Error truncate(uint32_t n);
+
+  // The conversation as bytes (see tern_session_state_save): its size now, a copy, and the
+  // copy back into a session of the same model and KV spec.
+  size_t state_size() const;
+  Result<size_t> save_state(void* buf, size_t capacity) const;
+  Error load_state(const void* buf, size_t size);
   // Positions run so far (with eviction this may exceed context_tokens()).
   uint32_t position() const { return position_; }
   // Positions the KV cache holds at once (its capacity).
@@ -111,7 +136,14 @@ class Session {
   Sampler sampler_;
   void append_history(const int32_t* tokens, uint32_t n);
 
+  Error refill_logits();  // logits after position_ - 1, from a rolled-back or re-run cache
+
   int32_t* history_ = nullptr;  // the last history_len_ tokens, history_capacity_ entries
+  float* biased_logits_ = nullptr;  // the copy sampling reads when a bias or hook is set
+  LogitBias* bias_ = nullptr;       // kMaxLogitBias entries
+  size_t bias_count_ = 0;
+  LogitHook hook_ = nullptr;
+  void* hook_user_ = nullptr;
   int32_t* prompt_ = nullptr;   // generate()'s tokenized prompt, context_ entries
   uint32_t history_capacity_ = 0;
   uint32_t history_len_ = 0;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -46,6 +47,21 @@ void TempFile::write(const void* data, size_t size) const {
   ASSERT_NE(f, nullptr) << path_;
   if (size > 0) ASSERT_EQ(std::fwrite(data, 1, size, f), size);
   std::fclose(f);
+}
+
+}  // namespace tern::testing
+
+namespace tern::testing {
+
+TempDir::TempDir() {
+  const char* dir = std::getenv("TMPDIR");
+  std::string pattern = std::string(dir != nullptr ? dir : "/tmp") + "/tern-test-XXXXXX";
+  if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
 }
 
 }  // namespace tern::testing

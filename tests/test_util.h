@@ -33,6 +33,20 @@ class TempFile {
   std::string path_;
 };
 
+// A fresh directory under the system temp directory, removed with its files when the object dies.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
 }  // namespace tern::testing
 
 // Skips the test (fails it under CI) when a shared asset is missing.

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "converter/bundle_writer.h"
+#include "converter/chat_format.h"
 #include "converter/kv_calibrate.h"
 #include "converter/import.h"
 #include "converter/synthetic.h"
@@ -97,6 +98,8 @@ int main(int argc, char** argv) {
   app.add_option("--embed", embed, "tok_embeddings / lm_head precision")->check(CLI::IsMember({"f32", "f16", "bf16", "q8", "q4"}));
   app.add_option("--embed-group", options.embed_group, "q8/q4 group size (columns)")->check(CLI::Range(2, 1 << 16));
   app.add_option("--tokenizer", options.tokenizer_path, "tokenizer.json / tokenizer.model overriding the one found beside the input");
+  app.add_option("--chat-template", options.chat_template_path,
+                 "chat template overriding the checkpoint's: a tokenizer_config.json or the Jinja text");
   app.add_flag("--no-tokenizer", no_tokenizer, "proceed when no tokenizer can be imported (the bundle will not run)");
   app.add_option("--seed", options.seed, "seed for --synthetic");
   app.add_flag("-q,--quiet", quiet, "no progress bar");
@@ -159,6 +162,15 @@ int main(int argc, char** argv) {
     }
     ir = std::move(r).value();
     contents = contents_from_ir(ir, options);
+  }
+  if (!options.chat_template_path.empty()) {
+    auto chat = read_chat_template(options.chat_template_path);
+    if (!chat.ok() || !contents.tokenizer) {
+      std::fprintf(stderr, "tern-convert: %s\n",
+                   chat.ok() ? "--chat-template needs a tokenizer in the bundle" : last_error_message());
+      return 1;
+    }
+    contents.tokenizer->chat_template = *chat;
   }
   const double import_s = seconds_since(t0);
 
@@ -229,6 +241,14 @@ int main(int argc, char** argv) {
   std::printf("  hidden %u, ffn %u, layers %u, heads %u/%u kv, head dim %u, vocab %u\n", c.hidden, c.ffn_hidden,
               c.layers, c.heads, c.kv_heads, c.head_dim, c.vocab);
   std::printf("  embeddings: %s, %.1f MB\n", embed_type_name(options.embed_type), stats->embedding_bytes / 1e6);
+  if (contents.tokenizer) {
+    const TokenizerIR& t = *contents.tokenizer;
+    const ChatFormatIR chat = derive_chat_format(t.chat_template, t.add_bos && t.bos_id >= 0);
+    std::printf("  chat format: %s%s\n", chat.name.c_str(),
+                chat.recognized ? ""
+                : t.chat_template.empty() ? " (the checkpoint has no chat template)"
+                                          : " (its chat template is not one Tern knows; --chat-template overrides it)");
+  }
   print_summary(*bundle, import_s, write_s, verify_s);
   return 0;
 }

@@ -106,6 +106,10 @@ typedef struct tern_model_params {
    * recent ones stay, the oldest middle blocks are dropped. Start from
    * tern_model_default_params(): a zeroed struct means 0 sinks and eviction off. */
   int32_t kv_eviction;
+  /* Sessions the model can hold at once (0 counts as 1). Each gets its own slot of the arena
+   * with n_ctx positions (or what the budget allows), so they run concurrently from different
+   * threads while sharing the mapped weights; the budget covers them all. */
+  uint32_t n_sessions;
 } tern_model_params;
 
 typedef struct tern_sampler_params {
@@ -116,6 +120,10 @@ typedef struct tern_sampler_params {
   float repeat_penalty;  /* > 0; 1: off */
   int32_t repeat_last_n; /* >= 0 */
   uint64_t seed;
+  /* OpenAI-style penalties over the last repeat_last_n tokens: a token seen c times loses
+   * c * frequency_penalty + (c > 0) * presence_penalty from its logit. 0: off. */
+  float presence_penalty;
+  float frequency_penalty;
 } tern_sampler_params;
 
 typedef struct tern_session_params {
@@ -130,6 +138,13 @@ typedef struct tern_model_info {
   int32_t bos_id, eos_id, eot_id;
   const char* chat_template; /* the bundle's template text, or NULL */
   uint32_t n_threads;        /* threads the model runs on (after clamping to the cores) */
+  /* How tern_chat_apply() renders a conversation: "llama3" (header tokens), "bitnet-2b4t"
+   * ("User: ...<|eot_id|>Assistant: "), or "plain" ("User: ...\nAssistant:", the fallback
+   * for bundles whose template the converter did not recognize). */
+  const char* chat_format;
+  /* A stop string for formats without an end-of-turn token ("\nUser:" for "plain"), or NULL. */
+  const char* chat_stop;
+  uint32_t n_sessions;       /* session slots (tern_model_params.n_sessions) */
 } tern_model_info;
 
 /* Where the memory goes (bytes). arena_used_bytes and the per-purpose fields are live. */
@@ -153,6 +168,9 @@ typedef struct tern_memory_report {
   int kv_compressed;               /* 1: per-head compressed cache (kv_mode q*, k*v*, adaptive) */
   int kv_evicting;                 /* 1: positions may exceed context_tokens (eviction on) */
   char kv_mode[32];                /* the resolved mode: "f32", "q4", "adaptive:2.5", ... */
+  uint32_t sessions;               /* session slots; arena_bytes holds all of them */
+  uint32_t sessions_in_use;
+  uint64_t session_bytes;          /* one slot: session object, scratch, sampler and KV cache */
 } tern_memory_report;
 
 typedef enum tern_stop_reason {
@@ -266,6 +284,10 @@ typedef struct tern_plan_row {
   uint64_t kv_bytes;               /* the KV cache (exact byte function of its kind) */
   uint64_t total_bytes;            /* process overhead + weights + arena: the budget this plan needs */
   uint64_t minimum_budget_bytes;   /* the smallest budget that loads this mode at all */
+  uint64_t session_bytes;          /* one session slot of context_tokens */
+  /* With a budget: how many sessions of context_tokens fit in it (the answer to "how many
+   * conversations of N tokens can this device hold": plan with n_ctx = N); else n_sessions. */
+  uint32_t sessions_that_fit;
 } tern_plan_row;
 
 /* kv_modes: the modes to plan (NULL: "fp16", "q8", "q4", "q2", then "adaptive:B" for every
@@ -276,6 +298,73 @@ typedef struct tern_plan_row {
  * message); the call itself fails only for bad arguments or an unreadable bundle. */
 TERN_API tern_status tern_plan(const char* bundle_path, const tern_model_params* params, const char* const* kv_modes,
                       size_t n_kv_modes, tern_plan_row* rows, size_t capacity, size_t* out_count);
+
+/* ---- Chat ----
+ * Renders a conversation into the text the model was trained on, with the bundle's chat
+ * format (tern_model_info.chat_format; the converter derives it from the checkpoint's
+ * tokenizer_config.json chat_template). Roles: "system", "user", "assistant" (anything else
+ * is TERN_INVALID_ARGUMENT, naming it); content must be valid UTF-8 (TERN_INVALID_UTF8).
+ * add_assistant_prefix != 0 ends with the assistant's header, so generation writes the reply.
+ * The text starts with the BOS token's text when the format opens conversations with it:
+ * tokenize or generate it with add_bos = 0 and parse_special = 1. Writes a NUL-terminated
+ * string; *out_size is its length without the NUL, also when `capacity` is too small (then
+ * TERN_OUT_OF_RANGE: call again with *out_size + 1 bytes). No heap use. */
+typedef struct tern_chat_message {
+  const char* role;
+  const char* content;
+} tern_chat_message;
+TERN_API tern_status tern_chat_apply(const tern_model* model, const tern_chat_message* messages, size_t n_messages,
+                                     int add_assistant_prefix, char* buf, size_t capacity, size_t* out_size);
+
+/* ---- Session state: suspend and resume a conversation ----
+ * The state is the KV cache exactly as stored (dense or compressed), the position, the token
+ * history and the sampler (parameters and random state), tagged with the bundle and the KV
+ * layout it belongs to: a restored session continues with exactly the tokens an unsaved one
+ * would. Load into a session of the same model and KV mode (the same bundle, kv_mode, n_ctx,
+ * sinks and window); anything else is TERN_INVALID_ARGUMENT saying what differs, and a
+ * damaged or truncated state TERN_CORRUPT_FILE / TERN_TRUNCATED; a failed load leaves the
+ * session reset. tern_session_state_save() with too small a buffer is TERN_OUT_OF_RANGE with
+ * *out_size set to the size needed (tern_session_state_size() says it up front; it grows
+ * with the position). The _file variants write atomically (a temporary, then rename). */
+TERN_API tern_status tern_session_state_size(const tern_session* session, size_t* out_size);
+TERN_API tern_status tern_session_state_save(const tern_session* session, void* buf, size_t capacity,
+                                             size_t* out_size);
+TERN_API tern_status tern_session_state_load(tern_session* session, const void* buf, size_t size);
+TERN_API tern_status tern_session_state_save_file(const tern_session* session, const char* path);
+TERN_API tern_status tern_session_state_load_file(tern_session* session, const char* path);
+
+/* ---- Rewind ----
+ * Keeps the first n_tokens positions and forgets the rest (regenerate an answer, edit the
+ * last turn); afterwards the logits are those after position n_tokens - 1, as if only the
+ * kept tokens had ever run. Exact and cheap for dense caches and while the dropped positions
+ * are still in a compressed cache's exact window; otherwise the session is reset and the kept
+ * tokens are prefilled again from its token history (TERN_INVALID_STATE when the history no
+ * longer holds them, i.e. after eviction). n_tokens > position is TERN_INVALID_ARGUMENT. */
+TERN_API tern_status tern_session_truncate(tern_session* session, uint32_t n_tokens);
+
+/* ---- Logits before sampling ----
+ * A bias list (copied; at most 1024 entries; token ids in range; -INFINITY bans a token) and
+ * a hook, both applied in that order to a copy of the logits before tern_sample() and
+ * tern_generate() pick a token: ban or favour tokens, or plug in a grammar. The hook runs on
+ * the sampling thread and must not call back into the session. NULL / 0 removes them. */
+typedef struct tern_logit_bias {
+  int32_t token;
+  float bias;
+} tern_logit_bias;
+typedef void (*tern_logit_hook)(float* logits, size_t n_vocab, const int32_t* history, size_t n_history,
+                                void* user_data);
+TERN_API tern_status tern_session_set_logit_bias(tern_session* session, const tern_logit_bias* entries,
+                                                 size_t n_entries);
+TERN_API tern_status tern_session_set_logit_hook(tern_session* session, tern_logit_hook hook, void* user_data);
+
+/* ---- Memory that is really there ----
+ * Bytes this process could still get without being killed for memory: on Linux and Android
+ * MemAvailable from /proc/meminfo, lowered to the cgroup's memory limit minus its usage when
+ * one is set; on iOS os_proc_available_memory(). TERN_NOT_SUPPORTED elsewhere. */
+TERN_API tern_status tern_available_memory(uint64_t* out_bytes);
+/* A memory budget as the CLIs take it: a byte size ("1.5G", tern_parse_byte_size), or
+ * "available" / "available-25%" (tern_available_memory(), less that share as a margin). */
+TERN_API tern_status tern_parse_memory_budget(const char* text, uint64_t* out_bytes);
 
 /* Asks a running prefill/decode/generate on `session` to stop with TERN_ABORTED (checked per
  * layer). Any thread may call it; the request stays until tern_session_clear_abort() or

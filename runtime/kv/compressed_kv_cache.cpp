@@ -240,6 +240,134 @@ Error CompressedKvCache::rollback_to(uint32_t pos) {
   return Error::Ok;
 }
 
+bool CompressedKvCache::rollback_is_exact(uint32_t pos) const {
+  const uint32_t S = profile_.sink_tokens, G = profile_.block_tokens, ring = profile_.recent_window + G;
+  // After the first S positions, a fresh cache keeps the last `window` of the R non-sink
+  // positions exact and has flushed the rest in blocks of G, as each write found the ring full.
+  const uint32_t rest = pos > S ? pos - S : 0;
+  const uint32_t fresh_window = rest <= ring ? rest : rest - (rest - ring + G - 1) / G * G;
+  const size_t heads = static_cast<size_t>(shape_.layers) * shape_.kv_heads;
+  for (size_t i = 0; i < heads; ++i) {
+    const HeadState& h = heads_[i];
+    if (h.next_pos < pos) return false;
+    const uint32_t from = pos > S ? pos : S;
+    const uint32_t dropped = h.next_pos > from ? h.next_pos - from : 0;
+    if (dropped > h.window_count || h.window_count - dropped != fresh_window) return false;
+  }
+  return true;
+}
+
+namespace {
+
+struct HeadCounters {
+  uint32_t next_pos, window_start, window_count, middle_start, middle_count;
+};
+
+}  // namespace
+
+size_t CompressedKvCache::state_bytes(uint32_t) const {
+  const size_t row = static_cast<size_t>(shape_.head_dim) * exact_bytes(profile_.exact_type);
+  const size_t ring = profile_.recent_window + profile_.block_tokens;
+  size_t bytes = sizeof(uint64_t);
+  const size_t heads = static_cast<size_t>(shape_.layers) * shape_.kv_heads;
+  for (size_t i = 0; i < heads; ++i) {
+    const HeadState& h = heads_[i];
+    const size_t sinks = h.next_pos < profile_.sink_tokens ? h.next_pos : profile_.sink_tokens;
+    bytes += sizeof(HeadCounters) + 2 * (sinks + ring) * row +
+             static_cast<size_t>(h.middle_count) * (h.layout.key_block_bytes + h.layout.value_block_bytes);
+  }
+  return bytes;
+}
+
+void CompressedKvCache::save_state(uint32_t, uint8_t* out) const {
+  const size_t row = static_cast<size_t>(shape_.head_dim) * exact_bytes(profile_.exact_type);
+  const size_t ring = profile_.recent_window + profile_.block_tokens;
+  auto put = [&](const void* src, size_t n) {
+    std::memcpy(out, src, n);
+    out += n;
+  };
+  put(&evicted_blocks_, sizeof(uint64_t));
+  const size_t heads = static_cast<size_t>(shape_.layers) * shape_.kv_heads;
+  for (size_t i = 0; i < heads; ++i) {
+    const HeadState& h = heads_[i];
+    const HeadCounters c{h.next_pos, h.window_start, h.window_count, 0, h.middle_count};
+    put(&c, sizeof c);
+    const size_t sinks = h.next_pos < profile_.sink_tokens ? h.next_pos : profile_.sink_tokens;
+    put(h.base + h.layout.sink_keys, sinks * row);
+    put(h.base + h.layout.sink_values, sinks * row);
+    put(h.base + h.layout.window_keys, ring * row);
+    put(h.base + h.layout.window_values, ring * row);
+    for (uint32_t b = 0; b < h.middle_count; ++b) {
+      const size_t slot = (h.middle_start + b) % middle_blocks_;
+      put(h.base + h.layout.middle_keys + slot * h.layout.key_block_bytes, h.layout.key_block_bytes);
+    }
+    for (uint32_t b = 0; b < h.middle_count; ++b) {
+      const size_t slot = (h.middle_start + b) % middle_blocks_;
+      put(h.base + h.layout.middle_values + slot * h.layout.value_block_bytes, h.layout.value_block_bytes);
+    }
+  }
+}
+
+Error CompressedKvCache::load_state(uint32_t position, const uint8_t* in, size_t size) {
+  reset();
+  const uint8_t* end = in + size;
+  const size_t row = static_cast<size_t>(shape_.head_dim) * exact_bytes(profile_.exact_type);
+  const uint32_t ring = profile_.recent_window + profile_.block_tokens;
+  auto take = [&](void* dst, size_t n) -> bool {
+    if (static_cast<size_t>(end - in) < n) return false;
+    std::memcpy(dst, in, n);
+    in += n;
+    return true;
+  };
+  Error e = Error::Ok;
+  uint64_t evicted = 0;
+  if (!take(&evicted, sizeof evicted)) e = fail(Error::CorruptFile, "compressed KV state is truncated");
+  const size_t heads = static_cast<size_t>(shape_.layers) * shape_.kv_heads;
+  for (size_t i = 0; i < heads && e == Error::Ok; ++i) {
+    HeadState& h = heads_[i];
+    HeadCounters c{};
+    if (!take(&c, sizeof c)) {
+      e = fail(Error::CorruptFile, "compressed KV state is truncated at head %zu", i);
+      break;
+    }
+    const uint32_t sinks = c.next_pos < profile_.sink_tokens ? c.next_pos : profile_.sink_tokens;
+    const uint64_t kept = static_cast<uint64_t>(sinks) + uint64_t{c.middle_count} * profile_.block_tokens + c.window_count;
+    if (c.next_pos != position || c.window_count > ring || c.window_start >= ring || c.middle_count > middle_blocks_ ||
+        kept > c.next_pos || (profile_.eviction == KvEviction::None && kept != c.next_pos)) {
+      e = fail(Error::CorruptFile, "compressed KV state: head %zu's counters (position %u, window %u at %u, %u blocks) "
+               "do not fit this cache at position %u", i, c.next_pos, c.window_count, c.window_start, c.middle_count,
+               position);
+      break;
+    }
+    if (!take(h.base + h.layout.sink_keys, sinks * row) || !take(h.base + h.layout.sink_values, sinks * row) ||
+        !take(h.base + h.layout.window_keys, ring * row) || !take(h.base + h.layout.window_values, ring * row)) {
+      e = fail(Error::CorruptFile, "compressed KV state is truncated at head %zu", i);
+      break;
+    }
+    bool ok = true;
+    for (uint32_t b = 0; b < c.middle_count && ok; ++b)
+      ok = take(h.base + h.layout.middle_keys + b * h.layout.key_block_bytes, h.layout.key_block_bytes);
+    for (uint32_t b = 0; b < c.middle_count && ok; ++b)
+      ok = take(h.base + h.layout.middle_values + b * h.layout.value_block_bytes, h.layout.value_block_bytes);
+    if (!ok) {
+      e = fail(Error::CorruptFile, "compressed KV state is truncated at head %zu", i);
+      break;
+    }
+    h.next_pos = c.next_pos;
+    h.window_start = c.window_start;
+    h.window_count = c.window_count;
+    h.middle_start = 0;
+    h.middle_count = c.middle_count;
+  }
+  if (e == Error::Ok && in != end) e = fail(Error::CorruptFile, "compressed KV state has %zu bytes too many", size_t(end - in));
+  if (e != Error::Ok) {
+    reset();
+    return e;
+  }
+  evicted_blocks_ = evicted;
+  return Error::Ok;
+}
+
 void CompressedKvCache::attend_head(uint32_t layer, uint32_t kv_head, const KvAttention& a) const {
   const uint32_t group = a.heads / shape_.kv_heads;
   const size_t qd = static_cast<size_t>(a.heads) * shape_.head_dim;

@@ -60,7 +60,13 @@ class CompressedKvCache final : public KvCache {
   // error mid-batch) so the session can continue at `pos`. InvalidState when some of them
   // already left the exact window (then only reset() recovers).
   Error rollback_to(uint32_t pos) override;
+  bool rollback_is_exact(uint32_t pos) const override;
   void reset() override;
+  // Per head: its counters, the sink rows, the exact window ring and the middle blocks in
+  // use (oldest first; they load into slots 0.. of a cache with the same profile).
+  size_t state_bytes(uint32_t position) const override;
+  void save_state(uint32_t position, uint8_t* out) const override;
+  Error load_state(uint32_t position, const uint8_t* in, size_t size) override;
   const CompressedKvCache* compressed() const override { return this; }
 
   // Positions the head currently keeps, ascending; returns the count (<= resident_capacity()).

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <new>
@@ -42,6 +43,27 @@ class DenseKvCache final : public KvCache {
   // Positions past the ones kept are simply overwritten by the next writes.
   Error rollback_to(uint32_t) override { return Error::Ok; }
   void reset() override {}
+  // Per head, the key blocks holding positions < position (a prefix of the element-major
+  // blocks) and the value rows before it.
+  size_t state_bytes(uint32_t position) const override {
+    return static_cast<size_t>(shape_.layers) * shape_.kv_heads * head_state_elements(position) * sizeof(Element);
+  }
+  void save_state(uint32_t position, uint8_t* out) const override {
+    copy_state(position, [&](Element* stored, size_t n) {
+      std::memcpy(out, stored, n * sizeof(Element));
+      out += n * sizeof(Element);
+    });
+  }
+  Error load_state(uint32_t position, const uint8_t* in, size_t size) override {
+    TERN_CHECK_OR_RETURN(position <= capacity_ && size == state_bytes(position), Error::CorruptFile,
+                         "dense KV state of %zu bytes for %u positions (capacity %u) needs %zu", size, position,
+                         capacity_, position <= capacity_ ? state_bytes(position) : 0);
+    copy_state(position, [&](Element* stored, size_t n) {
+      std::memcpy(stored, in, n * sizeof(Element));
+      in += n * sizeof(Element);
+    });
+    return Error::Ok;
+  }
   void read_keys(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const override {
     const Element* k = head(keys_, layer, kv_head);
     for (uint32_t p = begin; p < begin + count; ++p)
@@ -60,6 +82,20 @@ class DenseKvCache final : public KvCache {
   Element* head(Element* base, uint32_t layer, uint32_t kv_head) const {
     const size_t head_index = static_cast<size_t>(layer) * shape_.kv_heads + kv_head;
     return base + head_index * capacity_ * shape_.head_dim;
+  }
+  size_t key_state_elements(uint32_t position) const {
+    return kv_key_extent(position, shape_.head_dim, capacity_);
+  }
+  size_t head_state_elements(uint32_t position) const {
+    return key_state_elements(position) + static_cast<size_t>(position) * shape_.head_dim;
+  }
+  template <typename Fn>
+  void copy_state(uint32_t position, Fn&& fn) const {
+    for (uint32_t l = 0; l < shape_.layers; ++l)
+      for (uint32_t h = 0; h < shape_.kv_heads; ++h) {
+        fn(head(keys_, l, h), key_state_elements(position));
+        fn(head(values_, l, h), static_cast<size_t>(position) * shape_.head_dim);
+      }
   }
   static Element encode(float x);
   static void decode(const Element* src, size_t n, float* out);

@@ -84,8 +84,19 @@ class KvCache {
   // Forgets positions >= pos written by an unfinished forward pass (an abort or error mid
   // batch). InvalidState when that is no longer possible (then only reset() recovers).
   virtual Error rollback_to(uint32_t pos) = 0;
+  // True when rollback_to(pos) would leave exactly the state a fresh cache has after
+  // positions 0..pos-1 were written (nothing the later positions caused remains).
+  virtual bool rollback_is_exact(uint32_t pos) const { return true; }
   // Forgets every position (a new conversation); the storage stays.
   virtual void reset() = 0;
+
+  // The stored state of positions 0..position-1 (what a session saves to resume later):
+  // its size, a copy into `out` (state_bytes(position) bytes), and the copy back into a
+  // cache of the same spec and capacity. load_state checks sizes and counters
+  // (CorruptFile on anything inconsistent) and leaves the cache reset when it fails.
+  virtual size_t state_bytes(uint32_t position) const = 0;
+  virtual void save_state(uint32_t position, uint8_t* out) const = 0;
+  virtual Error load_state(uint32_t position, const uint8_t* in, size_t size) = 0;
 
   // Rows of positions [begin, begin + count) as floats in the original basis, evicted
   // positions as zeros: for tests and tools that inspect the cache, never for attention.

@@ -156,6 +156,24 @@ uint32_t kv_cache_capacity(const KvCacheSpec& spec, uint32_t tokens) {
   return capacity > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(capacity);
 }
 
+uint64_t kv_layout_identity(const KvCacheSpec& spec, uint32_t capacity) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 0x100000001b3ull;
+  };
+  const KvShape& shape = spec.profile.shape;
+  mix(spec.compressed), mix(static_cast<uint64_t>(spec.dense_type)), mix(capacity);
+  mix(shape.layers), mix(shape.kv_heads), mix(shape.head_dim);
+  if (spec.compressed) {
+    const KvCacheProfile& p = spec.profile;
+    mix(static_cast<uint64_t>(p.exact_type)), mix(p.sink_tokens), mix(p.recent_window), mix(p.block_tokens);
+    mix(p.value_group), mix(p.rotate), mix(static_cast<uint64_t>(p.eviction));
+    for (uint32_t l = 0; l < shape.layers; ++l)
+      for (uint32_t k = 0; k < shape.kv_heads; ++k) mix(p.bits_of(l, k).key_bits), mix(p.bits_of(l, k).value_bits);
+  }
+  return h;
+}
+
 Result<KvCache*> create_kv_cache(const KvCacheSpec& spec, uint32_t tokens, ArenaAllocator& arena) {
   if (!spec.compressed) return create_dense_kv_cache(spec.dense_type, spec.profile.shape, tokens, arena);
   TERN_ASSIGN_OR_RETURN(CompressedKvCache * cache, CompressedKvCache::create(spec.profile, tokens, arena));

@@ -88,6 +88,10 @@ Result<KvCapacityLadder> kv_capacity_ladder(const KvCacheSpec& spec, uint32_t mi
 // to whole middle blocks (S + M*G + W + G) for a compressed one.
 uint32_t kv_cache_capacity(const KvCacheSpec& spec, uint32_t tokens);
 
+// A fingerprint of the cache a spec builds at `capacity` (kind, precisions, layout, per-head
+// widths): saved session states carry it so they only load into the same layout.
+uint64_t kv_layout_identity(const KvCacheSpec& spec, uint32_t capacity);
+
 // Builds the cache inside `arena` (storage and object; nothing to free). Its capacity is
 // `tokens` (a value the ladder offers: compressed caches round up to a whole block).
 Result<KvCache*> create_kv_cache(const KvCacheSpec& spec, uint32_t tokens, ArenaAllocator& arena);

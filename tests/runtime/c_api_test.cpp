@@ -149,7 +149,7 @@ TEST_F(CApiWithModel, StateErrors) {
   EXPECT_EQ(tern_get_logits(session_, &logits, nullptr), TERN_INVALID_STATE);
   tern_session* second = nullptr;
   EXPECT_EQ(tern_session_create(model_, nullptr, &second), TERN_INVALID_STATE);
-  EXPECT_NE(message().find("already has a session"), std::string::npos) << message();
+  EXPECT_NE(message().find("session slot of the model is in use"), std::string::npos) << message();
   EXPECT_EQ(tern_decode(session_, 100000), TERN_INVALID_TOKEN);
   EXPECT_EQ(tern_decode(session_, -1), TERN_INVALID_TOKEN);
   // Abort: requested before the call, the call stops; reset clears it.
