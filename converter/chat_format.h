@@ -15,7 +15,7 @@ struct ChatFormatIR {
   bool bos_first = false;
   std::string message_prefix = "{Role}: ";
   std::string message_suffix = "\n";
-  bool trim_content = false;
+  bool trim_content = true;  // plain: "Assistant: " + reply reads back as the reply generated after "Assistant:"
   std::string generation_prefix = "Assistant:";
   bool generation_always = false;
   std::string stop = "\nUser:";

@@ -1,5 +1,7 @@
 #include "converter/synthetic.h"
 
+#include "converter/tokenizer_import.h"
+
 #include <cmath>
 
 #include "runtime/model_family.h"
@@ -83,8 +85,17 @@ TokenizerIR synthetic_byte_tokenizer() {
 Result<BundleContents> synthetic_contents(const std::string& preset, const ConvertOptions& options) {
   TERN_ASSIGN_OR_RETURN(ModelConfig c, synthetic_config(preset));
   BundleContents out;
+  if (options.tokenizer_path.empty()) {
+    out.tokenizer = synthetic_byte_tokenizer();
+  } else {
+    // A real tokenizer on random weights (tests of tokenization and chat formats at a real
+    // vocabulary): the vocabulary and special ids follow it.
+    TERN_ASSIGN_OR_RETURN(TokenizerIR t, import_tokenizer(options.tokenizer_path));
+    c.vocab = static_cast<uint32_t>(t.pieces.size());
+    c.bos_id = t.bos_id, c.eos_id = t.eos_id, c.eot_id = t.eot_id;
+    out.tokenizer = std::move(t);
+  }
   out.config = c;
-  out.tokenizer = synthetic_byte_tokenizer();
   out.source_format = "synthetic-" + preset;
   out.source_path = "seed=" + std::to_string(options.seed);
   out.options = describe_options(options);

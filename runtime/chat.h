@@ -27,7 +27,7 @@ struct ChatFormatView {
   bool bos_first = false;
   const char* message_prefix = "{Role}: ";
   const char* message_suffix = "\n";
-  bool trim_content = false;
+  bool trim_content = true;
   const char* generation_prefix = "Assistant:";
   bool generation_always = false;
   const char* stop = "\nUser:";  // null when the format ends turns with a token

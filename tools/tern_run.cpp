@@ -1,11 +1,13 @@
 // tern-run BUNDLE -p PROMPT: loads a bundle within a memory budget and generates text,
 // streaming it to stdout; stats and the memory breakdown go to stderr. --chat runs an
-// interactive conversation using the bundle's chat template (LLaMA-3 headers when the
-// template has them, else a plain "User:/Assistant:" transcript).
+// interactive conversation in the bundle's chat format (tern_chat_apply: LLaMA-3 headers,
+// BitNet 2B-4T's "User: ...<|eot_id|>Assistant:", or the plain fallback); -p is then the
+// system message.
 // Uses only the public C API, like an app would.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -81,7 +83,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", sampler.seed, "sampler seed");
   app.add_flag("--greedy", greedy, "same as --temp 0");
   app.add_option("-t,--threads", threads, "threads (0 = one per core)");
-  app.add_option("--memory-budget", budget_text, "bytes the process may use, e.g. 512M (0 = unlimited)");
+  app.add_option("--memory-budget", budget_text,
+                 "bytes the process may use, e.g. 512M, or available[-25%] (what the OS can give now; 0 = unlimited)");
   app.add_option("-c,--ctx", ctx, "context tokens (0 = as many as the budget allows)");
   app.add_option("-b,--batch", batch, "prefill batch")->check(CLI::PositiveNumber);
   app.add_option("--kv", kv,
@@ -93,15 +96,37 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-evict", no_evict, "stop at the KV capacity instead of evicting old blocks");
   app.add_flag("--evict", evict, "evict with f32/fp16 too (a compressed cache of exact heads)");
-  app.add_flag("--chat", chat, "interactive chat on stdin");
+  app.add_option("--presence-penalty", sampler.presence_penalty, "subtracted from every token seen (0 = off)");
+  app.add_option("--frequency-penalty", sampler.frequency_penalty, "subtracted per occurrence (0 = off)");
+  std::vector<std::string> bias_text;
+  app.add_option("--logit-bias", bias_text, "ID=BIAS added to a token's logit before sampling, e.g. 13=-100 "
+                                            "(repeatable; -inf bans)");
+  app.add_flag("--chat", chat, "interactive chat on stdin (-p: the system message)");
   app.add_flag("--no-bos", no_bos, "do not prepend BOS");
   CLI11_PARSE(app, argc, argv);
   if (greedy) sampler.temperature = 0.0f;
 
   tern_model_params mp = tern_model_default_params();
-  if (tern_parse_byte_size(budget_text.c_str(), &mp.memory_budget_bytes) != TERN_OK) {
-    std::fprintf(stderr, "tern-run: --memory-budget '%s' is not a size like 512M\n", budget_text.c_str());
+  if (tern_parse_memory_budget(budget_text.c_str(), &mp.memory_budget_bytes) != TERN_OK) {
+    std::fprintf(stderr, "tern-run: --memory-budget '%s': %s\n", budget_text.c_str(), tern_last_error_message());
     return 2;
+  }
+  std::vector<tern_logit_bias> biases;
+  for (const std::string& b : bias_text) {
+    const size_t eq = b.find('=');
+    char* end = nullptr;
+    tern_logit_bias e{};
+    e.token = eq == std::string::npos ? -1 : static_cast<int32_t>(std::strtol(b.c_str(), &end, 10));
+    if (eq == std::string::npos || end != b.c_str() + eq) {
+      std::fprintf(stderr, "tern-run: --logit-bias '%s' is not ID=BIAS\n", b.c_str());
+      return 2;
+    }
+    e.bias = std::strtof(b.c_str() + eq + 1, &end);
+    if (end == b.c_str() + eq + 1 || *end != '\0') {
+      std::fprintf(stderr, "tern-run: --logit-bias '%s' is not ID=BIAS\n", b.c_str());
+      return 2;
+    }
+    biases.push_back(e);
   }
   mp.n_threads = threads;
   mp.n_ctx = ctx;
@@ -121,6 +146,11 @@ int main(int argc, char** argv) {
     tern_model_free(model);
     return die("session", s);
   }
+  if (!biases.empty() && (s = tern_session_set_logit_bias(session, biases.data(), biases.size())) != TERN_OK) {
+    tern_session_free(session);
+    tern_model_free(model);
+    return die("--logit-bias", s);
+  }
 
   tern_generate_params gp = tern_generate_default_params();
   gp.max_new_tokens = static_cast<uint32_t>(n_new);
@@ -138,29 +168,63 @@ int main(int argc, char** argv) {
   } else {
     tern_model_info info;
     tern_model_get_info(model, &info);
-    const bool llama3 = info.chat_template != nullptr &&
-                        std::string(info.chat_template).find("<|start_header_id|>") != std::string::npos;
-    const char* plain_stops[] = {"\nUser:"};
-    if (!llama3) {
-      gp.stop_strings = plain_stops;
+    // The conversation is rendered whole each turn; only the text past what the session
+    // already holds is fed (the format's rendering of earlier turns does not change).
+    const char* stops[] = {info.chat_stop};
+    if (info.chat_stop != nullptr) {
+      gp.stop_strings = stops;
       gp.n_stop_strings = 1;
     }
-    std::fprintf(stderr, "chat (%s format); an empty line or EOF ends it\n", llama3 ? "LLaMA-3" : "plain");
+    gp.add_bos = 0;         // the rendered text carries the BOS token's text
+    gp.parse_special = 1;
+    std::fprintf(stderr, "chat (%s format); an empty line or EOF ends it\n", info.chat_format);
+    std::vector<std::string> roles, contents;
+    if (!prompt.empty()) roles.push_back("system"), contents.push_back(prompt);
+    std::string fed;  // the rendered text the session has run
+    std::vector<char> text(4096);
     std::string line;
     tern_generate_stats total{};
     while (std::fprintf(stdout, "> "), std::fflush(stdout), std::getline(std::cin, line) && !line.empty()) {
-      if (!prompt.empty()) line = prompt + "\n" + line, prompt.clear();  // -p acts as a system preamble
-      const std::string turn =
-          llama3 ? "<|start_header_id|>user<|end_header_id|>\n\n" + line +
-                       "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
-                 : "User: " + line + "\nAssistant:";
+      roles.push_back("user");
+      contents.push_back(line);
+      std::vector<tern_chat_message> messages;
+      for (size_t i = 0; i < roles.size(); ++i) messages.push_back({roles[i].c_str(), contents[i].c_str()});
+      size_t size = 0;
+      s = tern_chat_apply(model, messages.data(), messages.size(), 1, text.data(), text.size(), &size);
+      if (s == TERN_OUT_OF_RANGE) {
+        text.resize(size + 1);
+        s = tern_chat_apply(model, messages.data(), messages.size(), 1, text.data(), text.size(), &size);
+      }
+      if (s != TERN_OK) {
+        rc = die("chat", s);
+        break;
+      }
+      const std::string rendered(text.data(), size);
+      const std::string turn = rendered.compare(0, fed.size(), fed) == 0 ? rendered.substr(fed.size()) : rendered;
+      if (turn.size() == rendered.size() && !fed.empty()) tern_session_reset(session);
+      std::string reply;
+      auto collect = [](const char* piece, size_t n, void* user) {
+        static_cast<std::string*>(user)->append(piece, n);
+        return print_piece(piece, n, nullptr);
+      };
       tern_generate_stats st{};
-      s = tern_generate(session, turn.data(), turn.size(), &gp, print_piece, nullptr, &st);
+      s = tern_generate(session, turn.data(), turn.size(), &gp, collect, &reply, &st);
       std::fputc('\n', stdout);
       std::fflush(stdout);
       if (s != TERN_OK) {
         rc = die("generate", s);
         break;
+      }
+      roles.push_back("assistant");
+      contents.push_back(reply);
+      // What the session holds now, as text: the reply, and the end-of-turn token when the
+      // model ended its turn with one (the format's message suffix).
+      fed = rendered + reply;
+      if (st.stop_reason == TERN_STOP_END_OF_GENERATION) {
+        messages.push_back({"assistant", contents.back().c_str()});
+        if (tern_chat_apply(model, messages.data(), messages.size(), 0, text.data(), text.size(), &size) == TERN_OK) {
+          fed.assign(text.data(), size);
+        }
       }
       total.prompt_tokens += st.prompt_tokens;
       total.decoded_tokens += st.decoded_tokens;

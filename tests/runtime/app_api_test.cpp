@@ -451,7 +451,7 @@ TEST(AppApi, ChatApplyRendersAndRejectsBadInput) {
   char buf[256];
   size_t size = 0;
   ASSERT_EQ(tern_chat_apply(l.model, chat, 3, 1, buf, sizeof buf, &size), TERN_OK) << message();
-  EXPECT_STREQ(buf, "<|begin_of_text|>System: Be brief.\nUser: Who is Emma?\nAssistant:  A heroine. \nAssistant:");
+  EXPECT_STREQ(buf, "<|begin_of_text|>System: Be brief.\nUser: Who is Emma?\nAssistant: A heroine.\nAssistant:");
   EXPECT_EQ(size, std::strlen(buf));
   ASSERT_EQ(tern_chat_apply(l.model, chat, 2, 0, buf, sizeof buf, &size), TERN_OK);
   EXPECT_STREQ(buf, "<|begin_of_text|>System: Be brief.\nUser: Who is Emma?\n");

@@ -1,5 +1,5 @@
 # Converts the shared models the runtime tests need into OUT with the native converter
-# CONVERT. Run as a CTest fixture: cmake -DCONVERT=... -DSHARED=... -DOUT=... -P make_bundles.cmake
+# CONVERT. Run as a CTest fixture: cmake -DCONVERT=... -DSHARED=... -DSOURCE=... -DOUT=... -P make_bundles.cmake
 # A model whose source is absent is skipped (the tests then skip, or fail under CI).
 file(MAKE_DIRECTORY "${OUT}")
 # tiny-austen-calibrated carries a calibrated KV profile (adaptive:B modes, the planner's rows).
@@ -13,7 +13,9 @@ set(models
   "tiny-f16.tern|models/synthetic-tiny-gguf/tiny-f16.gguf"
   "tiny-tq2_0.tern|models/synthetic-tiny-gguf/tiny-tq2_0.gguf"
   "tiny-tq1_0.tern|models/synthetic-tiny-gguf/tiny-tq1_0.gguf"
-  "tiny-i2_s.tern|models/synthetic-tiny-gguf/tiny-b158-i2_s.gguf")
+  "tiny-i2_s.tern|models/synthetic-tiny-gguf/tiny-b158-i2_s.gguf"
+  "tiny-austen-2b4t-chat.tern|models/tiny-austen/packed|--chat-template,${SOURCE}/tests/runtime/data/bitnet-2b4t.chat_template.jinja"
+  "tiny-llama3.tern|tokenizers/llama3/tokenizer.json|--synthetic,tiny,--embed,q4,--tokenizer")
 foreach(entry ${models})
   string(REPLACE "|" ";" parts "${entry}")
   list(GET parts 0 name)
@@ -35,7 +37,17 @@ foreach(entry ${models})
   endif()
   # Write beside and rename: a test (or a cross build's emulated test) may have the old
   # bundle mapped, and truncating a mapped file kills it with SIGBUS.
-  execute_process(COMMAND "${CONVERT}" -q ${extra} "${SHARED}/${source}" -o "${OUT}/${name}.partial"
+  # "--tokenizer" last in the extra arguments takes the source as its value (synthetic weights).
+  list(LENGTH extra n_extra)
+  set(input "${SHARED}/${source}")
+  if(n_extra GREATER 0)
+    list(GET extra -1 last)
+    if(last STREQUAL "--tokenizer")
+      list(APPEND extra "${SHARED}/${source}")
+      set(input "")
+    endif()
+  endif()
+  execute_process(COMMAND "${CONVERT}" -q ${extra} ${input} -o "${OUT}/${name}.partial"
                   RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "tern-convert ${source} -> ${name} failed (${rc}): ${err}")
