@@ -307,7 +307,7 @@ tern_status tern_tokenize(tern_model* model, const char* text, size_t text_size,
   Tokenizer* t = as_model(model)->tokenizer();
   if (t == nullptr) return status(fail(Error::InvalidState, "tern_tokenize: the model has no tokenizer"));
   size_t needed = 0;
-  auto n = t->encode(text == nullptr ? "" : text, text_size, add_bos != 0, parse_special != 0, out_tokens, capacity,
+  auto n = as_model(model)->encode(text == nullptr ? "" : text, text_size, add_bos != 0, parse_special != 0, out_tokens, capacity,
                      &needed);
   if (!n.ok()) {
     *out_count = needed;

@@ -255,6 +255,13 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
   return Error::Ok;
 }
 
+Result<size_t> Model::encode(const char* text, size_t len, bool add_bos, bool parse_special, int32_t* out,
+                             size_t capacity, size_t* needed) {
+  TERN_CHECK_OR_RETURN(has_tokenizer_, Error::InvalidState, "the model has no tokenizer (not from a bundle)");
+  std::lock_guard<std::mutex> lock(tokenizer_mutex_);
+  return tokenizer_.encode(text, len, add_bos, parse_special, out, capacity, needed);
+}
+
 const char* Model::chat_template() const {
   const schema::Tokenizer* t = bundle_ != nullptr ? bundle_->tokenizer() : nullptr;
   if (t == nullptr || t->chat_template() == nullptr || t->chat_template()->size() == 0) return nullptr;

@@ -99,6 +99,10 @@ class Model {
   // Null when the model was created from weights without a bundle.
   Tokenizer* tokenizer() { return has_tokenizer_ ? &tokenizer_ : nullptr; }
   const Tokenizer* tokenizer() const { return has_tokenizer_ ? &tokenizer_ : nullptr; }
+  // Tokenizer::encode with the model's shared scratch, one caller at a time (sessions on
+  // other threads tokenize through here). InvalidState without a tokenizer.
+  Result<size_t> encode(const char* text, size_t len, bool add_bos, bool parse_special, int32_t* out, size_t capacity,
+                        size_t* needed);
   // The bundle's chat template (Jinja text as shipped), or null.
   const char* chat_template() const;
   // How conversations are rendered (runtime/chat.h).
@@ -139,6 +143,7 @@ class Model {
   SessionSlot* slots_ = nullptr;  // plan_.sessions entries
   size_t slot_region_bytes_ = 0;  // all slot regions together, padding included
   mutable std::mutex slots_mutex_;
+  std::mutex tokenizer_mutex_;  // the tokenizer's arena scratch is shared
   Tokenizer tokenizer_;
   bool has_tokenizer_ = false;
   bool kv_sink_reposition_ = true;

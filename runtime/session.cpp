@@ -414,7 +414,7 @@ Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOp
   const uint64_t t0 = monotonic_ns();
   const uint32_t free_positions = evicting_ ? context_ : context_ - position_;
   size_t needed = 0;
-  auto encoded = tokenizer->encode(prompt, prompt_size, options.add_bos && position_ == 0, options.parse_special,
+  auto encoded = model_->encode(prompt, prompt_size, options.add_bos && position_ == 0, options.parse_special,
                                    prompt_, free_positions, &needed);
   if (!encoded.ok()) {
     if (encoded.error() == Error::OutOfRange) {
