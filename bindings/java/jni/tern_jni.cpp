@@ -1,0 +1,420 @@
+// The JNI layer of bindings/java: dev.tern.* natives over the C API. Every failure becomes
+// a dev.tern.TernException carrying the tern_status and the runtime's message. Strings cross
+// as UTF-16 <-> UTF-8 converted here (JNI's "modified UTF-8" would mangle characters outside
+// the BMP and hide unpaired surrogates, which the runtime must see as invalid UTF-8).
+#include <jni.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime/include/tern.h"
+
+namespace {
+
+// A pending Java exception, or a TernException for `s` with the runtime's message.
+void throw_tern(JNIEnv* env, tern_status s, const char* message = nullptr) {
+  if (env->ExceptionCheck()) return;
+  jclass cls = env->FindClass("dev/tern/TernException");
+  if (cls == nullptr) return;
+  jmethodID ctor = env->GetMethodID(cls, "<init>", "(ILjava/lang/String;Ljava/lang/String;)V");
+  jstring name = env->NewStringUTF(tern_status_string(s));
+  jstring text = env->NewStringUTF(message != nullptr ? message : tern_last_error_message());
+  jobject e = env->NewObject(cls, ctor, static_cast<jint>(s), name, text);
+  if (e != nullptr) env->Throw(static_cast<jthrowable>(e));
+}
+
+bool ok(JNIEnv* env, tern_status s) {
+  if (s == TERN_OK) return true;
+  throw_tern(env, s);
+  return false;
+}
+
+// Java string -> UTF-8; false (with INVALID_UTF8 thrown) for an unpaired surrogate.
+bool to_utf8(JNIEnv* env, jstring js, std::string* out, const char* what) {
+  out->clear();
+  if (js == nullptr) {
+    throw_tern(env, TERN_INVALID_ARGUMENT, what);
+    return false;
+  }
+  const jsize n = env->GetStringLength(js);
+  const jchar* u = env->GetStringChars(js, nullptr);
+  if (u == nullptr) return false;
+  bool valid = true;
+  for (jsize i = 0; i < n && valid; ++i) {
+    uint32_t cp = u[i];
+    if (cp >= 0xD800 && cp <= 0xDBFF && i + 1 < n && u[i + 1] >= 0xDC00 && u[i + 1] <= 0xDFFF) {
+      cp = 0x10000 + ((cp - 0xD800) << 10) + (u[i + 1] - 0xDC00);
+      ++i;
+    } else if (cp >= 0xD800 && cp <= 0xDFFF) {
+      valid = false;
+      break;
+    }
+    if (cp < 0x80) {
+      out->push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+      out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else if (cp < 0x10000) {
+      out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else {
+      out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+      out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+  }
+  env->ReleaseStringChars(js, u);
+  if (!valid) throw_tern(env, TERN_INVALID_UTF8, "the Java string holds an unpaired surrogate (not valid UTF-8)");
+  return valid;
+}
+
+// UTF-8 (valid: the runtime emits whole characters) -> Java string.
+jstring to_java(JNIEnv* env, const char* s, size_t n) {
+  std::vector<jchar> u;
+  u.reserve(n);
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    uint32_t cp = c;
+    size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (i + len > n) len = 1, cp = 0xFFFD;
+    if (len == 2) cp = ((c & 0x1F) << 6) | (s[i + 1] & 0x3F);
+    if (len == 3) cp = ((c & 0x0F) << 12) | ((s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
+    if (len == 4) cp = ((c & 0x07) << 18) | ((s[i + 1] & 0x3F) << 12) | ((s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F);
+    if (cp >= 0x10000) {
+      cp -= 0x10000;
+      u.push_back(static_cast<jchar>(0xD800 + (cp >> 10)));
+      u.push_back(static_cast<jchar>(0xDC00 + (cp & 0x3FF)));
+    } else {
+      u.push_back(static_cast<jchar>(cp));
+    }
+    i += len;
+  }
+  return env->NewString(u.data(), static_cast<jsize>(u.size()));
+}
+
+jstring to_java(JNIEnv* env, const std::string& s) { return to_java(env, s.data(), s.size()); }
+
+tern_model* model_of(jlong h) { return reinterpret_cast<tern_model*>(static_cast<intptr_t>(h)); }
+tern_session* session_of(jlong h) { return reinterpret_cast<tern_session*>(static_cast<intptr_t>(h)); }
+
+jfieldID field(JNIEnv* env, jclass cls, const char* name, const char* sig) { return env->GetFieldID(cls, name, sig); }
+
+// dev.tern.ModelParams -> tern_model_params; the kv mode string goes to `mode`.
+bool model_params(JNIEnv* env, jobject p, tern_model_params* out, std::string* mode) {
+  *out = tern_model_default_params();
+  jclass cls = env->GetObjectClass(p);
+  out->memory_budget_bytes = static_cast<uint64_t>(env->GetLongField(p, field(env, cls, "memoryBudgetBytes", "J")));
+  const jint threads = env->GetIntField(p, field(env, cls, "threads", "I"));
+  const jint ctx = env->GetIntField(p, field(env, cls, "contextTokens", "I"));
+  const jint batch = env->GetIntField(p, field(env, cls, "batchTokens", "I"));
+  const jint sessions = env->GetIntField(p, field(env, cls, "sessions", "I"));
+  if (threads < 0 || ctx < 0 || batch < 0 || sessions < 0) {
+    throw_tern(env, TERN_INVALID_ARGUMENT, "threads, contextTokens, batchTokens and sessions must be >= 0");
+    return false;
+  }
+  out->n_threads = static_cast<uint32_t>(threads);
+  out->n_ctx = static_cast<uint32_t>(ctx);
+  out->n_batch = static_cast<uint32_t>(batch);
+  out->n_sessions = static_cast<uint32_t>(sessions);
+  out->kv_sink_tokens = env->GetIntField(p, field(env, cls, "kvSinkTokens", "I"));
+  out->kv_recent_window = env->GetIntField(p, field(env, cls, "kvRecentWindow", "I"));
+  out->kv_eviction = env->GetIntField(p, field(env, cls, "kvEviction", "I"));
+  auto js = static_cast<jstring>(env->GetObjectField(p, field(env, cls, "kvMode", "Ljava/lang/String;")));
+  if (js != nullptr) {
+    if (!to_utf8(env, js, mode, "kvMode")) return false;
+    out->kv_mode = mode->c_str();
+  }
+  return true;
+}
+
+tern_sampler_params sampler_params(JNIEnv* env, jobject p) {
+  tern_sampler_params s = tern_sampler_default_params();
+  jclass cls = env->GetObjectClass(p);
+  s.temperature = env->GetFloatField(p, field(env, cls, "temperature", "F"));
+  s.top_k = env->GetIntField(p, field(env, cls, "topK", "I"));
+  s.top_p = env->GetFloatField(p, field(env, cls, "topP", "F"));
+  s.min_p = env->GetFloatField(p, field(env, cls, "minP", "F"));
+  s.repeat_penalty = env->GetFloatField(p, field(env, cls, "repeatPenalty", "F"));
+  s.repeat_last_n = env->GetIntField(p, field(env, cls, "repeatLastN", "I"));
+  s.seed = static_cast<uint64_t>(env->GetLongField(p, field(env, cls, "seed", "J")));
+  s.presence_penalty = env->GetFloatField(p, field(env, cls, "presencePenalty", "F"));
+  s.frequency_penalty = env->GetFloatField(p, field(env, cls, "frequencyPenalty", "F"));
+  return s;
+}
+
+struct Listener {
+  JNIEnv* env;
+  jobject listener;
+  jmethodID on_text;
+  std::string text;
+  static int call(const char* piece, size_t size, void* self) {
+    auto* l = static_cast<Listener*>(self);
+    l->text.append(piece, size);
+    if (l->listener == nullptr) return 0;
+    jstring s = to_java(l->env, piece, size);
+    const jboolean go_on = l->env->CallBooleanMethod(l->listener, l->on_text, s);
+    l->env->DeleteLocalRef(s);
+    // An exception in the listener stops generation; it propagates when the call returns.
+    return l->env->ExceptionCheck() || !go_on ? 1 : 0;
+  }
+};
+
+}  // namespace
+
+extern "C" {
+
+JNIEXPORT jstring JNICALL Java_dev_tern_Tern_version(JNIEnv* env, jclass) { return env->NewStringUTF(tern_version()); }
+
+JNIEXPORT jlong JNICALL Java_dev_tern_Tern_availableMemory(JNIEnv* env, jclass) {
+  uint64_t bytes = 0;
+  return ok(env, tern_available_memory(&bytes)) ? static_cast<jlong>(bytes) : 0;
+}
+
+JNIEXPORT jlong JNICALL Java_dev_tern_Tern_parseMemoryBudget(JNIEnv* env, jclass, jstring text) {
+  std::string t;
+  if (!to_utf8(env, text, &t, "the budget text is null")) return 0;
+  uint64_t bytes = 0;
+  return ok(env, tern_parse_memory_budget(t.c_str(), &bytes)) ? static_cast<jlong>(bytes) : 0;
+}
+
+JNIEXPORT jlong JNICALL Java_dev_tern_Model_nativeLoad(JNIEnv* env, jclass, jstring path, jobject params) {
+  std::string p, mode;
+  tern_model_params mp;
+  if (!to_utf8(env, path, &p, "the bundle path is null") || !model_params(env, params, &mp, &mode)) return 0;
+  tern_model* model = nullptr;
+  if (!ok(env, tern_model_load(p.c_str(), &mp, &model))) return 0;
+  return static_cast<jlong>(reinterpret_cast<intptr_t>(model));
+}
+
+JNIEXPORT jobjectArray JNICALL Java_dev_tern_Model_nativePlan(JNIEnv* env, jclass, jstring path, jobject params,
+                                                              jobjectArray modes) {
+  std::string p, mode;
+  tern_model_params mp;
+  if (!to_utf8(env, path, &p, "the bundle path is null") || !model_params(env, params, &mp, &mode)) return nullptr;
+  const jsize n_modes = modes != nullptr ? env->GetArrayLength(modes) : 0;
+  std::vector<std::string> names(static_cast<size_t>(n_modes));
+  std::vector<const char*> name_ptrs;
+  for (jsize i = 0; i < n_modes; ++i) {
+    auto js = static_cast<jstring>(env->GetObjectArrayElement(modes, i));
+    if (!to_utf8(env, js, &names[static_cast<size_t>(i)], "a KV mode is null")) return nullptr;
+    name_ptrs.push_back(names[static_cast<size_t>(i)].c_str());
+  }
+  size_t count = 0;
+  const char* const* list = n_modes > 0 ? name_ptrs.data() : nullptr;
+  tern_status s = tern_plan(p.c_str(), &mp, list, name_ptrs.size(), nullptr, 0, &count);
+  if (s != TERN_OK && s != TERN_OUT_OF_RANGE) {
+    throw_tern(env, s);
+    return nullptr;
+  }
+  std::vector<tern_plan_row> rows(count);
+  if (!ok(env, tern_plan(p.c_str(), &mp, list, name_ptrs.size(), rows.data(), rows.size(), &count))) return nullptr;
+  jclass cls = env->FindClass("dev/tern/Plan");
+  jmethodID ctor = env->GetMethodID(cls, "<init>", "(Ljava/lang/String;ILjava/lang/String;IDJJJJJJI)V");
+  jobjectArray out = env->NewObjectArray(static_cast<jsize>(rows.size()), cls, nullptr);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const tern_plan_row& r = rows[i];
+    jobject o = env->NewObject(cls, ctor, env->NewStringUTF(r.kv_mode), static_cast<jint>(r.status),
+                               env->NewStringUTF(tern_status_string(r.status)), static_cast<jint>(r.context_tokens),
+                               r.kv_bytes_per_token, static_cast<jlong>(r.weights_bytes),
+                               static_cast<jlong>(r.arena_bytes), static_cast<jlong>(r.kv_bytes),
+                               static_cast<jlong>(r.total_bytes), static_cast<jlong>(r.minimum_budget_bytes),
+                               static_cast<jlong>(r.session_bytes), static_cast<jint>(r.sessions_that_fit));
+    env->SetObjectArrayElement(out, static_cast<jsize>(i), o);
+  }
+  return out;
+}
+
+JNIEXPORT void JNICALL Java_dev_tern_Model_nativeFree(JNIEnv*, jclass, jlong model) { tern_model_free(model_of(model)); }
+
+JNIEXPORT jlong JNICALL Java_dev_tern_Model_nativeSessionCreate(JNIEnv* env, jclass, jlong model, jobject sampler) {
+  tern_session_params sp = tern_session_default_params();
+  sp.sampler = sampler_params(env, sampler);
+  tern_session* s = nullptr;
+  if (!ok(env, tern_session_create(model_of(model), &sp, &s))) return 0;
+  return static_cast<jlong>(reinterpret_cast<intptr_t>(s));
+}
+
+JNIEXPORT jintArray JNICALL Java_dev_tern_Model_nativeTokenize(JNIEnv* env, jclass, jlong model, jstring text,
+                                                               jboolean add_bos, jboolean parse_special) {
+  std::string t;
+  if (!to_utf8(env, text, &t, "the text is null")) return nullptr;
+  size_t count = 0;
+  std::vector<int32_t> ids(t.size() + 2);
+  if (!ok(env, tern_tokenize(model_of(model), t.data(), t.size(), add_bos, parse_special, ids.data(), ids.size(),
+                             &count))) {
+    return nullptr;
+  }
+  jintArray out = env->NewIntArray(static_cast<jsize>(count));
+  env->SetIntArrayRegion(out, 0, static_cast<jsize>(count), reinterpret_cast<const jint*>(ids.data()));
+  return out;
+}
+
+JNIEXPORT jstring JNICALL Java_dev_tern_Model_nativeDetokenize(JNIEnv* env, jclass, jlong model, jintArray tokens) {
+  if (tokens == nullptr) {
+    throw_tern(env, TERN_INVALID_ARGUMENT, "tokens is null");
+    return nullptr;
+  }
+  const jsize n = env->GetArrayLength(tokens);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  env->GetIntArrayRegion(tokens, 0, n, reinterpret_cast<jint*>(ids.data()));
+  std::vector<char> text(64 * static_cast<size_t>(n) + 16);
+  size_t size = 0;
+  if (!ok(env, tern_detokenize(model_of(model), ids.data(), ids.size(), text.data(), text.size(), &size))) return nullptr;
+  return to_java(env, text.data(), size);
+}
+
+JNIEXPORT jstring JNICALL Java_dev_tern_Model_nativeChatApply(JNIEnv* env, jclass, jlong model, jobjectArray roles,
+                                                              jobjectArray contents, jboolean add_prefix) {
+  const jsize n = env->GetArrayLength(roles);
+  std::vector<std::string> r(static_cast<size_t>(n)), c(static_cast<size_t>(n));
+  std::vector<tern_chat_message> messages(static_cast<size_t>(n));
+  for (jsize i = 0; i < n; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    if (!to_utf8(env, static_cast<jstring>(env->GetObjectArrayElement(roles, i)), &r[k], "a chat role is null") ||
+        !to_utf8(env, static_cast<jstring>(env->GetObjectArrayElement(contents, i)), &c[k], "a chat content is null")) {
+      return nullptr;
+    }
+  }
+  for (size_t k = 0; k < messages.size(); ++k) messages[k] = tern_chat_message{r[k].c_str(), c[k].c_str()};
+  size_t size = 0;
+  tern_status s = tern_chat_apply(model_of(model), messages.data(), messages.size(), add_prefix, nullptr, 0, &size);
+  if (s != TERN_OK && s != TERN_OUT_OF_RANGE) {
+    throw_tern(env, s);
+    return nullptr;
+  }
+  std::vector<char> text(size + 1);
+  if (!ok(env, tern_chat_apply(model_of(model), messages.data(), messages.size(), add_prefix, text.data(), text.size(),
+                               &size))) {
+    return nullptr;
+  }
+  return to_java(env, text.data(), size);
+}
+
+JNIEXPORT jstring JNICALL Java_dev_tern_Model_nativeChatFormat(JNIEnv* env, jclass, jlong model) {
+  tern_model_info info;
+  if (!ok(env, tern_model_get_info(model_of(model), &info))) return nullptr;
+  return env->NewStringUTF(info.chat_format);
+}
+
+JNIEXPORT jint JNICALL Java_dev_tern_Model_nativeContextTokens(JNIEnv* env, jclass, jlong model) {
+  tern_model_info info;
+  return ok(env, tern_model_get_info(model_of(model), &info)) ? static_cast<jint>(info.context_tokens) : 0;
+}
+
+JNIEXPORT jint JNICALL Java_dev_tern_Model_nativeVocabSize(JNIEnv* env, jclass, jlong model) {
+  tern_model_info info;
+  return ok(env, tern_model_get_info(model_of(model), &info)) ? static_cast<jint>(info.vocab_size) : 0;
+}
+
+JNIEXPORT jlong JNICALL Java_dev_tern_Model_nativeArenaUsedBytes(JNIEnv* env, jclass, jlong model) {
+  tern_memory_report r;
+  return ok(env, tern_memory_report_get(model_of(model), &r)) ? static_cast<jlong>(r.arena_used_bytes) : 0;
+}
+
+JNIEXPORT jstring JNICALL Java_dev_tern_Session_nativeGenerate(JNIEnv* env, jclass, jlong session, jstring prompt,
+                                                              jint max_tokens, jboolean add_bos, jobject listener) {
+  std::string p;
+  if (!to_utf8(env, prompt, &p, "the prompt is null")) return nullptr;
+  if (max_tokens < 0) {
+    throw_tern(env, TERN_INVALID_ARGUMENT, "maxTokens must be >= 0");
+    return nullptr;
+  }
+  Listener l{env, listener, nullptr, {}};
+  if (listener != nullptr) {
+    l.on_text = env->GetMethodID(env->GetObjectClass(listener), "onText", "(Ljava/lang/String;)Z");
+  }
+  tern_generate_params gp = tern_generate_default_params();
+  gp.max_new_tokens = static_cast<uint32_t>(max_tokens);
+  gp.add_bos = add_bos ? 1 : 0;
+  const tern_status s = tern_generate(session_of(session), p.data(), p.size(), &gp, &Listener::call, &l, nullptr);
+  if (env->ExceptionCheck()) return nullptr;  // thrown by the listener
+  if (!ok(env, s)) return nullptr;
+  return to_java(env, l.text);
+}
+
+JNIEXPORT void JNICALL Java_dev_tern_Session_nativeAbort(JNIEnv*, jclass, jlong session) {
+  tern_session_request_abort(session_of(session));
+}
+
+JNIEXPORT void JNICALL Java_dev_tern_Session_nativeReset(JNIEnv* env, jclass, jlong session) {
+  ok(env, tern_session_reset(session_of(session)));
+}
+
+JNIEXPORT void JNICALL Java_dev_tern_Session_nativeTruncate(JNIEnv* env, jclass, jlong session, jint n) {
+  if (n < 0) {
+    throw_tern(env, TERN_INVALID_ARGUMENT, "truncate to a negative count");
+    return;
+  }
+  ok(env, tern_session_truncate(session_of(session), static_cast<uint32_t>(n)));
+}
+
+JNIEXPORT jint JNICALL Java_dev_tern_Session_nativePosition(JNIEnv* env, jclass, jlong session) {
+  uint32_t pos = 0;
+  return ok(env, tern_session_position(session_of(session), &pos)) ? static_cast<jint>(pos) : 0;
+}
+
+JNIEXPORT void JNICALL Java_dev_tern_Session_nativeSetSampler(JNIEnv* env, jclass, jlong session, jobject sampler) {
+  if (sampler == nullptr) {
+    throw_tern(env, TERN_INVALID_ARGUMENT, "sampler is null");
+    return;
+  }
+  const tern_sampler_params p = sampler_params(env, sampler);
+  ok(env, tern_session_set_sampler(session_of(session), &p));
+}
+
+JNIEXPORT void JNICALL Java_dev_tern_Session_nativeSetLogitBias(JNIEnv* env, jclass, jlong session, jintArray tokens,
+                                                               jfloatArray biases) {
+  const jsize n = env->GetArrayLength(tokens);
+  if (env->GetArrayLength(biases) != n) {
+    throw_tern(env, TERN_INVALID_ARGUMENT, "tokens and biases differ in length");
+    return;
+  }
+  std::vector<jint> t(static_cast<size_t>(n));
+  std::vector<jfloat> b(static_cast<size_t>(n));
+  env->GetIntArrayRegion(tokens, 0, n, t.data());
+  env->GetFloatArrayRegion(biases, 0, n, b.data());
+  std::vector<tern_logit_bias> entries(static_cast<size_t>(n));
+  for (size_t i = 0; i < entries.size(); ++i) entries[i] = tern_logit_bias{t[i], b[i]};
+  ok(env, tern_session_set_logit_bias(session_of(session), entries.data(), entries.size()));
+}
+
+JNIEXPORT jbyteArray JNICALL Java_dev_tern_Session_nativeSaveState(JNIEnv* env, jclass, jlong session) {
+  size_t size = 0;
+  if (!ok(env, tern_session_state_size(session_of(session), &size))) return nullptr;
+  std::vector<uint8_t> buf(size);
+  if (!ok(env, tern_session_state_save(session_of(session), buf.data(), buf.size(), &size))) return nullptr;
+  jbyteArray out = env->NewByteArray(static_cast<jsize>(size));
+  if (out != nullptr) env->SetByteArrayRegion(out, 0, static_cast<jsize>(size), reinterpret_cast<const jbyte*>(buf.data()));
+  return out;
+}
+
+JNIEXPORT void JNICALL Java_dev_tern_Session_nativeLoadState(JNIEnv* env, jclass, jlong session, jbyteArray state) {
+  if (state == nullptr) {
+    throw_tern(env, TERN_INVALID_ARGUMENT, "state is null");
+    return;
+  }
+  const jsize n = env->GetArrayLength(state);
+  std::vector<uint8_t> buf(static_cast<size_t>(n));
+  env->GetByteArrayRegion(state, 0, n, reinterpret_cast<jbyte*>(buf.data()));
+  ok(env, tern_session_state_load(session_of(session), buf.data(), buf.size()));
+}
+
+JNIEXPORT void JNICALL Java_dev_tern_Session_nativeSaveStateFile(JNIEnv* env, jclass, jlong session, jstring path) {
+  std::string p;
+  if (to_utf8(env, path, &p, "the path is null")) ok(env, tern_session_state_save_file(session_of(session), p.c_str()));
+}
+
+JNIEXPORT void JNICALL Java_dev_tern_Session_nativeLoadStateFile(JNIEnv* env, jclass, jlong session, jstring path) {
+  std::string p;
+  if (to_utf8(env, path, &p, "the path is null")) ok(env, tern_session_state_load_file(session_of(session), p.c_str()));
+}
+
+JNIEXPORT void JNICALL Java_dev_tern_Session_nativeFree(JNIEnv*, jclass, jlong session) {
+  tern_session_free(session_of(session));
+}
+
+}  // extern "C"

@@ -1,0 +1,7 @@
+package dev.tern;
+
+/** Receives generated text as it comes (whole characters). Return false to stop. */
+@FunctionalInterface
+public interface TokenListener {
+  boolean onText(String piece);
+}
