@@ -33,7 +33,7 @@ std::vector<float> random_rows(size_t rows, uint32_t seed) {
   return x;
 }
 
-History make_history(uint32_t bits, KvIsa isa) {
+History make_history(uint32_t bits, Isa isa) {
   History h;
   h.layout = KvQuantLayout{bits, bits, kBlock, kGroup};
   const auto k = random_rows(kTokens, 1), v = random_rows(kTokens, 2);
@@ -71,8 +71,8 @@ History make_history(uint32_t bits, KvIsa isa) {
 
 void BM_Attend(benchmark::State& state) {
   const uint32_t bits = static_cast<uint32_t>(state.range(0));
-  const KvIsa isa = static_cast<KvIsa>(state.range(1));
-  if (!kv_isa_supported(isa)) {
+  const Isa isa = static_cast<Isa>(state.range(1));
+  if (!isa_supported(isa, cpu_features())) {
     state.SkipWithError("ISA not supported");
     return;
   }
@@ -101,7 +101,7 @@ BENCHMARK(BM_Attend)->Apply(attend_args);
 // beyond the caches, so this is the memory-bound regime a phone decodes in.
 void BM_AttendAllHeads(benchmark::State& state) {
   const uint32_t bits = static_cast<uint32_t>(state.range(0));
-  const KvIsa isa = kv_best_isa();
+  const Isa isa = active_isa_level();
   constexpr int kHeads = 150;
   std::vector<History> heads;
   heads.reserve(kHeads);
@@ -129,7 +129,7 @@ BENCHMARK(BM_AttendAllHeads)->Arg(16)->Arg(8)->Arg(4)->Arg(2)->Unit(benchmark::k
 void BM_AttendGroup(benchmark::State& state) {
   const uint32_t bits = static_cast<uint32_t>(state.range(0));
   const bool grouped = state.range(1) != 0;
-  const KvIsa isa = kv_best_isa();
+  const Isa isa = active_isa_level();
   const History h = make_history(bits, isa);
   uint32_t tokens = 0;
   for (const auto& s : h.segs) tokens += s.tokens;
@@ -167,11 +167,11 @@ void BM_AttendGroup(benchmark::State& state) {
 BENCHMARK(BM_AttendGroup)->Args({16, 0})->Args({16, 1})->Args({4, 0})->Args({4, 1})->Args({2, 0})->Args({2, 1});
 
 // The dense f32 cache (KvCache::key_blocks / value_rows): the 4 query heads of a 2B-4T GQA
-// group over a 2k history (2 MB of keys and values), per ISA (range(0): KvIsa), one
+// group over a 2k history (2 MB of keys and values), per ISA (range(0): Isa), one
 // decode step's scores, softmax and weighted values.
 void BM_DenseAttendGroup(benchmark::State& state) {
-  const KvIsa isa = static_cast<KvIsa>(state.range(0));
-  if (!kv_isa_supported(isa)) {
+  const Isa isa = static_cast<Isa>(state.range(0));
+  if (!isa_supported(isa, cpu_features())) {
     state.SkipWithError("ISA not supported here");
     return;
   }
@@ -197,8 +197,8 @@ BENCHMARK(BM_DenseAttendGroup)->DenseRange(0, 3)->ArgName("isa");
 
 void BM_QuantizeBlock(benchmark::State& state) {
   const uint32_t bits = static_cast<uint32_t>(state.range(0));
-  const KvIsa isa = static_cast<KvIsa>(state.range(1));
-  if (!kv_isa_supported(isa)) {
+  const Isa isa = static_cast<Isa>(state.range(1));
+  if (!isa_supported(isa, cpu_features())) {
     state.SkipWithError("ISA not supported");
     return;
   }

@@ -29,7 +29,7 @@ struct Shape {
   size_t rows, cols;  // out x in
 };
 const Shape kShapes[] = {{2560, 2560}, {640, 2560}, {6912, 2560}, {2560, 6912}};
-const Isa kIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512Vnni, Isa::Neon, Isa::NeonDot, Isa::NeonI8mm};
+const auto& kIsas = kIsaLevels;
 
 struct AlignedFree {
   void operator()(void* p) const { std::free(p); }
@@ -312,6 +312,79 @@ void BM_XnnLmHead(benchmark::State& state) {
   state.SetLabel(qs8 ? "xnnpack qs8 (int8 out)" : "xnnpack f32");
 }
 BENCHMARK(BM_XnnLmHead)->ArgNames({"qs8", "threads"})->Args({0, 1})->Args({1, 1})->Unit(benchmark::kMillisecond);
+
+// Logits for many positions at once (what prefill, tern-eval and calibration would want if
+// they scored every position): a quarter of the 2B-4T lm_head, 32064 x 2560, for M
+// positions. Ours has no batched dense GEMM, so it is M GEMVs (impl 0: f32, 1: f16 weights,
+// 2: q4 int8 activations); XNNPACK's f32 fully-connected (impl 3) runs one GEMM over its own
+// packed f32 copy. Per position, to compare across M.
+void BM_LmHeadPositions(benchmark::State& state) {
+  const int impl = static_cast<int>(state.range(0));
+  const size_t positions = static_cast<size_t>(state.range(1));
+  constexpr size_t kRows = kVocab / 4;
+  std::vector<float> x(positions * kDim), y(positions * kRows);
+  const std::vector<float> one = lm_head_activation();
+  for (size_t p = 0; p < positions; ++p)
+    for (size_t i = 0; i < kDim; ++i) x[p * kDim + i] = one[(i + 17 * p) % kDim];
+  std::vector<float> wf;
+  if (impl == 3) {
+    if (xnn_initialize(nullptr) != xnn_status_success) {
+      state.SkipWithError("xnn_initialize failed");
+      return;
+    }
+    wf.resize(kRows * kDim);
+    for (size_t i = 0; i < wf.size(); ++i) wf[i] = static_cast<float>(i % 97) * 0.01f;
+    xnn_operator_t op = nullptr;
+    if (xnn_create_fully_connected_nc_f32(kDim, kRows, kDim, kRows, wf.data(), nullptr, -INFINITY, INFINITY, 0, &op) !=
+            xnn_status_success ||
+        xnn_setup_fully_connected_nc_f32(op, positions, x.data(), y.data(), nullptr) != xnn_status_success) {
+      state.SkipWithError("xnnpack setup failed");
+      return;
+    }
+    std::vector<float>().swap(wf);
+    for (auto _ : state) {
+      xnn_run_operator(op, nullptr);
+      benchmark::ClobberMemory();
+    }
+    xnn_delete_operator(op);
+    state.SetLabel("xnnpack f32 GEMM");
+  } else {
+    const DenseType type = impl == 0 ? DenseType::F32 : impl == 1 ? DenseType::F16 : DenseType::Q4;
+    DenseMatrix m;
+    m.type = type;
+    m.rows = kRows;
+    m.cols = kDim;
+    m.group = type == DenseType::Q4 ? 64 : 0;
+    m.size_bytes = dense_data_size(type, kRows, kDim);
+    AlignedBytes data = aligned_bytes(m.size_bytes);
+    for (size_t i = 0; i < m.size_bytes; ++i) data[i] = static_cast<uint8_t>((i * 131) >> 3);
+    if (type == DenseType::F32) {
+      float* f = reinterpret_cast<float*>(data.get());
+      for (size_t i = 0; i < kRows * kDim; ++i) f[i] = static_cast<float>(i % 97) * 0.01f;
+    } else if (type == DenseType::F16) {
+      uint16_t* h = reinterpret_cast<uint16_t*>(data.get());
+      for (size_t i = 0; i < kRows * kDim; ++i) h[i] = static_cast<uint16_t>(0x2000 + i % 0x1000);
+    }
+    std::vector<float> scales(dense_scale_count(type, kRows, kDim, m.group), 0.01f);
+    m.data = data.get();
+    m.scales = scales.empty() ? nullptr : scales.data();
+    for (auto _ : state) {
+      for (size_t p = 0; p < positions; ++p) {
+        if (type == DenseType::Q4) {
+          dense_gemv_i8(m, x.data() + p * kDim, y.data() + p * kRows, nullptr);
+        } else {
+          dense_gemv_f32(m, x.data() + p * kDim, y.data() + p * kRows, nullptr);
+        }
+      }
+      benchmark::ClobberMemory();
+    }
+    state.SetLabel(std::string("ours ") + to_string(type) + " GEMV x M");
+  }
+  state.counters["per_position"] = benchmark::Counter(static_cast<double>(state.iterations()) * positions,
+                                                      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_LmHeadPositions)->ArgNames({"impl", "positions"})->ArgsProduct({{0, 1, 2, 3}, {1, 8, 64}})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace tern

@@ -4,27 +4,36 @@
 
 #include <algorithm>
 
-
 namespace tern {
 
-const DenseAttentionUkernels& dense_attention_ukernels(KvIsa isa) {
-  switch (isa) {
+namespace {
+
+const IsaKernel<const DenseAttentionUkernels*> kDenseAttentionKernels[] = {
 #if defined(__x86_64__)
-    case KvIsa::Avx2: return dense_attention__avx2;
-    case KvIsa::Avx512: return dense_attention__avx512;
+    {Isa::Avx512, &dense_attention__avx512},
+    {Isa::Avx2, &dense_attention__avx2},
 #endif
 #if defined(__aarch64__)
-    case KvIsa::Neon: return dense_attention__neon;
+    {Isa::Neon, &dense_attention__neon},
 #endif
-    default: return dense_attention__scalar;
-  }
+    {Isa::Scalar, &dense_attention__scalar},
+};
+
+}  // namespace
+
+const DenseAttentionUkernels& dense_attention_ukernels(Isa isa) {
+  return *isa_select(kDenseAttentionKernels, isa_level_flags(isa)).kernel;
+}
+
+Isa dense_attention_active_isa() {
+  static const Isa isa = isa_select(kDenseAttentionKernels, active_isa_flags()).isa;
+  return isa;
 }
 
 namespace {
 
-
 template <typename Element>
-void scores_impl(KvIsa isa, const float* q, uint32_t queries, uint32_t head_dim, const Element* keys, uint32_t len,
+void scores_impl(Isa isa, const float* q, uint32_t queries, uint32_t head_dim, const Element* keys, uint32_t len,
                  uint32_t capacity, float scale, float* scores, size_t stride) {
   const DenseAttentionUkernels& uk = dense_attention_ukernels(isa);
   const uint32_t blocks = std::min(len, capacity / kKvKeyBlock * kKvKeyBlock) / kKvKeyBlock;
@@ -51,7 +60,7 @@ void scores_impl(KvIsa isa, const float* q, uint32_t queries, uint32_t head_dim,
 }
 
 template <typename Element>
-void values_impl(KvIsa isa, const float* probs, size_t p_stride, uint32_t queries, const Element* values,
+void values_impl(Isa isa, const float* probs, size_t p_stride, uint32_t queries, const Element* values,
                  uint32_t head_dim, uint32_t len, float* out) {
   const DenseAttentionUkernels& uk = dense_attention_ukernels(isa);
   for (uint32_t q0 = 0; q0 < queries; q0 += kKvMaxQueries) {
@@ -78,19 +87,19 @@ void values_impl(KvIsa isa, const float* probs, size_t p_stride, uint32_t querie
 
 }  // namespace
 
-void dense_attention_scores(KvIsa isa, const float* q, uint32_t queries, uint32_t head_dim, const float* keys,
+void dense_attention_scores(Isa isa, const float* q, uint32_t queries, uint32_t head_dim, const float* keys,
                             uint32_t len, uint32_t capacity, float scale, float* scores, size_t stride) {
   scores_impl(isa, q, queries, head_dim, keys, len, capacity, scale, scores, stride);
 }
-void dense_attention_values(KvIsa isa, const float* probs, size_t p_stride, uint32_t queries, const float* values,
+void dense_attention_values(Isa isa, const float* probs, size_t p_stride, uint32_t queries, const float* values,
                             uint32_t head_dim, uint32_t len, float* out) {
   values_impl(isa, probs, p_stride, queries, values, head_dim, len, out);
 }
-void dense_attention_scores_f16(KvIsa isa, const float* q, uint32_t queries, uint32_t head_dim, const uint16_t* keys,
+void dense_attention_scores_f16(Isa isa, const float* q, uint32_t queries, uint32_t head_dim, const uint16_t* keys,
                                 uint32_t len, uint32_t capacity, float scale, float* scores, size_t stride) {
   scores_impl(isa, q, queries, head_dim, keys, len, capacity, scale, scores, stride);
 }
-void dense_attention_values_f16(KvIsa isa, const float* probs, size_t p_stride, uint32_t queries,
+void dense_attention_values_f16(Isa isa, const float* probs, size_t p_stride, uint32_t queries,
                                 const uint16_t* values, uint32_t head_dim, uint32_t len, float* out) {
   values_impl(isa, probs, p_stride, queries, values, head_dim, len, out);
 }

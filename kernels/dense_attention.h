@@ -33,16 +33,16 @@ inline size_t kv_key_extent(uint32_t count, uint32_t head_dim, uint32_t capacity
 
 // scores[j*stride + p] = (Σ_i q[j*head_dim + i] * key(p, i)) * scale for p < len and every
 // query j < queries, key(p, i) = keys[kv_key_index(p, i, head_dim, capacity)].
-void dense_attention_scores(KvIsa isa, const float* q, uint32_t queries, uint32_t head_dim, const float* keys,
+void dense_attention_scores(Isa isa, const float* q, uint32_t queries, uint32_t head_dim, const float* keys,
                             uint32_t len, uint32_t capacity, float scale, float* scores, size_t stride);
 // out[j*head_dim + i] = Σ_p probs[j*p_stride + p] * values[p*head_dim + i] over p < len.
-void dense_attention_values(KvIsa isa, const float* probs, size_t p_stride, uint32_t queries, const float* values,
+void dense_attention_values(Isa isa, const float* probs, size_t p_stride, uint32_t queries, const float* values,
                             uint32_t head_dim, uint32_t len, float* out);
 // The same over an f16 cache (IEEE halves), read in place: each half widens exactly, so the
 // results equal the f32 kernels' over the widened cache.
-void dense_attention_scores_f16(KvIsa isa, const float* q, uint32_t queries, uint32_t head_dim, const uint16_t* keys,
+void dense_attention_scores_f16(Isa isa, const float* q, uint32_t queries, uint32_t head_dim, const uint16_t* keys,
                                 uint32_t len, uint32_t capacity, float scale, float* scores, size_t stride);
-void dense_attention_values_f16(KvIsa isa, const float* probs, size_t p_stride, uint32_t queries,
+void dense_attention_values_f16(Isa isa, const float* probs, size_t p_stride, uint32_t queries,
                                 const uint16_t* values, uint32_t head_dim, uint32_t len, float* out);
 
 // Per-ISA inner loops (dense_attention__<isa>.cpp); queries is 1..kKvMaxQueries.
@@ -66,7 +66,9 @@ extern const DenseAttentionUkernels dense_attention__avx512;
 #if defined(__aarch64__)
 extern const DenseAttentionUkernels dense_attention__neon;
 #endif
-const DenseAttentionUkernels& dense_attention_ukernels(KvIsa isa);
+const DenseAttentionUkernels& dense_attention_ukernels(Isa isa);
+// The level the dense attention kernels run (kernels/isa.h).
+Isa dense_attention_active_isa();
 
 // For the ISA files: f(std::integral_constant<uint32_t, Q>) with Q = queries (1..kKvMaxQueries),
 // so each query's accumulators are a fixed set of registers.

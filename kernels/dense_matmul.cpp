@@ -157,22 +157,6 @@ void dense_row_slice_f32(const DenseMatrix& m, size_t row, size_t c0, size_t n, 
   }
 }
 
-// The SIMD kernel for the ISA the ternary kernels run (one choice for the whole library).
-DenseGemvKernel dense_kernel_for(Isa isa) {
-  switch (isa) {
-#if defined(__x86_64__)
-    case Isa::Avx2: return dense_gemv__avx2;
-    case Isa::Avx512Vnni: return dense_gemv__avx512;
-#endif
-#if defined(__aarch64__)
-    case Isa::Neon:
-    case Isa::NeonDot:
-    case Isa::NeonI8mm: return dense_gemv__neon;
-#endif
-    default: return nullptr;
-  }
-}
-
 void dense_gemv_scalar_rows(const DenseMatrix& m, const float* x, float* y, size_t start, size_t count) {
   constexpr size_t kSlice = 512;  // stack buffer: no allocation, any row width
   float buf[kSlice];
@@ -187,9 +171,30 @@ void dense_gemv_scalar_rows(const DenseMatrix& m, const float* x, float* y, size
   }
 }
 
+bool dense_gemv__scalar(const DenseMatrix& m, const float* x, float* y, size_t row_begin, size_t row_end) {
+  dense_gemv_scalar_rows(m, x, y, row_begin, row_end - row_begin);
+  return true;
+}
+
+const IsaKernel<DenseGemvKernel> kDenseGemvKernels[] = {
+#if defined(__x86_64__)
+    {Isa::Avx512, dense_gemv__avx512},
+    {Isa::Avx2, dense_gemv__avx2},
+#endif
+#if defined(__aarch64__)
+    {Isa::Neon, dense_gemv__neon},
+#endif
+    {Isa::Scalar, dense_gemv__scalar},
+};
+
+const IsaKernel<DenseGemvKernel>& active_dense_gemv() {
+  static const IsaKernel<DenseGemvKernel>& row = isa_select(kDenseGemvKernels, active_isa_flags());
+  return row;
+}
+
 void dense_gemv_with(DenseGemvKernel kernel, const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool) {
   auto rows_task = [&](size_t start, size_t count) {
-    if (kernel == nullptr || !kernel(m, x, y, start, start + count)) dense_gemv_scalar_rows(m, x, y, start, count);
+    if (!kernel(m, x, y, start, start + count)) dense_gemv_scalar_rows(m, x, y, start, count);
   };
   if (pool != nullptr && pool->num_threads() > 1) {
     pool->parallel_for_tiles(m.rows, 256, rows_task);
@@ -204,15 +209,14 @@ Error dense_gemv_f32_isa(Isa isa, const DenseMatrix& m, const float* x, float* y
   if (!isa_supported(isa, cpu_features())) {
     return fail(Error::UnsupportedCpu, "no %s dense kernels can run here", to_string(isa));
   }
-  dense_gemv_with(dense_kernel_for(isa), m, x, y, pool);
+  dense_gemv_with(isa_select(kDenseGemvKernels, isa_level_flags(isa)).kernel, m, x, y, pool);
   return Error::Ok;
 }
 
 void dense_row_f32(const DenseMatrix& m, size_t row, float* out) { dense_row_slice_f32(m, row, 0, m.cols, out); }
 
 void dense_gemv_f32(const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool) {
-  static const DenseGemvKernel kernel = dense_kernel_for(ternary_active_isa());
-  dense_gemv_with(kernel, m, x, y, pool);
+  dense_gemv_with(active_dense_gemv().kernel, m, x, y, pool);
 }
 
 void dense_gemv_i8__scalar(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
@@ -240,19 +244,21 @@ void dense_gemv_i8__scalar(const DenseMatrix& m, const DenseActivationsI8& x, fl
 
 namespace {
 
-DenseGemvI8Kernel dense_i8_kernel_for(Isa isa) {
-  switch (isa) {
+const IsaKernel<DenseGemvI8Kernel> kDenseGemvI8Kernels[] = {
 #if defined(__x86_64__)
-    case Isa::Avx2: return dense_gemv_i8__avx2;
-    case Isa::Avx512Vnni: return dense_gemv_i8__avx512vnni;
+    {Isa::Avx512Vnni, dense_gemv_i8__avx512vnni},
+    {Isa::Avx2, dense_gemv_i8__avx2},
 #endif
 #if defined(__aarch64__)
-    case Isa::Neon: return dense_gemv_i8__neon;
-    case Isa::NeonDot:
-    case Isa::NeonI8mm: return dense_gemv_i8__neondot;
+    {Isa::NeonDot, dense_gemv_i8__neondot},
+    {Isa::Neon, dense_gemv_i8__neon},
 #endif
-    default: return dense_gemv_i8__scalar;
-  }
+    {Isa::Scalar, dense_gemv_i8__scalar},
+};
+
+const IsaKernel<DenseGemvI8Kernel>& active_dense_gemv_i8() {
+  static const IsaKernel<DenseGemvI8Kernel>& row = isa_select(kDenseGemvI8Kernels, active_isa_flags());
+  return row;
 }
 
 void quantize_activations_i8(const DenseMatrix& m, const float* x, int8_t* q, float* scales, int32_t* sums) {
@@ -299,8 +305,7 @@ bool dense_gemv_i8_applies(const DenseMatrix& m) {
 
 void dense_gemv_i8(const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool) {
   if (!dense_gemv_i8_applies(m)) return dense_gemv_f32(m, x, y, pool);
-  static const DenseGemvI8Kernel kernel = dense_i8_kernel_for(ternary_active_isa());
-  dense_gemv_i8_with(kernel, m, x, y, pool);
+  dense_gemv_i8_with(active_dense_gemv_i8().kernel, m, x, y, pool);
 }
 
 Error dense_gemv_i8_isa(Isa isa, const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool) {
@@ -308,8 +313,15 @@ Error dense_gemv_i8_isa(Isa isa, const DenseMatrix& m, const float* x, float* y,
     return fail(Error::UnsupportedCpu, "no %s dense kernels can run here", to_string(isa));
   }
   if (!dense_gemv_i8_applies(m)) return dense_gemv_f32_isa(isa, m, x, y, pool);
-  dense_gemv_i8_with(dense_i8_kernel_for(isa), m, x, y, pool);
+  dense_gemv_i8_with(isa_select(kDenseGemvI8Kernels, isa_level_flags(isa)).kernel, m, x, y, pool);
   return Error::Ok;
 }
+
+}  // namespace tern
+
+namespace tern {
+
+Isa dense_gemv_active_isa() { return active_dense_gemv().isa; }
+Isa dense_gemv_i8_active_isa() { return active_dense_gemv_i8().isa; }
 
 }  // namespace tern

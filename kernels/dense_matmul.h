@@ -44,6 +44,9 @@ void dense_row_f32(const DenseMatrix& m, size_t row, float* out);
 void dense_gemv_f32(const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool);
 // The same with the kernels of a given ISA (tests, benchmarks); UnsupportedCpu if it cannot run.
 Error dense_gemv_f32_isa(Isa isa, const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool);
+// The levels dense_gemv_f32 and dense_gemv_i8 run (kernels/isa.h).
+Isa dense_gemv_active_isa();
+Isa dense_gemv_i8_active_isa();
 
 // The lm_head for one token with int8 activations, for Q8/Q4 matrices: x is quantized per
 // weight group (absmax to +-127, round half to even) and every group's dot product is exact

@@ -29,7 +29,7 @@ void fold_channels(const float* q, const float* mins, const float* steps, uint32
 
 }  // namespace
 
-void kv_segment_scores_multi(KvIsa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
+void kv_segment_scores_multi(Isa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
                              const float* q, uint32_t queries, float scale, float* scores, size_t stride) {
   if (seg.tokens == 0) return;
   const KvAttentionUkernels& uk = kv_attention_ukernels(isa);
@@ -66,7 +66,7 @@ void kv_segment_scores_multi(KvIsa isa, const KvSegment& seg, const KvQuantLayou
   }
 }
 
-void kv_segment_accumulate_multi(KvIsa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
+void kv_segment_accumulate_multi(Isa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
                                  const float* p, size_t p_stride, uint32_t queries, float* out) {
   if (seg.tokens == 0) return;
   const KvAttentionUkernels& uk = kv_attention_ukernels(isa);
@@ -88,12 +88,12 @@ void kv_segment_accumulate_multi(KvIsa isa, const KvSegment& seg, const KvQuantL
   }
 }
 
-void kv_segment_scores(KvIsa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
+void kv_segment_scores(Isa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
                        const float* q, float scale, float* scores) {
   kv_segment_scores_multi(isa, seg, layout, head_dim, q, 1, scale, scores, 0);
 }
 
-void kv_segment_accumulate(KvIsa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
+void kv_segment_accumulate(Isa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
                            const float* p, float* out) {
   kv_segment_accumulate_multi(isa, seg, layout, head_dim, p, 0, 1, out);
 }
@@ -111,7 +111,7 @@ void kv_softmax(float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void kv_attend(KvIsa isa, const KvSegment* segs, size_t seg_count, const KvQuantLayout& layout, uint32_t head_dim,
+void kv_attend(Isa isa, const KvSegment* segs, size_t seg_count, const KvQuantLayout& layout, uint32_t head_dim,
                const float* q, float scale, float* scores, float* out) {
   size_t total = 0;
   for (size_t i = 0; i < seg_count; ++i) {

@@ -33,24 +33,24 @@ struct KvQuantLayout {
 };
 
 // scores[t] = scale * q·k_t over the segment's tokens.
-void kv_segment_scores(KvIsa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
+void kv_segment_scores(Isa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
                        const float* q, float scale, float* scores);
 // out += Σ_t p[t] * v_t over the segment's tokens.
-void kv_segment_accumulate(KvIsa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
+void kv_segment_accumulate(Isa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
                            const float* p, float* out);
 // The same for `queries` query rows (head_dim apart, any count): scores of query i go to
 // scores + i*stride, probabilities are read from p + i*p_stride, outputs to out + i*head_dim.
 // Quantized blocks are unpacked once per group of up to 4 queries (GQA query heads).
-void kv_segment_scores_multi(KvIsa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
+void kv_segment_scores_multi(Isa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
                              const float* q, uint32_t queries, float scale, float* scores, size_t stride);
-void kv_segment_accumulate_multi(KvIsa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
+void kv_segment_accumulate_multi(Isa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
                                  const float* p, size_t p_stride, uint32_t queries, float* out);
 // In place: x <- softmax(x).
 void kv_softmax(float* x, size_t n);
 
 // Full attention of one (already rotated, if the layout is rotated) query over the
 // segments in order; `scores` holds at least the total token count.
-void kv_attend(KvIsa isa, const KvSegment* segs, size_t seg_count, const KvQuantLayout& layout, uint32_t head_dim,
+void kv_attend(Isa isa, const KvSegment* segs, size_t seg_count, const KvQuantLayout& layout, uint32_t head_dim,
                const float* q, float scale, float* scores, float* out);
 
 }  // namespace tern

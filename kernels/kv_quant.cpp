@@ -1,4 +1,4 @@
-// ISA choice, the shared (scalar) parts of KV quantization, and the per-ISA drivers.
+// The KV kernels' tables, the shared (scalar) parts of KV quantization, and the drivers.
 #include "kernels/kv_quant.h"
 
 #include <cmath>
@@ -11,78 +11,48 @@
 
 namespace tern {
 
-const char* to_string(KvIsa isa) {
-  switch (isa) {
-    case KvIsa::Scalar: return "scalar";
-    case KvIsa::Avx2: return "avx2";
-    case KvIsa::Avx512: return "avx512";
-    case KvIsa::Neon: return "neon";
-  }
-  return "unknown";
-}
-
-bool kv_isa_supported(KvIsa isa) {
-  const CpuFeatures& cpu = cpu_features();
-  switch (isa) {
-    case KvIsa::Scalar: return true;
-#if defined(__x86_64__)
-    case KvIsa::Avx2: return cpu.avx2 && cpu.fma3 && cpu.f16c;
-    case KvIsa::Avx512: return cpu.avx512f && cpu.avx512bw && cpu.avx512vl;
-#endif
-#if defined(__aarch64__)
-    case KvIsa::Neon: return cpu.neon;
-#endif
-    default: return false;
-  }
-}
-
 namespace {
 
-KvIsa choose_kv_isa() {
-  if (const char* forced = std::getenv("TERN_KV_ISA")) {
-    const KvIsa all[] = {KvIsa::Scalar, KvIsa::Avx2, KvIsa::Avx512, KvIsa::Neon};
-    for (KvIsa isa : all) {
-      if (std::strcmp(forced, to_string(isa)) == 0 && kv_isa_supported(isa)) return isa;
-    }
-  }
-  const KvIsa preference[] = {KvIsa::Avx512, KvIsa::Avx2, KvIsa::Neon};
-  for (KvIsa isa : preference) {
-    if (kv_isa_supported(isa)) return isa;
-  }
-  return KvIsa::Scalar;
-}
+const IsaKernel<const KvQuantUkernels*> kKvQuantKernels[] = {
+#if defined(__x86_64__)
+    {Isa::Avx512, &kv_quant__avx512},
+    {Isa::Avx2, &kv_quant__avx2},
+#endif
+#if defined(__aarch64__)
+    {Isa::Neon, &kv_quant__neon},
+#endif
+    {Isa::Scalar, &kv_quant__scalar},
+};
+
+const IsaKernel<const KvAttentionUkernels*> kKvAttentionKernels[] = {
+#if defined(__x86_64__)
+    {Isa::Avx512, &kv_attention__avx512},
+    {Isa::Avx2, &kv_attention__avx2},
+#endif
+#if defined(__aarch64__)
+    {Isa::Neon, &kv_attention__neon},
+#endif
+    {Isa::Scalar, &kv_attention__scalar},
+};
 
 }  // namespace
 
-KvIsa kv_best_isa() {
-  static const KvIsa isa = choose_kv_isa();
+Isa kv_quant_active_isa() {
+  static const Isa isa = isa_select(kKvQuantKernels, active_isa_flags()).isa;
   return isa;
 }
 
-const KvQuantUkernels& kv_quant_ukernels(KvIsa isa) {
-  switch (isa) {
-#if defined(__x86_64__)
-    case KvIsa::Avx2: return kv_quant__avx2;
-    case KvIsa::Avx512: return kv_quant__avx512;
-#endif
-#if defined(__aarch64__)
-    case KvIsa::Neon: return kv_quant__neon;
-#endif
-    default: return kv_quant__scalar;
-  }
+Isa kv_attention_active_isa() {
+  static const Isa isa = isa_select(kKvAttentionKernels, active_isa_flags()).isa;
+  return isa;
 }
 
-const KvAttentionUkernels& kv_attention_ukernels(KvIsa isa) {
-  switch (isa) {
-#if defined(__x86_64__)
-    case KvIsa::Avx2: return kv_attention__avx2;
-    case KvIsa::Avx512: return kv_attention__avx512;
-#endif
-#if defined(__aarch64__)
-    case KvIsa::Neon: return kv_attention__neon;
-#endif
-    default: return kv_attention__scalar;
-  }
+const KvQuantUkernels& kv_quant_ukernels(Isa isa) {
+  return *isa_select(kKvQuantKernels, isa_level_flags(isa)).kernel;
+}
+
+const KvAttentionUkernels& kv_attention_ukernels(Isa isa) {
+  return *isa_select(kKvAttentionKernels, isa_level_flags(isa)).kernel;
 }
 
 Error kv_format_validate(uint32_t key_bits, uint32_t value_bits, uint32_t head_dim, uint32_t block_tokens,
@@ -151,7 +121,7 @@ void kv_quant_params(float lo, float hi, uint32_t bits, uint16_t* min_h, uint16_
   *step_f = f16_to_f32(sh);
 }
 
-void kv_quantize_key_block(KvIsa isa, const float* keys, uint32_t block_tokens, uint32_t head_dim, uint32_t bits,
+void kv_quantize_key_block(Isa isa, const float* keys, uint32_t block_tokens, uint32_t head_dim, uint32_t bits,
                            uint8_t* block) {
   const KvQuantUkernels& uk = kv_quant_ukernels(isa);
   float lo[kKvMaxHeadDim], hi[kKvMaxHeadDim], mins[kKvMaxHeadDim], inv[kKvMaxHeadDim];
@@ -174,7 +144,7 @@ void kv_quantize_key_block(KvIsa isa, const float* keys, uint32_t block_tokens, 
   }
 }
 
-void kv_quantize_value_row(KvIsa isa, const float* value, uint32_t head_dim, uint32_t group, uint32_t bits,
+void kv_quantize_value_row(Isa isa, const float* value, uint32_t head_dim, uint32_t group, uint32_t bits,
                            uint8_t* row) {
   const KvQuantUkernels& uk = kv_quant_ukernels(isa);
   float mins[kKvMaxHeadDim], inv[kKvMaxHeadDim];

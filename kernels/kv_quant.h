@@ -22,18 +22,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/isa.h"
 #include "platform/error.h"
 
 namespace tern {
 
-// Instruction sets the KV kernels are written for (independent of the ternary kernels'
-// levels: these need only AVX2+FMA+F16C, AVX-512 F/BW/VL, or base NEON).
-enum class KvIsa : int { Scalar = 0, Avx2, Avx512, Neon };
-const char* to_string(KvIsa isa);
-// True when this build has kernels for `isa` and the CPU runs them.
-bool kv_isa_supported(KvIsa isa);
-// The best supported level (TERN_KV_ISA=scalar|avx2|avx512|neon forces one if supported).
-KvIsa kv_best_isa();
+// The KV kernels have avx512 (F/BW/VL), avx2 (+FMA+F16C), neon and scalar versions; a
+// function given a level runs the best of them within it (kernels/isa.h).
+Isa kv_quant_active_isa();
+Isa kv_attention_active_isa();
 
 constexpr size_t kKvReadPadding = 16;
 constexpr uint32_t kKvMaxHeadDim = 512;
@@ -65,10 +62,10 @@ void kv_quant_params(float lo, float hi, uint32_t bits, uint16_t* min_h, uint16_
                      float* step_f);
 
 // Writes the key block of `block_tokens` rows (token-major, head_dim floats each).
-void kv_quantize_key_block(KvIsa isa, const float* keys, uint32_t block_tokens, uint32_t head_dim, uint32_t bits,
+void kv_quantize_key_block(Isa isa, const float* keys, uint32_t block_tokens, uint32_t head_dim, uint32_t bits,
                            uint8_t* block);
 // Writes one value row.
-void kv_quantize_value_row(KvIsa isa, const float* value, uint32_t head_dim, uint32_t group, uint32_t bits,
+void kv_quantize_value_row(Isa isa, const float* value, uint32_t head_dim, uint32_t group, uint32_t bits,
                            uint8_t* row);
 
 // Reconstruction (reference path and the KvCache read interface).

@@ -54,8 +54,8 @@ extern const KvAttentionUkernels kv_attention__neon;
 #endif
 
 // The table for `isa` (scalar when this build has none for it).
-const KvQuantUkernels& kv_quant_ukernels(KvIsa isa);
-const KvAttentionUkernels& kv_attention_ukernels(KvIsa isa);
+const KvQuantUkernels& kv_quant_ukernels(Isa isa);
+const KvAttentionUkernels& kv_attention_ukernels(Isa isa);
 
 // Scalar code extraction shared by every ISA's tails: code i of a packed row.
 inline uint32_t kv_code_at(const uint8_t* row, uint32_t i, uint32_t bits) {

@@ -34,33 +34,35 @@ void quantize_row_absmax_int8__scalar(const float* x, size_t n, int8_t* q, float
 
 namespace {
 
-QuantizeRowFn quantize_fn_for(Isa isa) {
-  switch (isa) {
+const IsaKernel<QuantizeRowFn> kQuantizeKernels[] = {
 #if defined(__x86_64__)
-    case Isa::Avx2: return quantize_row_absmax_int8__avx2;
-    case Isa::Avx512Vnni: return quantize_row_absmax_int8__avx512;
+    {Isa::Avx512, quantize_row_absmax_int8__avx512},
+    {Isa::Avx2, quantize_row_absmax_int8__avx2},
 #endif
 #if defined(__aarch64__)
-    case Isa::Neon:
-    case Isa::NeonDot:
-    case Isa::NeonI8mm: return quantize_row_absmax_int8__neon;
+    {Isa::Neon, quantize_row_absmax_int8__neon},
 #endif
-    default: return quantize_row_absmax_int8__scalar;
-  }
+    {Isa::Scalar, quantize_row_absmax_int8__scalar},
+};
+
+const IsaKernel<QuantizeRowFn>& active_quantizer() {
+  static const IsaKernel<QuantizeRowFn>& row = isa_select(kQuantizeKernels, active_isa_flags());
+  return row;
 }
 
 }  // namespace
 
 void quantize_row_absmax_int8(const float* x, size_t n, int8_t* q, float* scale, int32_t* sum) {
-  static const QuantizeRowFn fn = quantize_fn_for(ternary_active_isa());
-  fn(x, n, q, scale, sum);
+  active_quantizer().kernel(x, n, q, scale, sum);
 }
+
+Isa quantize_active_isa() { return active_quantizer().isa; }
 
 Error quantize_row_absmax_int8_isa(Isa isa, const float* x, size_t n, int8_t* q, float* scale, int32_t* sum) {
   if (!isa_supported(isa, cpu_features())) {
     return fail(Error::UnsupportedCpu, "no %s quantizer can run here", to_string(isa));
   }
-  quantize_fn_for(isa)(x, n, q, scale, sum);
+  isa_select(kQuantizeKernels, isa_level_flags(isa)).kernel(x, n, q, scale, sum);
   return Error::Ok;
 }
 
@@ -106,50 +108,25 @@ inline int32_t token_sum(const QuantizedActivations& x, size_t t) {
   return s;
 }
 
-const TernaryBlockKernelInfo* block_kernel_for(Isa isa) {
-  switch (isa) {
-    case Isa::Scalar: return &ternary_block_t2i16__scalar;
+const IsaKernel<const TernaryBlockKernelInfo*> kBlockKernels[] = {
 #if defined(__x86_64__)
-    case Isa::Avx2: return &ternary_block_t2i16__avx2;
-    case Isa::Avx512Vnni: return &ternary_block_t2i16__avx512vnni;
+    {Isa::Avx512Vnni, &ternary_block_t2i16__avx512vnni},
+    {Isa::Avx2, &ternary_block_t2i16__avx2},
 #endif
 #if defined(__aarch64__)
-    case Isa::Neon: return &ternary_block_t2i16__neon;
-    case Isa::NeonDot: return &ternary_block_t2i16__neondot;
-    case Isa::NeonI8mm: return &ternary_block_t2i16__neoni8mm;
+    {Isa::NeonI8mm, &ternary_block_t2i16__neoni8mm},
+    {Isa::NeonDot, &ternary_block_t2i16__neondot},
+    {Isa::Neon, &ternary_block_t2i16__neon},
 #endif
-    default: return nullptr;
-  }
-}
-
-struct ActiveKernels {
-  Isa isa = Isa::Scalar;
-  const TernaryBlockKernelInfo* t2i16 = &ternary_block_t2i16__scalar;
+    {Isa::Scalar, &ternary_block_t2i16__scalar},
 };
 
-ActiveKernels choose_kernels() {
-  const CpuFeatures& cpu = cpu_features();
-  Result<Isa> chosen = select_isa(cpu);
-  ActiveKernels k;
-  if (chosen.ok()) {
-    k.isa = *chosen;
-  } else {
-    TERN_LOG_WARNING("kernels: %s; using the best supported ISA instead", last_error_message());
-    const Isa preference[] = {Isa::Avx512Vnni, Isa::Avx2, Isa::NeonI8mm, Isa::NeonDot, Isa::Neon};
-    for (Isa isa : preference) {
-      if (isa_supported(isa, cpu) && block_kernel_for(isa) != nullptr) {
-        k.isa = isa;
-        break;
-      }
-    }
-  }
-  if (const TernaryBlockKernelInfo* info = block_kernel_for(k.isa)) k.t2i16 = info;
-  return k;
-}
+// The block kernel the CPU at level `isa` would run (its best within that level).
+const TernaryBlockKernelInfo& block_kernel_for(Isa isa) { return *isa_select(kBlockKernels, isa_level_flags(isa)).kernel; }
 
-const ActiveKernels& active_kernels() {
-  static const ActiveKernels kernels = choose_kernels();  // filled once, thread-safe
-  return kernels;
+const IsaKernel<const TernaryBlockKernelInfo*>& active_block_kernel() {
+  static const IsaKernel<const TernaryBlockKernelInfo*>& row = isa_select(kBlockKernels, active_isa_flags());
+  return row;
 }
 
 // Runs `kernel` over row blocks [b0, b1) and every token, handing each finished
@@ -246,7 +223,7 @@ void ternary_matmul_int32_reference(const TernaryMatrix& w, const QuantizedActiv
   }
 }
 
-Isa ternary_active_isa() { return active_kernels().isa; }
+Isa ternary_active_isa() { return active_block_kernel().isa; }
 
 void ternary_matmul_fused(const TernaryMatmulOutput* outputs, size_t count, const QuantizedActivations& x,
                           const ThreadPool* pool) {
@@ -257,7 +234,7 @@ void ternary_matmul_fused(const TernaryMatmulOutput* outputs, size_t count, cons
     for (size_t i = 0; i < count; ++i) ternary_matmul(*outputs[i].w, x, outputs[i].y, outputs[i].y_stride, pool);
     return;
   }
-  const TernaryBlockKernelInfo& kernel = *active_kernels().t2i16;
+  const TernaryBlockKernelInfo& kernel = *active_block_kernel().kernel;
   size_t first[kMaxOutputs + 1] = {0};  // global index of each output's first row block
   for (size_t i = 0; i < count; ++i) first[i + 1] = first[i] + row_blocks(*outputs[i].w);
   auto task = [&](size_t start, size_t n) {
@@ -276,25 +253,24 @@ void ternary_matmul_fused(const TernaryMatmulOutput* outputs, size_t count, cons
 
 void ternary_matmul(const TernaryMatrix& w, const QuantizedActivations& x, float* y, size_t y_stride,
                     const ThreadPool* pool) {
-  matmul_with(*active_kernels().t2i16, w, x, y, y_stride, pool);
+  matmul_with(*active_block_kernel().kernel, w, x, y, y_stride, pool);
 }
 
 Error ternary_matmul_isa(Isa isa, const TernaryMatrix& w, const QuantizedActivations& x, float* y, size_t y_stride,
                          const ThreadPool* pool) {
-  const TernaryBlockKernelInfo* kernel = block_kernel_for(isa);
-  if (kernel == nullptr || !isa_supported(isa, cpu_features())) {
+  if (!isa_supported(isa, cpu_features())) {
     return fail(Error::UnsupportedCpu, "no %s ternary kernels can run here", to_string(isa));
   }
-  matmul_with(*kernel, w, x, y, y_stride, pool);
+  matmul_with(block_kernel_for(isa), w, x, y, y_stride, pool);
   return Error::Ok;
 }
 
 Error ternary_matmul_int32(Isa isa, const TernaryMatrix& w, const QuantizedActivations& x, int32_t* acc,
                            const ThreadPool* pool) {
-  const TernaryBlockKernelInfo* kernel = block_kernel_for(isa);
-  if (kernel == nullptr || !isa_supported(isa, cpu_features())) {
+  if (!isa_supported(isa, cpu_features())) {
     return fail(Error::UnsupportedCpu, "no %s ternary kernels can run here", to_string(isa));
   }
+  const TernaryBlockKernelInfo* kernel = &block_kernel_for(isa);
   if (w.layout == TernaryLayout::T2RowMajor) {
     ternary_matmul_int32_reference(w, x, acc);
     return Error::Ok;

@@ -16,6 +16,8 @@ namespace tern {
 // One row (token) quantized: scale = max|x| / 127 (multiply convention, 0 -> all zero),
 // q = round-half-even(x / scale) in [-127, 127], sum = Σ q (for kernels that offset-encode).
 void quantize_row_absmax_int8(const float* x, size_t n, int8_t* q, float* scale, int32_t* sum);
+// The level quantize_row_absmax_int8 runs (kernels/isa.h).
+Isa quantize_active_isa();
 // The same through the quantizer of a given ISA (bit-identical results; tests, benchmarks).
 Error quantize_row_absmax_int8_isa(Isa isa, const float* x, size_t n, int8_t* q, float* scale, int32_t* sum);
 
@@ -66,13 +68,12 @@ void ternary_matmul_fused(const TernaryMatmulOutput* outputs, size_t count, cons
 // Works for every layout (reads one weight at a time).
 void ternary_matmul_int32_reference(const TernaryMatrix& w, const QuantizedActivations& x, int32_t* acc);
 
-// The ISA whose kernels ternary_matmul uses: select_isa(cpu_features()) once, on first
-// use (TERN_ISA forces one; if it cannot run here the best supported one is used and a
-// warning logged).
+// The level whose block kernel ternary_matmul runs: the first of its table within
+// active_isa_flags() (TERN_ISA caps them), chosen once.
 Isa ternary_active_isa();
 
-// ternary_matmul with the kernels of a given ISA (tests, benchmarks). UnsupportedCpu when
-// this build or CPU cannot run it. T2RowMajor always runs the scalar reference loop.
+// ternary_matmul with the kernels a CPU at level `isa` runs (tests, benchmarks).
+// UnsupportedCpu when this build or CPU cannot run that level. T2RowMajor always runs the scalar reference loop.
 Error ternary_matmul_isa(Isa isa, const TernaryMatrix& w, const QuantizedActivations& x, float* y, size_t y_stride,
                          const ThreadPool* pool);
 // The exact integer product through the kernels of `isa`: acc[t * rows + r] as in

@@ -199,7 +199,7 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
   }
   // Kernel dispatch initializes on first use (CPU detection allocates): do it at load,
   // never inside the first prefill.
-  (void)ternary_active_isa();
+  init_kernels();
 
   void* buffer = params.arena_buffer;
   if (buffer != nullptr) {

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
   // The numbers mean little on a busy machine: say how busy it was.
-  std::printf("kernels %s, load average %.2f at start\n\n", tern::to_string(tern::ternary_active_isa()), load[0]);
+  std::printf("kernels %s, load average %.2f at start\n\n", tern::to_string(tern::active_isa_level()), load[0]);
   std::printf("| model | threads | test | tokens/s |\n| --- | ---: | --- | ---: |\n");
   std::fflush(stdout);
   for (unsigned t : threads) {

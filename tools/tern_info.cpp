@@ -1,8 +1,7 @@
-// Prints what Tern sees on this machine: CPU, instruction sets, and the kernel level
-// it would run. `TERN_ISA=scalar tern-info` shows the effect of the override.
-#include <xnnpack.h>
-
+// Prints what Tern sees on this machine: the CPU, its instruction sets, and the kernel every
+// family runs. `TERN_ISA=avx2 tern-info` shows the effect of the override.
 #include <cstdio>
+#include <cstdlib>
 
 #include "kernels/isa.h"
 #include "platform/cpu_features.h"
@@ -18,20 +17,17 @@ int main() {
               cpu.from_cpuinfo ? "" : ", cpuinfo unavailable: OS hwcaps only");
   std::printf("features: %s\n", features);
 
-  auto isa = tern::select_isa(cpu);
-  if (!isa.ok()) {
-    std::fprintf(stderr, "error: %s: %s\n", tern::to_string(isa.error()), tern::last_error_message());
+  const char* forced = std::getenv("TERN_ISA");
+  auto flags = tern::isa_flags_with_override(cpu, forced);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "error: %s: %s\n", tern::to_string(flags.error()), tern::last_error_message());
     return 1;
   }
-  std::printf("kernels:  %s\n", tern::to_string(*isa));
-
-  auto pool = tern::ThreadPool::create(0);
-  if (!pool.ok()) {
-    std::fprintf(stderr, "error: %s\n", tern::last_error_message());
-    return 1;
-  }
-  std::printf("threads:  %zu\n", pool->num_threads());
-  const xnn_status xs = xnn_initialize(nullptr);
-  std::printf("xnnpack:  %s\n", xs == xnn_status_success ? "ok" : "unavailable on this CPU");
+  std::printf("level:    %s%s\n", tern::to_string(tern::active_isa_level()),
+              forced != nullptr && *forced != '\0' ? " (TERN_ISA)" : "");
+  tern::KernelChoice choices[16];
+  const size_t n = tern::kernel_choices(choices, 16);
+  for (size_t i = 0; i < n && i < 16; ++i) std::printf("  %-16s %s\n", choices[i].family, tern::to_string(choices[i].isa));
+  std::printf("threads:  %zu available cores\n", tern::available_cores());
   return 0;
 }

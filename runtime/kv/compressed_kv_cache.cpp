@@ -50,7 +50,7 @@ void load_exact(KvType type, const uint8_t* src, uint32_t n, float* out) {
 }  // namespace
 
 CompressedKvCache::CompressedKvCache(const KvCacheProfile& profile, uint32_t capacity, uint32_t middle_blocks)
-    : KvCache(profile.shape, capacity), profile_(profile), isa_(kv_best_isa()), middle_blocks_(middle_blocks) {
+    : KvCache(profile.shape, capacity), profile_(profile), isa_(active_isa_level()), middle_blocks_(middle_blocks) {
   layout_.block_tokens = profile.block_tokens;
   layout_.value_group = profile.value_group;
 }

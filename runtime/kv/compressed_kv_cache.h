@@ -76,7 +76,7 @@ class CompressedKvCache final : public KvCache {
   uint32_t next_position(uint32_t layer, uint32_t kv_head) const;
   uint64_t evicted_blocks() const { return evicted_blocks_; }
   const KvCacheProfile& profile() const { return profile_; }
-  void set_isa(KvIsa isa) { isa_ = isa; }
+  void set_isa(Isa isa) { isa_ = isa; }
 
   struct HeadState;  // per (layer, kv head) storage and counters
 
@@ -92,7 +92,7 @@ class CompressedKvCache final : public KvCache {
 
   KvCacheProfile profile_;
   KvQuantLayout layout_;
-  KvIsa isa_;
+  Isa isa_;
   uint32_t middle_blocks_;
   HeadState* heads_ = nullptr;
   float* flush_ = nullptr;  // G x head_dim keys, then values

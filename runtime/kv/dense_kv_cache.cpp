@@ -99,9 +99,9 @@ class DenseKvCache final : public KvCache {
   }
   static Element encode(float x);
   static void decode(const Element* src, size_t n, float* out);
-  static void scores(KvIsa isa, const float* q, uint32_t group, uint32_t hd, const Element* keys, uint32_t len,
+  static void scores(Isa isa, const float* q, uint32_t group, uint32_t hd, const Element* keys, uint32_t len,
                      uint32_t capacity, float scale, float* out, size_t stride);
-  static void values(KvIsa isa, const float* probs, size_t stride, uint32_t group, const Element* rows, uint32_t hd,
+  static void values(Isa isa, const float* probs, size_t stride, uint32_t group, const Element* rows, uint32_t hd,
                      uint32_t len, float* out);
 
   Element* keys_;
@@ -119,22 +119,22 @@ void DenseKvCache<uint16_t>::decode(const uint16_t* src, size_t n, float* out) {
   for (size_t i = 0; i < n; ++i) out[i] = f16_to_f32(src[i]);
 }
 template <>
-void DenseKvCache<float>::scores(KvIsa isa, const float* q, uint32_t group, uint32_t hd, const float* keys,
+void DenseKvCache<float>::scores(Isa isa, const float* q, uint32_t group, uint32_t hd, const float* keys,
                                  uint32_t len, uint32_t capacity, float scale, float* out, size_t stride) {
   dense_attention_scores(isa, q, group, hd, keys, len, capacity, scale, out, stride);
 }
 template <>
-void DenseKvCache<uint16_t>::scores(KvIsa isa, const float* q, uint32_t group, uint32_t hd, const uint16_t* keys,
+void DenseKvCache<uint16_t>::scores(Isa isa, const float* q, uint32_t group, uint32_t hd, const uint16_t* keys,
                                     uint32_t len, uint32_t capacity, float scale, float* out, size_t stride) {
   dense_attention_scores_f16(isa, q, group, hd, keys, len, capacity, scale, out, stride);
 }
 template <>
-void DenseKvCache<float>::values(KvIsa isa, const float* probs, size_t stride, uint32_t group, const float* rows,
+void DenseKvCache<float>::values(Isa isa, const float* probs, size_t stride, uint32_t group, const float* rows,
                                  uint32_t hd, uint32_t len, float* out) {
   dense_attention_values(isa, probs, stride, group, rows, hd, len, out);
 }
 template <>
-void DenseKvCache<uint16_t>::values(KvIsa isa, const float* probs, size_t stride, uint32_t group,
+void DenseKvCache<uint16_t>::values(Isa isa, const float* probs, size_t stride, uint32_t group,
                                     const uint16_t* rows, uint32_t hd, uint32_t len, float* out) {
   dense_attention_values_f16(isa, probs, stride, group, rows, hd, len, out);
 }
@@ -149,7 +149,7 @@ void DenseKvCache<Element>::attend_head(uint32_t layer, uint32_t kv_head, const 
   const Element* rows = head(values_, layer, kv_head);
   float* sc = a.scores + static_cast<size_t>(kv_head) * a.scores_per_head;
   const size_t stride = capacity_;
-  const KvIsa isa = kv_best_isa();
+  const Isa isa = active_isa_level();
   for (uint32_t t = 0; t < a.n; ++t) {
     const uint32_t len = a.pos0 + t + 1;
     const size_t first = t * qd + static_cast<size_t>(kv_head) * group * hd;

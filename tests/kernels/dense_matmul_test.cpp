@@ -14,7 +14,7 @@
 namespace tern {
 namespace {
 
-const Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512Vnni, Isa::Neon, Isa::NeonDot, Isa::NeonI8mm};
+const auto& kAllIsas = kIsaLevels;
 
 struct DenseCase {
   DenseType type;

@@ -15,10 +15,10 @@
 namespace tern {
 namespace {
 
-class DenseAttentionIsaTest : public ::testing::TestWithParam<KvIsa> {
+class DenseAttentionIsaTest : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
-    if (!kv_isa_supported(GetParam())) GTEST_SKIP() << to_string(GetParam()) << " not supported here";
+    if (!isa_supported(GetParam(), cpu_features())) GTEST_SKIP() << to_string(GetParam()) << " not supported here";
   }
 };
 
@@ -54,25 +54,25 @@ std::vector<uint16_t> stored(const std::vector<float>& x) {
 inline float widen(float x) { return x; }
 inline float widen(uint16_t x) { return f16_to_f32(x); }
 
-void run_scores(KvIsa isa, const float* q, uint32_t queries, uint32_t hd, const float* keys, uint32_t len,
+void run_scores(Isa isa, const float* q, uint32_t queries, uint32_t hd, const float* keys, uint32_t len,
                 uint32_t capacity, float scale, float* out, size_t stride) {
   dense_attention_scores(isa, q, queries, hd, keys, len, capacity, scale, out, stride);
 }
-void run_scores(KvIsa isa, const float* q, uint32_t queries, uint32_t hd, const uint16_t* keys, uint32_t len,
+void run_scores(Isa isa, const float* q, uint32_t queries, uint32_t hd, const uint16_t* keys, uint32_t len,
                 uint32_t capacity, float scale, float* out, size_t stride) {
   dense_attention_scores_f16(isa, q, queries, hd, keys, len, capacity, scale, out, stride);
 }
-void run_values(KvIsa isa, const float* probs, size_t p_stride, uint32_t queries, const float* values, uint32_t hd,
+void run_values(Isa isa, const float* probs, size_t p_stride, uint32_t queries, const float* values, uint32_t hd,
                 uint32_t len, float* out) {
   dense_attention_values(isa, probs, p_stride, queries, values, hd, len, out);
 }
-void run_values(KvIsa isa, const float* probs, size_t p_stride, uint32_t queries, const uint16_t* values, uint32_t hd,
+void run_values(Isa isa, const float* probs, size_t p_stride, uint32_t queries, const uint16_t* values, uint32_t hd,
                 uint32_t len, float* out) {
   dense_attention_values_f16(isa, probs, p_stride, queries, values, hd, len, out);
 }
 
 template <typename Element>
-void check_scores(KvIsa isa) {
+void check_scores(Isa isa) {
   for (const Shape& s : kShapes) {
     SCOPED_TRACE(::testing::Message() << "head_dim " << s.head_dim << " queries " << s.queries << " len " << s.len
                                       << " capacity " << s.capacity << " element bytes " << sizeof(Element));
@@ -95,7 +95,7 @@ void check_scores(KvIsa isa) {
 }
 
 template <typename Element>
-void check_values(KvIsa isa) {
+void check_values(Isa isa) {
   for (const Shape& s : kShapes) {
     SCOPED_TRACE(::testing::Message() << "head_dim " << s.head_dim << " queries " << s.queries << " len " << s.len
                                       << " element bytes " << sizeof(Element));

@@ -45,9 +45,9 @@ History make_history(uint32_t head_dim, KvQuantLayout layout, uint32_t sinks, ui
     const auto v = kv_random_rows(G, head_dim, seed + 1000 + b, 2.0f);
     h.key_blocks.emplace_back(kv_key_block_bytes(layout.key_bits, head_dim, G) + kKvReadPadding);
     h.value_blocks.emplace_back(G * value_row + kKvReadPadding);
-    kv_quantize_key_block(KvIsa::Scalar, k.data(), G, head_dim, layout.key_bits, h.key_blocks.back().data());
+    kv_quantize_key_block(Isa::Scalar, k.data(), G, head_dim, layout.key_bits, h.key_blocks.back().data());
     for (uint32_t t = 0; t < G; ++t)
-      kv_quantize_value_row(KvIsa::Scalar, v.data() + t * head_dim, head_dim, layout.value_group, layout.value_bits,
+      kv_quantize_value_row(Isa::Scalar, v.data() + t * head_dim, head_dim, layout.value_group, layout.value_bits,
                             h.value_blocks.back().data() + t * value_row);
   }
   for (uint32_t b = 0; b < blocks; ++b) {
@@ -90,10 +90,10 @@ std::vector<double> reference_attention(const History& h, const std::vector<floa
   return out;
 }
 
-class KvAttentionIsaTest : public ::testing::TestWithParam<KvIsa> {
+class KvAttentionIsaTest : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
-    if (!kv_isa_supported(GetParam())) GTEST_SKIP() << to_string(GetParam()) << " not supported here";
+    if (!isa_supported(GetParam(), cpu_features())) GTEST_SKIP() << to_string(GetParam()) << " not supported here";
   }
 };
 
@@ -135,7 +135,7 @@ TEST_P(KvAttentionIsaTest, SegmentScoresMatchScalarPerSegment) {
   const auto q = kv_random_rows(1, 128, 5, 1.0f);
   for (const KvSegment& seg : h.segs) {
     std::vector<float> want(seg.tokens), got(seg.tokens);
-    kv_segment_scores(KvIsa::Scalar, seg, layout, 128, q.data(), 0.125f, want.data());
+    kv_segment_scores(Isa::Scalar, seg, layout, 128, q.data(), 0.125f, want.data());
     kv_segment_scores(GetParam(), seg, layout, 128, q.data(), 0.125f, got.data());
     for (uint32_t t = 0; t < seg.tokens; ++t) ASSERT_NEAR(got[t], want[t], 1e-4 * (1 + std::fabs(want[t])));
   }
@@ -151,14 +151,14 @@ TEST(KvAttentionRotationTest, RotationIsTransparentForExactRows) {
   const KvQuantLayout layout{};
   std::vector<float> s1(T), o1(D), s2(T), o2(D);
   KvSegment plain{KvSegmentKind::ExactF32, T, k.data(), v.data()};
-  kv_attend(KvIsa::Scalar, &plain, 1, layout, D, q.data(), 0.125f, s1.data(), o1.data());
+  kv_attend(Isa::Scalar, &plain, 1, layout, D, q.data(), 0.125f, s1.data(), o1.data());
   for (uint32_t t = 0; t < T; ++t) {
     kv_hadamard_rotate(k.data() + t * D, D);
     kv_hadamard_rotate(v.data() + t * D, D);
   }
   kv_hadamard_rotate(q.data(), D);
   KvSegment rotated{KvSegmentKind::ExactF32, T, k.data(), v.data()};
-  kv_attend(KvIsa::Scalar, &rotated, 1, layout, D, q.data(), 0.125f, s2.data(), o2.data());
+  kv_attend(Isa::Scalar, &rotated, 1, layout, D, q.data(), 0.125f, s2.data(), o2.data());
   kv_hadamard_rotate(o2.data(), D);
   for (uint32_t i = 0; i < D; ++i) ASSERT_NEAR(o1[i], o2[i], 1e-4);
 }
@@ -169,10 +169,10 @@ TEST(KvAttentionRotationTest, RotationIsTransparentForExactRows) {
 namespace tern {
 namespace {
 
-class KvMultiQueryIsaTest : public ::testing::TestWithParam<KvIsa> {
+class KvMultiQueryIsaTest : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
-    if (!kv_isa_supported(GetParam())) GTEST_SKIP() << to_string(GetParam()) << " not supported here";
+    if (!isa_supported(GetParam(), cpu_features())) GTEST_SKIP() << to_string(GetParam()) << " not supported here";
   }
 };
 

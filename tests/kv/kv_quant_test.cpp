@@ -78,10 +78,10 @@ struct Shape {
 const Shape kShapes[] = {{64, 32, 32}, {100, 32, 32}, {128, 64, 64}, {32, 7, 8}, {20, 1, 16}, {128, 16, 128},
                          {3, 5, 8}};
 
-class KvQuantIsaTest : public ::testing::TestWithParam<KvIsa> {
+class KvQuantIsaTest : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
-    if (!kv_isa_supported(GetParam())) GTEST_SKIP() << to_string(GetParam()) << " not supported here";
+    if (!isa_supported(GetParam(), cpu_features())) GTEST_SKIP() << to_string(GetParam()) << " not supported here";
   }
 };
 
@@ -92,7 +92,7 @@ TEST_P(KvQuantIsaTest, KeyBlockBytesEqualScalar) {
       const auto keys = kv_random_rows(s.block_tokens, s.head_dim, seed++);
       const size_t bytes = kv_key_block_bytes(bits, s.head_dim, s.block_tokens);
       std::vector<uint8_t> want(bytes), got(bytes, 0xAB);
-      kv_quantize_key_block(KvIsa::Scalar, keys.data(), s.block_tokens, s.head_dim, bits, want.data());
+      kv_quantize_key_block(Isa::Scalar, keys.data(), s.block_tokens, s.head_dim, bits, want.data());
       kv_quantize_key_block(GetParam(), keys.data(), s.block_tokens, s.head_dim, bits, got.data());
       ASSERT_EQ(want, got) << "dim " << s.head_dim << " block " << s.block_tokens << " bits " << bits;
     }
@@ -107,7 +107,7 @@ TEST_P(KvQuantIsaTest, ValueRowBytesEqualScalar) {
       const size_t bytes = kv_value_row_bytes(bits, s.head_dim, s.group);
       for (uint32_t r = 0; r < 9; ++r) {
         std::vector<uint8_t> want(bytes), got(bytes, 0xCD);
-        kv_quantize_value_row(KvIsa::Scalar, rows.data() + r * s.head_dim, s.head_dim, s.group, bits, want.data());
+        kv_quantize_value_row(Isa::Scalar, rows.data() + r * s.head_dim, s.head_dim, s.group, bits, want.data());
         kv_quantize_value_row(GetParam(), rows.data() + r * s.head_dim, s.head_dim, s.group, bits, got.data());
         ASSERT_EQ(want, got) << "dim " << s.head_dim << " group " << s.group << " bits " << bits;
       }

@@ -12,8 +12,8 @@
 
 namespace tern::testing {
 
-inline std::vector<KvIsa> all_kv_isas() { return {KvIsa::Scalar, KvIsa::Avx2, KvIsa::Avx512, KvIsa::Neon}; }
-inline std::string kv_isa_name(const ::testing::TestParamInfo<KvIsa>& info) { return to_string(info.param); }
+inline std::vector<Isa> all_kv_isas() { return std::vector<Isa>(std::begin(kIsaLevels), std::end(kIsaLevels)); }
+inline std::string kv_isa_name(const ::testing::TestParamInfo<Isa>& info) { return to_string(info.param); }
 
 // Gaussian-ish data with a few outlier channels, like real keys.
 inline std::vector<float> kv_random_rows(uint32_t rows, uint32_t dim, uint32_t seed, float outlier = 8.0f) {

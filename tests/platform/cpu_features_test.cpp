@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cstdlib>
+
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -94,49 +96,62 @@ TEST(CpuFeatures, MatchesEmulatedOrRealArmCpu) {
 }
 #endif
 
-TEST(Isa, SelectionFollowsFeaturesAndOverride) {
+TEST(Isa, FlagsFollowTheFeaturesAndTheOverrideCapsThem) {
   const CpuFeatures& f = cpu_features();
-  unsetenv("TERN_ISA");
-  auto best = select_isa(f);
-  ASSERT_TRUE(best.ok());
-  EXPECT_TRUE(isa_supported(*best, f));
+  const IsaFlags flags = cpu_isa_flags(f);
 #if defined(__x86_64__)
-  if (f.avx512vnni && f.avx512bw && f.avx512vl) {
-    EXPECT_EQ(*best, Isa::Avx512Vnni);
-  } else if (f.avx2 && f.fma3) {
-    EXPECT_EQ(*best, Isa::Avx2);
-  }
+  EXPECT_EQ((flags & kIsaAvx2) != 0, f.avx2 && f.fma3 && f.f16c);
+  EXPECT_EQ((flags & kIsaAvx512Vnni) != 0, f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni);
+  EXPECT_EQ(flags & (kIsaNeon | kIsaNeonDot | kIsaNeonI8mm), 0u);
   EXPECT_FALSE(isa_supported(Isa::Neon, f));
 #elif defined(__aarch64__)
-  if (f.neon_i8mm) {
-    EXPECT_EQ(*best, Isa::NeonI8mm);
-  } else if (f.neon_dot) {
-    EXPECT_EQ(*best, Isa::NeonDot);
-  } else {
-    EXPECT_EQ(*best, Isa::Neon);
-  }
+  EXPECT_EQ((flags & kIsaNeonDot) != 0, f.neon_dot);
+  EXPECT_EQ((flags & kIsaNeonI8mm) != 0, f.neon_dot && f.neon_i8mm);
+  EXPECT_EQ(flags & (kIsaAvx2 | kIsaAvx512 | kIsaAvx512Vnni), 0u);
   EXPECT_FALSE(isa_supported(Isa::Avx2, f));
 #endif
+  // Without an override: the CPU's flags. Each supported level caps them to its own.
+  EXPECT_EQ(*isa_flags_with_override(f, nullptr), flags);
+  EXPECT_EQ(*isa_flags_with_override(f, ""), flags);
+  for (Isa isa : kIsaLevels) {
+    auto capped = isa_flags_with_override(f, to_string(isa));
+    if (isa_supported(isa, f)) {
+      ASSERT_TRUE(capped.ok()) << to_string(isa);
+      EXPECT_EQ(*capped, isa_level_flags(isa));
+      EXPECT_EQ(*capped & flags, *capped) << "a level never adds what the CPU lacks";
+    } else {
+      EXPECT_EQ(capped.error(), Error::UnsupportedCpu) << to_string(isa);
+    }
+  }
+  EXPECT_EQ(*isa_flags_with_override(f, "scalar"), 0u);
+  EXPECT_EQ(isa_flags_with_override(f, "sse9").error(), Error::InvalidArgument);
+  // The active level is supported, and without TERN_ISA the richest one the CPU has.
+  EXPECT_TRUE(isa_supported(active_isa_level(), f));
+  if (std::getenv("TERN_ISA") == nullptr) {
+    EXPECT_EQ(active_isa_flags(), flags);
+  }
+}
 
-  setenv("TERN_ISA", "scalar", 1);
-  auto forced = select_isa(f);
-  ASSERT_TRUE(forced.ok());
-  EXPECT_EQ(*forced, Isa::Scalar);
-
-  setenv("TERN_ISA", "sse9", 1);
-  EXPECT_EQ(select_isa(f).error(), Error::InvalidArgument);
-
-#if defined(__x86_64__)
-  setenv("TERN_ISA", "neondot", 1);
-#else
-  setenv("TERN_ISA", "avx2", 1);
-#endif
-  EXPECT_EQ(select_isa(f).error(), Error::UnsupportedCpu);
-  unsetenv("TERN_ISA");
+// Each family's table, through isa_select: the first row within the flags, scalar last.
+TEST(Isa, TablesPickTheFirstRowWithinTheFlags) {
+  const IsaKernel<int> table[] = {{Isa::Avx512Vnni, 3}, {Isa::Avx2, 2}, {Isa::NeonDot, 1}, {Isa::Scalar, 0}};
+  EXPECT_EQ(isa_select(table, isa_level_flags(Isa::Avx512Vnni)).kernel, 3);
+  EXPECT_EQ(isa_select(table, isa_level_flags(Isa::Avx512)).kernel, 2);  // no VNNI: the AVX2 row
+  EXPECT_EQ(isa_select(table, isa_level_flags(Isa::Avx2)).kernel, 2);
+  EXPECT_EQ(isa_select(table, isa_level_flags(Isa::NeonI8mm)).kernel, 1);
+  EXPECT_EQ(isa_select(table, isa_level_flags(Isa::Neon)).kernel, 0);
+  EXPECT_EQ(isa_select(table, 0).kernel, 0);
+  EXPECT_EQ(isa_find(table, Isa::Avx2)->kernel, 2);
+  EXPECT_EQ(isa_find(table, Isa::Neon), nullptr);
+  // Every family's choice is a level the CPU runs.
+  KernelChoice choices[16];
+  const size_t n = kernel_choices(choices, 16);
+  ASSERT_GE(n, 7u);
+  for (size_t i = 0; i < n; ++i) EXPECT_TRUE(isa_supported(choices[i].isa, cpu_features())) << choices[i].family;
 }
 
 TEST(Isa, NamesRoundTrip) {
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512Vnni, Isa::Neon, Isa::NeonDot, Isa::NeonI8mm}) {
+  for (Isa isa : kIsaLevels) {
     auto parsed = parse_isa(to_string(isa));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, isa);

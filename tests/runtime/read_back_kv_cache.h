@@ -76,7 +76,7 @@ class ReadBackKvCache final : public KvCache {
         for (uint32_t j = 0; j < len; ++j) p[j] *= inv;
       }
       const size_t first = t * qd + static_cast<size_t>(kv_head) * group * hd;
-      dense_attention_values(kv_best_isa(), sc, capacity_, group, values, hd, len, a.out + first);
+      dense_attention_values(active_isa_level(), sc, capacity_, group, values, hd, len, a.out + first);
     }
   }
 
