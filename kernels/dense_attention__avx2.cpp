@@ -9,7 +9,7 @@ namespace tern {
 namespace {
 
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256 load8(const uint16_t* p) { return load_f16x8(p); }
 
 // B blocks for Q queries: 2 x 4 accumulators, each q[i] broadcast once for both blocks.
 template <uint32_t Q, uint32_t B, typename Element>

@@ -9,7 +9,7 @@ namespace tern {
 namespace {
 
 inline float32x4_t load4(const float* p) { return vld1q_f32(p); }
-inline float32x4_t load4(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+inline float32x4_t load4(const uint16_t* p) { return load_f16x4(p); }
 
 template <uint32_t Q, typename Element>
 void blocks_for(const float* q, uint32_t head_dim, const Element* keys, uint32_t blocks, float scale, float* scores,

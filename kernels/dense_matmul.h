@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/half.h"
 #include "kernels/isa.h"
 #include "platform/error.h"
 #include "platform/thread_pool.h"
@@ -62,10 +63,5 @@ void dense_gemv_i8(const DenseMatrix& m, const float* x, float* y, const ThreadP
 Error dense_gemv_i8_isa(Isa isa, const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool);
 
 
-// IEEE half / bfloat16 conversions (round to nearest even).
-float f16_to_f32(uint16_t h);
-uint16_t f32_to_f16(float f);
-float bf16_to_f32(uint16_t h);
-uint16_t f32_to_bf16(float f);
 
 }  // namespace tern

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/dense_matmul.h"
 #include "kernels/kv_ukernels.h"
 
 namespace tern {

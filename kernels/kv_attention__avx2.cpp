@@ -3,7 +3,6 @@
 
 #include <cstring>
 
-#include "kernels/dense_matmul.h"
 #include "kernels/kv_ukernels.h"
 #include "kernels/kv_value_rows_impl.h"
 
@@ -133,9 +132,6 @@ void value_rows_accumulate(const float* p, size_t p_stride, uint32_t queries, co
   }
 }
 
-inline __m256 load_f16x8(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
 
 void exact_scores_f32(const float* q, const float* keys, uint32_t tokens, uint32_t head_dim, float scale,
                       float* scores) {
@@ -158,7 +154,7 @@ void exact_scores_f16(const float* q, const uint16_t* keys, uint32_t tokens, uin
     uint32_t c = 0;
     for (; c + 8 <= head_dim; c += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), load_f16x8(k + c), acc);
     float s = hsum(acc);
-    for (; c < head_dim; ++c) s += q[c] * kv_half_to_float(k[c]);
+    for (; c < head_dim; ++c) s += q[c] * f16_to_f32(k[c]);
     scores[t] = scale * s;
   }
 }
@@ -181,14 +177,14 @@ void exact_accumulate_f16(const float* p, const uint16_t* values, uint32_t token
     uint32_t c = 0;
     for (; c + 8 <= head_dim; c += 8)
       _mm256_storeu_ps(out + c, _mm256_fmadd_ps(w, load_f16x8(v + c), _mm256_loadu_ps(out + c)));
-    for (; c < head_dim; ++c) out[c] += p[t] * kv_half_to_float(v[c]);
+    for (; c < head_dim; ++c) out[c] += p[t] * f16_to_f32(v[c]);
   }
 }
 
 void halves_to_floats(const uint16_t* h, uint32_t n, float* out) {
   uint32_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, load_f16x8(h + i));
-  for (; i < n; ++i) out[i] = kv_half_to_float(h[i]);
+  for (; i < n; ++i) out[i] = f16_to_f32(h[i]);
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 
 #include <cstring>
 
-#include "kernels/dense_matmul.h"
 #include "kernels/kv_ukernels.h"
 #include "kernels/kv_value_rows_impl.h"
 
@@ -145,9 +144,6 @@ void value_rows_accumulate(const float* p, size_t p_stride, uint32_t queries, co
   }
 }
 
-inline __m512 load_f16x16(const uint16_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
 
 void exact_scores_f32(const float* q, const float* keys, uint32_t tokens, uint32_t head_dim, float scale,
                       float* scores) {
@@ -170,7 +166,7 @@ void exact_scores_f16(const float* q, const uint16_t* keys, uint32_t tokens, uin
     uint32_t c = 0;
     for (; c + 16 <= head_dim; c += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), load_f16x16(k + c), acc);
     float s = hsum16(acc);
-    for (; c < head_dim; ++c) s += q[c] * kv_half_to_float(k[c]);
+    for (; c < head_dim; ++c) s += q[c] * f16_to_f32(k[c]);
     scores[t] = scale * s;
   }
 }
@@ -193,14 +189,14 @@ void exact_accumulate_f16(const float* p, const uint16_t* values, uint32_t token
     uint32_t c = 0;
     for (; c + 16 <= head_dim; c += 16)
       _mm512_storeu_ps(out + c, _mm512_fmadd_ps(w, load_f16x16(v + c), _mm512_loadu_ps(out + c)));
-    for (; c < head_dim; ++c) out[c] += p[t] * kv_half_to_float(v[c]);
+    for (; c < head_dim; ++c) out[c] += p[t] * f16_to_f32(v[c]);
   }
 }
 
 void halves_to_floats(const uint16_t* h, uint32_t n, float* out) {
   uint32_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, load_f16x16(h + i));
-  for (; i < n; ++i) out[i] = kv_half_to_float(h[i]);
+  for (; i < n; ++i) out[i] = f16_to_f32(h[i]);
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 
 #include <cstring>
 
-#include "kernels/dense_matmul.h"
 #include "kernels/kv_ukernels.h"
 #include "kernels/kv_value_rows_impl.h"
 
@@ -68,7 +67,7 @@ struct ValueChunks {
       const uint8_t* row = v.rows + t * v.row_bytes;
       uint16_t mh, sh;
       kv_value_group_params(row, g, &mh, &sh);
-      const float st = kv_half_to_float(sh);
+      const float st = f16_to_f32(sh);
       const uint8_t* codes_row = row + 4 * static_cast<size_t>(v.groups);
       float32x4_t codes[Z];
       for (int z = 0; z < Z; z += 2) codes8<B>(codes_row, c + 4 * z, &codes[z], &codes[z + 1]);
@@ -76,7 +75,7 @@ struct ValueChunks {
         const float pt = v.p[i * v.p_stride + t];
         const float a = pt * st;
         for (int z = 0; z < Z; ++z) acc[i][z] = vfmaq_n_f32(acc[i][z], codes[z], a);
-        if (first) bias[i][g] += pt * kv_half_to_float(mh);
+        if (first) bias[i][g] += pt * f16_to_f32(mh);
       }
     }
     for (int i = 0; i < Q; ++i)
@@ -126,7 +125,6 @@ void value_rows_accumulate(const float* p, size_t p_stride, uint32_t queries, co
   }
 }
 
-inline float32x4_t load_f16x4(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
 
 void exact_scores_f32(const float* q, const float* keys, uint32_t tokens, uint32_t head_dim, float scale,
                       float* scores) {
@@ -149,7 +147,7 @@ void exact_scores_f16(const float* q, const uint16_t* keys, uint32_t tokens, uin
     uint32_t c = 0;
     for (; c + 4 <= head_dim; c += 4) acc = vfmaq_f32(acc, vld1q_f32(q + c), load_f16x4(k + c));
     float s = vaddvq_f32(acc);
-    for (; c < head_dim; ++c) s += q[c] * kv_half_to_float(k[c]);
+    for (; c < head_dim; ++c) s += q[c] * f16_to_f32(k[c]);
     scores[t] = scale * s;
   }
 }
@@ -168,14 +166,14 @@ void exact_accumulate_f16(const float* p, const uint16_t* values, uint32_t token
     const uint16_t* v = values + static_cast<size_t>(t) * head_dim;
     uint32_t c = 0;
     for (; c + 4 <= head_dim; c += 4) vst1q_f32(out + c, vfmaq_n_f32(vld1q_f32(out + c), load_f16x4(v + c), p[t]));
-    for (; c < head_dim; ++c) out[c] += p[t] * kv_half_to_float(v[c]);
+    for (; c < head_dim; ++c) out[c] += p[t] * f16_to_f32(v[c]);
   }
 }
 
 void halves_to_floats(const uint16_t* h, uint32_t n, float* out) {
   uint32_t i = 0;
   for (; i + 4 <= n; i += 4) vst1q_f32(out + i, load_f16x4(h + i));
-  for (; i < n; ++i) out[i] = kv_half_to_float(h[i]);
+  for (; i < n; ++i) out[i] = f16_to_f32(h[i]);
 }
 
 }  // namespace

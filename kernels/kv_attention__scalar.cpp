@@ -1,5 +1,4 @@
 // Portable reference for the mixed-precision attention inner loops.
-#include "kernels/dense_matmul.h"
 #include "kernels/kv_ukernels.h"
 
 namespace tern {
@@ -29,8 +28,8 @@ void value_rows_accumulate(const float* p, size_t p_stride, uint32_t queries, co
       const uint8_t* row = rows + t * row_bytes;
       const uint8_t* codes = row + 4 * static_cast<size_t>(groups);
       for (uint32_t g = 0; g < groups; ++g) {
-        const float mn = kv_half_to_float(static_cast<uint16_t>(row[4 * g] | (row[4 * g + 1] << 8)));
-        const float st = kv_half_to_float(static_cast<uint16_t>(row[4 * g + 2] | (row[4 * g + 3] << 8)));
+        const float mn = f16_to_f32(static_cast<uint16_t>(row[4 * g] | (row[4 * g + 1] << 8)));
+        const float st = f16_to_f32(static_cast<uint16_t>(row[4 * g + 2] | (row[4 * g + 3] << 8)));
         const float a = w * st, b = w * mn;
         const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
         for (uint32_t c = g * group; c < end; ++c) o[c] += a * static_cast<float>(kv_code_at(codes, c, bits)) + b;
@@ -54,7 +53,7 @@ void exact_scores_f16(const float* q, const uint16_t* keys, uint32_t tokens, uin
   for (uint32_t t = 0; t < tokens; ++t) {
     const uint16_t* k = keys + static_cast<size_t>(t) * head_dim;
     float acc = 0.0f;
-    for (uint32_t c = 0; c < head_dim; ++c) acc += q[c] * kv_half_to_float(k[c]);
+    for (uint32_t c = 0; c < head_dim; ++c) acc += q[c] * f16_to_f32(k[c]);
     scores[t] = scale * acc;
   }
 }
@@ -69,12 +68,12 @@ void exact_accumulate_f32(const float* p, const float* values, uint32_t tokens, 
 void exact_accumulate_f16(const float* p, const uint16_t* values, uint32_t tokens, uint32_t head_dim, float* out) {
   for (uint32_t t = 0; t < tokens; ++t) {
     const uint16_t* v = values + static_cast<size_t>(t) * head_dim;
-    for (uint32_t c = 0; c < head_dim; ++c) out[c] += p[t] * kv_half_to_float(v[c]);
+    for (uint32_t c = 0; c < head_dim; ++c) out[c] += p[t] * f16_to_f32(v[c]);
   }
 }
 
 void halves_to_floats(const uint16_t* h, uint32_t n, float* out) {
-  for (uint32_t i = 0; i < n; ++i) out[i] = kv_half_to_float(h[i]);
+  for (uint32_t i = 0; i < n; ++i) out[i] = f16_to_f32(h[i]);
 }
 
 }  // namespace

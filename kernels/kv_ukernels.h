@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/half.h"
 #include "kernels/kv_quant.h"
 
 namespace tern {
@@ -65,27 +66,5 @@ inline uint32_t kv_code_at(const uint8_t* row, uint32_t i, uint32_t bits) {
   return ((lo | (hi << 8)) >> (bit & 7)) & ((1u << bits) - 1);
 }
 
-// Exact IEEE half -> float without branches on the common path (every half is exactly
-// representable; same results as f16_to_f32, much cheaper in the per-token loops).
-inline float kv_half_to_float(uint16_t h) {
-  const uint32_t magic_bits = 113u << 23;  // 2^-14 as float bits
-  uint32_t o = static_cast<uint32_t>(h & 0x7fffu) << 13;
-  const uint32_t exp = o & 0x0f800000u;
-  o += (127u - 15u) << 23;
-  if (exp == 0x0f800000u) {
-    o += (128u - 16u) << 23;  // inf / NaN
-  } else if (exp == 0) {      // zero / subnormal: renormalize through a float subtraction
-    o += 1u << 23;
-    float f, magic;
-    std::memcpy(&f, &o, 4);
-    std::memcpy(&magic, &magic_bits, 4);
-    f -= magic;
-    std::memcpy(&o, &f, 4);
-  }
-  o |= static_cast<uint32_t>(h & 0x8000u) << 16;
-  float out;
-  std::memcpy(&out, &o, 4);
-  return out;
-}
 
 }  // namespace tern

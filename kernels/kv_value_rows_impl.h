@@ -47,7 +47,7 @@ void kv_value_rows_accumulate(const float* p, size_t p_stride, const uint8_t* ro
       const uint8_t* codes_row = row + 4 * static_cast<size_t>(v.groups);
       uint16_t mh, sh;
       kv_value_group_params(row, g, &mh, &sh);
-      const float mn = kv_half_to_float(mh), st = kv_half_to_float(sh);
+      const float mn = f16_to_f32(mh), st = f16_to_f32(sh);
       for (int i = 0; i < Q; ++i) {
         const float a = p[i * p_stride + t] * st;
         if (first) bias[i][g] += p[i * p_stride + t] * mn;
