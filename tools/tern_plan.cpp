@@ -1,4 +1,5 @@
-// tern-plan BUNDLE --budget 2G | --context 8192 | --device pi4|pi5|android6g|iphone4g|all [--json]
+// tern-plan BUNDLE --budget 2G|available[-25%] | --context 8192 | --device pi4|pi5|android6g|iphone4g|all
+//           [--budget B --context N: how many sessions of N tokens fit] [--sessions N] [--json]
 // Before loading anything big: per KV mode (fp16, q8, q4, q2, and adaptive at every average
 // the bundle is calibrated at), what the weights, scratch and KV cache cost, and the largest
 // context a budget holds (or the budget a context needs). The numbers are tern_plan()'s,
@@ -48,8 +49,8 @@ struct Table {
 
 void print_text(const Table& t) {
   std::printf("%s\n", t.label.c_str());
-  std::printf("%-14s %9s %10s %10s %10s %10s %11s %11s\n", "kv mode", "context", "KV B/tok", "weights", "scratch",
-              "KV cache", t.budget > 0 ? "total" : "budget", "min budget");
+  std::printf("%-14s %9s %10s %10s %10s %10s %11s %11s %9s\n", "kv mode", "context", "KV B/tok", "weights", "scratch",
+              "KV cache", t.budget > 0 ? "total" : "budget", "min budget", "sessions");
   for (const tern_plan_row& r : t.rows) {
     if (r.status != TERN_OK && r.minimum_budget_bytes == 0) {
       std::printf("%-14s %s\n", r.kv_mode, tern_status_string(r.status));
@@ -60,24 +61,28 @@ void print_text(const Table& t) {
                   mib(r.weights_bytes), "-", "-", "-", mib(r.minimum_budget_bytes), tern_status_string(r.status));
       continue;
     }
-    std::printf("%-14s %9u %10.1f %8.1f M %8.1f M %8.1f M %9.1f M %9.1f M\n", r.kv_mode, r.context_tokens,
+    std::printf("%-14s %9u %10.1f %8.1f M %8.1f M %8.1f M %9.1f M %9.1f M %9u\n", r.kv_mode, r.context_tokens,
                 r.kv_bytes_per_token, mib(r.weights_bytes), mib(r.scratch_bytes), mib(r.kv_bytes), mib(r.total_bytes),
-                mib(r.minimum_budget_bytes));
+                mib(r.minimum_budget_bytes), r.sessions_that_fit);
   }
-  std::printf("(MiB; process overhead %.0f MiB included in the totals)\n\n",
-              t.rows.empty() ? 0.0 : mib(t.rows[0].process_overhead_bytes));
+  std::printf("(MiB; process overhead %.0f MiB included in the totals; KV cache and scratch are per session; "
+              "sessions: %s)\n\n",
+              t.rows.empty() ? 0.0 : mib(t.rows[0].process_overhead_bytes),
+              t.budget > 0 ? "how many of that context fit the budget" : "planned");
 }
 
 void print_json_row(const tern_plan_row& r, bool last) {
   std::printf(
       "      {\"kv_mode\": \"%s\", \"status\": \"%s\", \"context_tokens\": %u, \"kv_bytes_per_token\": %.3f, "
       "\"weights_bytes\": %llu, \"process_overhead_bytes\": %llu, \"arena_bytes\": %llu, \"scratch_bytes\": %llu, "
-      "\"kv_bytes\": %llu, \"total_bytes\": %llu, \"minimum_budget_bytes\": %llu}%s\n",
+      "\"kv_bytes\": %llu, \"total_bytes\": %llu, \"minimum_budget_bytes\": %llu, \"session_bytes\": %llu, "
+      "\"sessions_that_fit\": %u}%s\n",
       r.kv_mode, tern_status_string(r.status), r.context_tokens, r.kv_bytes_per_token,
       static_cast<unsigned long long>(r.weights_bytes), static_cast<unsigned long long>(r.process_overhead_bytes),
       static_cast<unsigned long long>(r.arena_bytes), static_cast<unsigned long long>(r.scratch_bytes),
       static_cast<unsigned long long>(r.kv_bytes), static_cast<unsigned long long>(r.total_bytes),
-      static_cast<unsigned long long>(r.minimum_budget_bytes), last ? "" : ",");
+      static_cast<unsigned long long>(r.minimum_budget_bytes), static_cast<unsigned long long>(r.session_bytes),
+      r.sessions_that_fit, last ? "" : ",");
 }
 
 }  // namespace
@@ -90,7 +95,11 @@ int main(int argc, char** argv) {
   bool json = false, no_evict = false;
   std::vector<std::string> modes;
   app.add_option("BUNDLE", bundle, ".tern bundle")->required();
-  app.add_option("--budget", budget_text, "memory budget, e.g. 2G: the largest context per mode");
+  app.add_option("--budget", budget_text,
+                 "memory budget, e.g. 2G or available-25%: the largest context per mode (with --context: how many "
+                 "sessions of that context fit)");
+  unsigned sessions = 1;
+  app.add_option("--sessions", sessions, "sessions the model holds at once (default 1)")->check(CLI::PositiveNumber);
   app.add_option("--context", context, "context tokens: the budget each mode needs");
   app.add_option("--device", device, "pi4, pi5, android6g, iphone4g or all (budget = the app's share of RAM)")
       ->check(CLI::IsMember({"pi4", "pi5", "android6g", "iphone4g", "all"}));
@@ -101,21 +110,29 @@ int main(int argc, char** argv) {
   app.add_flag("--no-evict", no_evict, "plan without eviction");
   app.add_flag("--json", json, "JSON output");
   CLI11_PARSE(app, argc, argv);
+  const bool budget_and_context = !budget_text.empty() && context > 0 && device.empty();
   const int choices = !budget_text.empty() + (context > 0) + !device.empty();
-  if (choices != 1) {
-    std::fprintf(stderr, "tern-plan: give exactly one of --budget, --context, --device\n");
+  if (choices != 1 && !budget_and_context) {
+    std::fprintf(stderr, "tern-plan: give one of --budget, --context, --device (or --budget with --context)\n");
     return 2;
   }
 
   std::vector<Table> tables;
   if (!budget_text.empty()) {
     Table t;
-    if (tern_parse_byte_size(budget_text.c_str(), &t.budget) != TERN_OK || t.budget == 0) {
-      std::fprintf(stderr, "tern-plan: --budget '%s' is not a size like 2G\n", budget_text.c_str());
+    if (tern_parse_memory_budget(budget_text.c_str(), &t.budget) != TERN_OK || t.budget == 0) {
+      std::fprintf(stderr, "tern-plan: --budget '%s': %s\n", budget_text.c_str(), tern_last_error_message());
       return 2;
     }
-    char label[96];
-    std::snprintf(label, sizeof label, "budget %.2f MiB: the largest context per KV mode", mib(t.budget));
+    t.context = context;
+    char label[160];
+    if (context > 0) {
+      std::snprintf(label, sizeof label, "budget %.2f MiB (%s): how many sessions of %u tokens fit", mib(t.budget),
+                    budget_text.c_str(), context);
+    } else {
+      std::snprintf(label, sizeof label, "budget %.2f MiB (%s): the largest context per KV mode", mib(t.budget),
+                    budget_text.c_str());
+    }
     t.label = label;
     tables.push_back(t);
   } else if (context > 0) {
@@ -142,7 +159,8 @@ int main(int argc, char** argv) {
   for (Table& t : tables) {
     tern_model_params p = tern_model_default_params();
     p.memory_budget_bytes = t.budget;
-    p.n_ctx = t.budget == 0 ? t.context : 0;
+    p.n_ctx = t.context;
+    p.n_sessions = sessions;
     if (batch > 0) p.n_batch = batch;
     p.kv_sink_tokens = sinks;
     p.kv_recent_window = window;

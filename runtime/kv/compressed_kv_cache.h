@@ -49,7 +49,7 @@ class CompressedKvCache final : public KvCache {
   }
   // The same, with `q_sinks` (query_heads rows, or null = q) scoring the S sink tokens:
   // after eviction the forward pass passes the query rotated at its position within the
-  // cache (pos - evicted_positions()) there, as StreamingLLM does (runtime/kv_policy.h).
+  // cache (pos - evicted_positions()) there, as StreamingLLM does (runtime/kv/kv_policy.h).
   void attend(uint32_t layer, uint32_t kv_head, const float* q, const float* q_sinks, uint32_t query_heads,
               uint32_t end_pos, float scale, float* scores, float* out) const;
 
