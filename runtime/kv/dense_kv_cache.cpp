@@ -6,6 +6,7 @@
 
 #include "kernels/dense_attention.h"
 #include "kernels/dense_matmul.h"
+#include "kernels/kv_attention.h"
 #include "runtime/kv/kv_cache.h"
 
 namespace tern {
@@ -156,15 +157,7 @@ void DenseKvCache<Element>::attend_head(uint32_t layer, uint32_t kv_head, const 
     scores(isa, a.q + first, group, hd, keys, len, capacity_, a.scale, sc, stride);
     for (uint32_t g = 0; g < group; ++g) {
       float* p = sc + g * stride;
-      float max_score = -INFINITY;
-      for (uint32_t i = 0; i < len; ++i) max_score = std::max(max_score, p[i]);
-      float sum = 0.0f;
-      for (uint32_t i = 0; i < len; ++i) {
-        p[i] = std::exp(p[i] - max_score);
-        sum += p[i];
-      }
-      const float inv = 1.0f / sum;
-      for (uint32_t i = 0; i < len; ++i) p[i] *= inv;
+      kv_softmax(p, len);
       if (a.observer != nullptr && a.observer->on_probs != nullptr) {
         a.observer->on_probs(a.observer->user, layer, kv_head * group + g, a.pos0 + t, p, len);
       }

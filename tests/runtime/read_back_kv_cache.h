@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/dense_attention.h"
+#include "kernels/kv_attention.h"
 #include "runtime/kv/kv_cache.h"
 
 namespace tern::testing {
@@ -60,20 +61,12 @@ class ReadBackKvCache final : public KvCache {
         const size_t row = t * qd + (static_cast<size_t>(kv_head) * group + g) * hd;
         const float* q = a.q + row;
         float* p = sc + static_cast<size_t>(g) * capacity_;
-        float max_score = -INFINITY;
         for (uint32_t j = 0; j < len; ++j) {
           float dot = 0.0f;
           for (uint32_t i = 0; i < hd; ++i) dot += q[i] * keys[static_cast<size_t>(j) * hd + i];
           p[j] = dot * a.scale;
-          max_score = std::max(max_score, p[j]);
         }
-        float sum = 0.0f;
-        for (uint32_t j = 0; j < len; ++j) {
-          p[j] = std::exp(p[j] - max_score);
-          sum += p[j];
-        }
-        const float inv = 1.0f / sum;
-        for (uint32_t j = 0; j < len; ++j) p[j] *= inv;
+        kv_softmax(p, len);
       }
       const size_t first = t * qd + static_cast<size_t>(kv_head) * group * hd;
       dense_attention_values(active_isa_level(), sc, capacity_, group, values, hd, len, a.out + first);
