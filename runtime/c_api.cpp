@@ -574,6 +574,22 @@ tern_status tern_session_state_load_file(tern_session* session, const char* path
   return status(as_session(session)->load_state(mapped->data(), mapped->size()));
 }
 
+tern_status tern_session_history(const tern_session* session, int32_t* out_tokens, size_t capacity,
+                                 size_t* out_count) {
+  TERN_C_REQUIRE_(session);
+  TERN_C_REQUIRE_(out_count);
+  if (out_tokens == nullptr && capacity != 0) return null_argument(__func__, "out_tokens");
+  const Session* s = as_session(session);
+  const size_t n = s->history_size();
+  *out_count = n;
+  const size_t keep = n < capacity ? n : capacity;
+  if (keep > 0) std::memcpy(out_tokens, s->history() + (n - keep), keep * sizeof(int32_t));
+  if (capacity < n) {
+    return status(fail(Error::OutOfRange, "tern_session_history: %zu tokens, room for %zu", n, capacity));
+  }
+  return TERN_OK;
+}
+
 tern_status tern_session_truncate(tern_session* session, uint32_t n_tokens) {
   TERN_C_REQUIRE_(session);
   return status(as_session(session)->truncate(n_tokens));

@@ -333,6 +333,13 @@ TERN_API tern_status tern_session_state_load(tern_session* session, const void* 
 TERN_API tern_status tern_session_state_save_file(const tern_session* session, const char* path);
 TERN_API tern_status tern_session_state_load_file(tern_session* session, const char* path);
 
+/* The tokens the session holds, oldest first: every token run so far, or with eviction the
+ * most recent ones (at least the KV capacity). *out_count is how many there are; with too
+ * small a capacity the call fails with TERN_OUT_OF_RANGE after writing the newest `capacity`.
+ * Servers compare a new prompt with it to reuse the common prefix (tern_session_truncate). */
+TERN_API tern_status tern_session_history(const tern_session* session, int32_t* out_tokens, size_t capacity,
+                                          size_t* out_count);
+
 /* ---- Rewind ----
  * Keeps the first n_tokens positions and forgets the rest (regenerate an answer, edit the
  * last turn); afterwards the logits are those after position n_tokens - 1, as if only the

@@ -306,6 +306,40 @@ TEST(AppApi, TruncateRewindsExactly) {
   EXPECT_EQ(tern_session_truncate(s, 0), TERN_OK);
 }
 
+// The history is what was fed and sampled, in order (what a server compares a new prompt
+// with); too small a buffer gets the newest tokens and OUT_OF_RANGE.
+TEST(AppApi, HistoryHoldsThePromptAndTheSampledTokens) {
+  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  Loaded l;
+  tern_model_params p = params_for("f32", 128);
+  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(kAusten).c_str(), &p, &l.model), TERN_OK) << message();
+  tern_session* s = open_session(l, 0.9f, 3);
+  size_t n = 99;
+  ASSERT_EQ(tern_session_history(s, nullptr, 0, &n), TERN_OK) << message();
+  EXPECT_EQ(n, 0u);
+  std::vector<int32_t> all = tokenize(l.model, "It is a truth universally");
+  ASSERT_EQ(tern_prefill(s, all.data(), all.size()), TERN_OK) << message();
+  for (int32_t t : step(s, 17)) all.push_back(t);
+  std::vector<int32_t> got(all.size() + 5, -7);
+  ASSERT_EQ(tern_session_history(s, got.data(), got.size(), &n), TERN_OK) << message();
+  ASSERT_EQ(n, all.size());
+  got.resize(n);
+  EXPECT_EQ(got, all);
+  std::vector<int32_t> last(4);
+  EXPECT_EQ(tern_session_history(s, last.data(), last.size(), &n), TERN_OUT_OF_RANGE);
+  EXPECT_EQ(n, all.size());
+  EXPECT_EQ(last, std::vector<int32_t>(all.end() - 4, all.end()));
+  // After a rewind it is the kept prefix.
+  ASSERT_EQ(tern_session_truncate(s, 9), TERN_OK) << message();
+  got.assign(32, 0);
+  ASSERT_EQ(tern_session_history(s, got.data(), got.size(), &n), TERN_OK);
+  got.resize(n);
+  EXPECT_EQ(got, std::vector<int32_t>(all.begin(), all.begin() + 9));
+  EXPECT_EQ(tern_session_history(nullptr, got.data(), got.size(), &n), TERN_INVALID_ARGUMENT);
+  EXPECT_EQ(tern_session_history(s, nullptr, 4, &n), TERN_INVALID_ARGUMENT);
+  EXPECT_EQ(tern_session_history(s, got.data(), got.size(), nullptr), TERN_INVALID_ARGUMENT);
+}
+
 // With the bias or hook in place, sampling picks what the biased logits say: checked against
 // the raw logits, biased by hand.
 TEST(AppApi, LogitBiasAndHookSteerSampling) {
