@@ -1,0 +1,270 @@
+#include "tools/server/server_api.h"
+
+#include <cmath>
+#include <limits>
+
+namespace tern::server {
+
+using nlohmann::json;
+
+json error_body(const ApiError& e) {
+  json err = {{"message", e.message}, {"type", e.type}};
+  err["param"] = e.param.empty() ? json(nullptr) : json(e.param);
+  err["code"] = e.code.empty() ? json(nullptr) : json(e.code);
+  return json{{"error", err}};
+}
+
+bool valid_utf8(const std::string& s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    uint32_t cp, min;
+    if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07, min = 0x10000;
+    else return false;
+    if (i + len > n) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
+namespace {
+
+bool fail(ApiError* e, std::string message, std::string param, int status = 400, std::string code = "") {
+  e->status = status;
+  e->message = std::move(message);
+  e->param = std::move(param);
+  e->code = std::move(code);
+  return false;
+}
+
+// A number field in [lo, hi] (absent: keep *out).
+bool number(const json& j, const char* key, double lo, double hi, double* out, ApiError* e) {
+  if (!j.contains(key) || j[key].is_null()) return true;
+  if (!j[key].is_number()) return fail(e, std::string("'") + key + "' must be a number", key);
+  const double v = j[key].get<double>();
+  if (!(v >= lo && v <= hi)) {
+    return fail(e, std::string("'") + key + "' is " + j[key].dump() + "; it must be in [" + json(lo).dump() + ", " +
+                       json(hi).dump() + "]", key);
+  }
+  *out = v;
+  return true;
+}
+
+bool parse_fields(const json& j, GenerationRequest* r, ApiError* e) {
+  double v = 0;
+  if (j.contains("max_tokens") || j.contains("max_completion_tokens")) {
+    const char* key = j.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    if (!j[key].is_null()) {
+      if (!j[key].is_number_integer()) return fail(e, std::string("'") + key + "' must be an integer", key);
+      const int64_t n = j[key].get<int64_t>();
+      if (n < 1) return fail(e, std::string("'") + key + "' must be at least 1, got " + std::to_string(n), key);
+      r->max_tokens = n;
+    }
+  }
+  v = r->temperature;
+  if (!number(j, "temperature", 0.0, 2.0, &v, e)) return false;
+  r->temperature = static_cast<float>(v);
+  v = r->top_p;
+  if (!number(j, "top_p", 0.0, 1.0, &v, e)) return false;
+  if (v == 0.0) v = 1e-6;  // "top_p 0" asks for the single most likely token
+  r->top_p = static_cast<float>(v);
+  v = r->presence_penalty;
+  if (!number(j, "presence_penalty", -2.0, 2.0, &v, e)) return false;
+  r->presence_penalty = static_cast<float>(v);
+  v = r->frequency_penalty;
+  if (!number(j, "frequency_penalty", -2.0, 2.0, &v, e)) return false;
+  r->frequency_penalty = static_cast<float>(v);
+  if (j.contains("seed") && !j["seed"].is_null()) {
+    if (!j["seed"].is_number_integer()) return fail(e, "'seed' must be an integer", "seed");
+    r->seed = static_cast<uint64_t>(j["seed"].get<int64_t>());
+  }
+  if (j.contains("n") && !j["n"].is_null() && !(j["n"].is_number_integer() && j["n"].get<int64_t>() == 1)) {
+    return fail(e, "'n' must be 1: one choice per request", "n");
+  }
+  if (j.contains("stop") && !j["stop"].is_null()) {
+    const json& s = j["stop"];
+    if (s.is_string()) {
+      r->stop.push_back(s.get<std::string>());
+    } else if (s.is_array() && s.size() <= 4) {
+      for (const json& x : s) {
+        if (!x.is_string()) return fail(e, "'stop' must be a string or an array of up to 4 strings", "stop");
+        r->stop.push_back(x.get<std::string>());
+      }
+    } else {
+      return fail(e, "'stop' must be a string or an array of up to 4 strings", "stop");
+    }
+    for (const std::string& x : r->stop) {
+      if (x.empty() || x.size() > 64) return fail(e, "each stop string must have 1 to 64 bytes", "stop");
+    }
+  }
+  if (j.contains("logit_bias") && !j["logit_bias"].is_null()) {
+    const json& b = j["logit_bias"];
+    if (!b.is_object()) return fail(e, "'logit_bias' must map token ids to numbers", "logit_bias");
+    if (b.size() > 300) return fail(e, "'logit_bias' has more than 300 entries", "logit_bias");
+    for (auto it = b.begin(); it != b.end(); ++it) {
+      char* end = nullptr;
+      const long id = std::strtol(it.key().c_str(), &end, 10);
+      if (it.key().empty() || *end != '\0' || id < 0 || id > std::numeric_limits<int32_t>::max()) {
+        return fail(e, "'logit_bias' key '" + it.key() + "' is not a token id", "logit_bias");
+      }
+      if (!it.value().is_number() || !(it.value().get<double>() >= -100.0 && it.value().get<double>() <= 100.0)) {
+        return fail(e, "'logit_bias' values must be numbers in [-100, 100]", "logit_bias");
+      }
+      r->logit_bias[static_cast<int32_t>(id)] = it.value().get<float>();
+    }
+  }
+  if (j.contains("stream") && !j["stream"].is_null()) {
+    if (!j["stream"].is_boolean()) return fail(e, "'stream' must be a boolean", "stream");
+    r->stream = j["stream"].get<bool>();
+  }
+  if (j.contains("stream_options") && j["stream_options"].is_object()) {
+    const json& o = j["stream_options"];
+    if (o.contains("include_usage") && o["include_usage"].is_boolean()) r->include_usage = o["include_usage"].get<bool>();
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<GenerationRequest> parse_generation_request(const std::string& body, bool chat,
+                                                          const std::string& model_name, ApiError* e) {
+  const json j = json::parse(body, nullptr, false);
+  if (j.is_discarded()) {
+    fail(e, "the request body is not valid JSON", "");
+    return std::nullopt;
+  }
+  if (!j.is_object()) {
+    fail(e, "the request body must be a JSON object", "");
+    return std::nullopt;
+  }
+  GenerationRequest r;
+  r.chat = chat;
+  if (j.contains("model") && !j["model"].is_null()) {
+    if (!j["model"].is_string()) {
+      fail(e, "'model' must be a string", "model");
+      return std::nullopt;
+    }
+    r.model = j["model"].get<std::string>();
+    if (r.model != model_name) {
+      fail(e, "The model '" + r.model + "' does not exist; this server has '" + model_name + "'", "model", 404,
+           "model_not_found");
+      return std::nullopt;
+    }
+  }
+  if (chat) {
+    if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty()) {
+      fail(e, "'messages' must be a non-empty array", "messages");
+      return std::nullopt;
+    }
+    for (const json& m : j["messages"]) {
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+        fail(e, "each message needs a string 'role'", "messages");
+        return std::nullopt;
+      }
+      Message msg;
+      msg.role = m["role"].get<std::string>();
+      if (msg.role == "developer") msg.role = "system";  // OpenAI's newer name for it
+      if (msg.role != "system" && msg.role != "user" && msg.role != "assistant") {
+        fail(e, "unknown message role '" + msg.role + "' (system, user, assistant)", "messages");
+        return std::nullopt;
+      }
+      if (m.contains("content") && m["content"].is_string()) {
+        msg.content = m["content"].get<std::string>();
+      } else if (m.contains("content") && m["content"].is_array()) {  // [{"type": "text", "text": ...}]
+        for (const json& part : m["content"]) {
+          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+            fail(e, "message content parts must be {\"type\": \"text\", \"text\": ...}", "messages");
+            return std::nullopt;
+          }
+          msg.content += part["text"].get<std::string>();
+        }
+      } else {
+        fail(e, "each message needs a string 'content'", "messages");
+        return std::nullopt;
+      }
+      r.messages.push_back(std::move(msg));
+    }
+  } else {
+    if (!j.contains("prompt") || !j["prompt"].is_string()) {
+      fail(e, "'prompt' must be a string", "prompt");
+      return std::nullopt;
+    }
+    r.prompt = j["prompt"].get<std::string>();
+  }
+  if (!parse_fields(j, &r, e)) return std::nullopt;
+  return r;
+}
+
+static json usage_body(const Usage& u) {
+  return json{{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+json completion_body(bool chat, const std::string& id, int64_t created, const std::string& model,
+                     const std::string& text, const std::string& finish_reason, const Usage& usage) {
+  json choice = {{"index", 0}, {"finish_reason", finish_reason}, {"logprobs", nullptr}};
+  if (chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  } else {
+    choice["text"] = text;
+  }
+  return json{{"id", id},
+              {"object", chat ? "chat.completion" : "text_completion"},
+              {"created", created},
+              {"model", model},
+              {"choices", json::array({choice})},
+              {"usage", usage_body(usage)}};
+}
+
+std::string stream_chunk(bool chat, const std::string& id, int64_t created, const std::string& model,
+                         const std::string& text, const std::string* finish_reason, bool first) {
+  json choice = {{"index", 0}, {"finish_reason", finish_reason ? json(*finish_reason) : json(nullptr)},
+                 {"logprobs", nullptr}};
+  if (chat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || (first && finish_reason == nullptr)) delta["content"] = text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text;
+  }
+  const json j = {{"id", id},
+                  {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                  {"created", created},
+                  {"model", model},
+                  {"choices", json::array({choice})}};
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+std::string stream_usage_chunk(bool chat, const std::string& id, int64_t created, const std::string& model,
+                               const Usage& usage) {
+  const json j = {{"id", id},
+                  {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                  {"created", created},
+                  {"model", model},
+                  {"choices", json::array()},
+                  {"usage", usage_body(usage)}};
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+json models_body(const std::string& model, int64_t created) {
+  return json{{"object", "list"},
+              {"data", json::array({json{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "tern"}}})}};
+}
+
+}  // namespace tern::server

@@ -1,0 +1,76 @@
+// The OpenAI-compatible request and response shapes of tern-server, apart from HTTP and the
+// model so they can be tested alone: parsing (with the error an API client expects for each
+// bad field) and the JSON / server-sent-event bodies.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tern::server {
+
+// An error answered as {"error": {...}} with an HTTP status.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // the offending field, or empty
+  std::string code;   // e.g. "model_not_found", "context_length_exceeded"
+};
+nlohmann::json error_body(const ApiError& e);
+
+struct Message {
+  std::string role;
+  std::string content;
+};
+
+// What both endpoints ask for. Absent fields keep these defaults.
+struct GenerationRequest {
+  bool chat = true;
+  std::string model;
+  std::vector<Message> messages;  // chat
+  std::string prompt;             // completions
+  int64_t max_tokens = -1;        // -1: up to the context
+  float temperature = 0.8f;
+  float top_p = 0.95f;
+  std::optional<uint64_t> seed;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::map<int32_t, float> logit_bias;
+  std::vector<std::string> stop;  // at most 4
+  bool stream = false;
+  bool include_usage = false;     // stream_options.include_usage
+};
+
+// Parses a request body (already known to be valid UTF-8) for /v1/chat/completions
+// (chat = true) or /v1/completions. `model_name` is the one model served.
+std::optional<GenerationRequest> parse_generation_request(const std::string& body, bool chat,
+                                                          const std::string& model_name, ApiError* error);
+
+// True when `s` is well-formed UTF-8 (no overlongs, surrogates or values past U+10FFFF).
+bool valid_utf8(const std::string& s);
+
+struct Usage {
+  uint32_t prompt_tokens = 0;
+  uint32_t completion_tokens = 0;
+  uint32_t cached_tokens = 0;  // prompt tokens the slot already held (not run again)
+};
+
+// A whole (non-streamed) answer.
+nlohmann::json completion_body(bool chat, const std::string& id, int64_t created, const std::string& model,
+                               const std::string& text, const std::string& finish_reason, const Usage& usage);
+// One server-sent event, "data: {...}\n\n": a piece of text, or (finish_reason set, text
+// empty) the last chunk; usage (when include_usage) goes into a final chunk of its own.
+std::string stream_chunk(bool chat, const std::string& id, int64_t created, const std::string& model,
+                         const std::string& text, const std::string* finish_reason, bool first);
+std::string stream_usage_chunk(bool chat, const std::string& id, int64_t created, const std::string& model,
+                               const Usage& usage);
+inline const char* stream_done() { return "data: [DONE]\n\n"; }
+
+nlohmann::json models_body(const std::string& model, int64_t created);
+
+}  // namespace tern::server

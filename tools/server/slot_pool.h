@@ -1,0 +1,93 @@
+// Session slots for concurrent requests: a request takes a free slot, or waits in a bounded
+// queue for one; past the queue (or after waiting too long) it is turned away (503).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace tern::server {
+
+class SlotPool {
+ public:
+  SlotPool(size_t slots, size_t queue_limit) : busy_(slots, false), queue_limit_(queue_limit) {}
+
+  enum class Refusal { None, QueueFull, TimedOut };
+  // A free slot, waiting up to `wait` in line (first come, first served); nullopt and why not.
+  std::optional<size_t> acquire(std::chrono::milliseconds wait, Refusal* why) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    *why = Refusal::None;
+    if (line_.empty()) {
+      if (auto slot = take_free()) return slot;
+    }
+    if (line_.size() >= queue_limit_) {
+      *why = Refusal::QueueFull;
+      return std::nullopt;
+    }
+    const uint64_t ticket = next_ticket_++;
+    line_.push_back(ticket);
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    std::optional<size_t> slot;
+    while (!slot) {
+      if (line_.front() == ticket) slot = take_free();
+      if (slot) break;
+      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+        if (line_.front() == ticket) slot = take_free();
+        if (!slot) *why = Refusal::TimedOut;
+        break;
+      }
+    }
+    for (auto it = line_.begin(); it != line_.end(); ++it) {
+      if (*it == ticket) {
+        line_.erase(it);
+        break;
+      }
+    }
+    cv_.notify_all();  // the next in line may take a slot now
+    return slot;
+  }
+
+  void release(size_t slot) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      busy_[slot] = false;
+    }
+    cv_.notify_all();
+  }
+
+  size_t total() const { return busy_.size(); }
+  size_t idle() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t n = 0;
+    for (bool b : busy_) n += !b;
+    return n;
+  }
+  size_t waiting() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return line_.size();
+  }
+
+ private:
+  std::optional<size_t> take_free() {
+    for (size_t i = 0; i < busy_.size(); ++i) {
+      if (!busy_[i]) {
+        busy_[i] = true;
+        return i;
+      }
+    }
+    return std::nullopt;
+  }
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<bool> busy_;
+  std::deque<uint64_t> line_;
+  uint64_t next_ticket_ = 0;
+  size_t queue_limit_;
+};
+
+}  // namespace tern::server
