@@ -1,0 +1,428 @@
+// tern-server through the official `openai` npm client (and curl, and raw fetch for what a
+// well-behaved client cannot send).
+//   node openai_client_test.mjs --suite api  ...  answers equal tern-run's, streaming, prefix
+//                                                 reuse, every bad input, 503, disconnects
+//   node openai_client_test.mjs --suite load ...  200 requests from 8 clients on 2 slots
+// Common arguments: --server BIN --run BIN --render BIN --bundle FILE --npm DIR.
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
+const args = {};
+for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
+
+function skipOrFail(why) {
+  if (process.env.CI) {
+    console.error(`FAIL (CI): ${why}`);
+    process.exit(1);
+  }
+  console.log(`TEST SKIPPED: ${why}`);
+  process.exit(0);
+}
+const openaiDir = path.join(args.npm ?? '', 'node_modules', 'openai');
+if (!fs.existsSync(openaiDir)) skipOrFail(`the openai npm package is not in ${args.npm} (run .ci/deps)`);
+const OpenAI = createRequire(path.join(args.npm, 'package.json'))('openai').default;
+
+const servers = [];
+const deadline = Number(args.deadline ?? 60);
+const watchdog = setTimeout(() => {
+  console.error(`FAIL: the ${args.suite} suite did not finish within ${deadline} s`);
+  for (const s of servers) s.proc.kill('SIGKILL');
+  process.exit(1);
+}, deadline * 1000);
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Starts tern-server on a free loopback port; resolves when /health says ok.
+async function startServer(extra) {
+  const proc = spawn(args.server, [args.bundle, '--port', '0', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const log = [];
+  let stderr = '';
+  proc.stderr.on('data', (d) => {
+    stderr += d;
+    const lines = stderr.split('\n');
+    stderr = lines.pop();
+    log.push(...lines);
+  });
+  const port = await new Promise((resolve, reject) => {
+    let out = '';
+    proc.stdout.on('data', (d) => {
+      out += d;
+      if (out.includes('\n')) resolve(Number(out.trim()));
+    });
+    proc.on('exit', (code) => reject(new Error(`tern-server exited (${code}) before listening: ${log.join('\n')}`)));
+  });
+  const server = { proc, port, log, base: `http://127.0.0.1:${port}` };
+  servers.push(server);
+  for (let i = 0; ; ++i) {
+    const r = await fetch(`${server.base}/health`);
+    const j = await r.json();
+    if (r.status === 200 && j.status === 'ok') break;
+    assert.ok(i < 500 && j.status !== 'error', `the server did not become ready: ${JSON.stringify(j)}`);
+    await sleep(20);
+  }
+  return server;
+}
+
+async function stopServer(server) {
+  const exited = new Promise((resolve) => server.proc.on('exit', (code, signal) => resolve({ code, signal })));
+  assert.equal(server.proc.exitCode, null, 'the server is still running before it is asked to stop');
+  server.proc.kill('SIGTERM');
+  const { code } = await exited;
+  assert.equal(code, 0, 'tern-server exits cleanly on SIGTERM');
+}
+
+const modelName = path.basename(args.bundle).replace(/\.tern$/, '');
+
+// tern-run's greedy continuation of `prompt` (its stdout is the prompt, the text, "\n").
+function ternRun(prompt, n, extra = []) {
+  const out = execFileSync(args.run, [args.bundle, '-p', prompt, '--greedy', '-n', String(n), ...extra], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+  }).toString('utf8');
+  assert.ok(out.startsWith(prompt) && out.endsWith('\n'), 'tern-run echoes the prompt');
+  return out.slice(prompt.length, -1);
+}
+
+// The conversation as the model's chat format renders it (tern-chat-render, checked against
+// the Jinja template by the runtime tests).
+function renderChat(messages) {
+  const flat = messages.flatMap((m) => [m.role, m.content]);
+  const out = execFileSync(args.render, [args.bundle, '1', ...flat]).toString('utf8');
+  return out.slice(0, out.indexOf('\n\x1e\n'));
+}
+
+function cutAtStop(text, stop) {
+  const at = stop ? text.indexOf(stop) : -1;
+  return at < 0 ? text : text.slice(0, at);
+}
+
+async function expectApiError(promise, status, check = () => {}) {
+  try {
+    await promise;
+  } catch (e) {
+    assert.ok(e instanceof OpenAI.APIError, `an APIError, not ${e}`);
+    assert.equal(e.status, status, `status of: ${e.message}`);
+    check(e);
+    return e;
+  }
+  assert.fail(`expected HTTP ${status}`);
+}
+
+async function rawPost(server, route, body, headers = {}) {
+  const r = await fetch(`${server.base}${route}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', ...headers },
+    body,
+  });
+  const text = await r.text();
+  let json = null;
+  try {
+    json = JSON.parse(text);
+  } catch {}
+  return { status: r.status, headers: r.headers, text, json };
+}
+
+function step(name) {
+  console.log(`-- ${name}`);
+}
+
+// A server that cannot load its model says why and exits 1 (for a supervisor to restart).
+async function startupFailure(extra, bundle, pattern) {
+  const proc = spawn(args.server, [bundle, '--port', '0', ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  proc.stderr.on('data', (d) => (stderr += d));
+  const code = await new Promise((resolve) => proc.on('exit', resolve));
+  assert.equal(code, 1, stderr);
+  assert.match(stderr, pattern);
+}
+
+async function apiSuite() {
+  step('startup: a missing bundle and a budget below the minimum end the server with a message');
+  await startupFailure([], '/nonexistent/model.tern', /FILE_NOT_FOUND: .*no such file/);
+  await startupFailure(['--memory-budget', '1M'], args.bundle, /BUDGET|budget/);
+  await startupFailure(['--memory-budget', 'lots'], args.bundle, /--memory-budget/);
+
+  const key = 'sk-tern-test';
+  const ctx = 256;
+  const server = await startServer(['--sessions', '2', '--ctx', String(ctx), '--api-key', key, '--max-body', '65536']);
+  const auth = { Authorization: `Bearer ${key}` };
+  const client = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: key, maxRetries: 0, timeout: 20000 });
+  const props = await (await fetch(`${server.base}/props`, { headers: auth })).json();
+
+  step('models and health');
+  const models = await client.models.list();
+  assert.deepEqual(
+    models.data.map((m) => m.id),
+    [modelName],
+  );
+  const health = await (await fetch(`${server.base}/health`)).json();
+  assert.equal(health.status, 'ok');
+  assert.equal(health.slots_total, 2);
+  assert.ok(health.memory.planned_bytes > 0);
+  assert.equal(props.n_ctx, ctx);
+
+  step('completion: the greedy text is tern-run\'s');
+  const prompt = 'It is a truth universally acknowledged';
+  const expected = ternRun(prompt, 40, ['--ctx', String(ctx)]);
+  const completion = await client.completions.create({ model: modelName, prompt, max_tokens: 40, temperature: 0 });
+  assert.equal(completion.choices[0].text, expected);
+  assert.ok(expected.length > 0);
+  assert.equal(completion.usage.completion_tokens, 40);
+  assert.equal(completion.choices[0].finish_reason, 'length');
+
+  step('chat: the greedy text is tern-run\'s on the rendered conversation');
+  const turn1 = [
+    { role: 'system', content: 'You are a helpful assistant.' },
+    { role: 'user', content: 'Who is Mr. Darcy?' },
+  ];
+  const rendered1 = renderChat(turn1);
+  const expectedChat = cutAtStop(ternRun(rendered1, 48, ['--no-bos', '--ctx', String(ctx)]), props.chat_stop);
+  const chat = await client.chat.completions.create({ model: modelName, messages: turn1, max_tokens: 48, temperature: 0 });
+  assert.equal(chat.choices[0].message.role, 'assistant');
+  assert.equal(chat.choices[0].message.content, expectedChat);
+  assert.ok(expectedChat.length > 0);
+
+  step('prefix reuse: the next turn skips what the slot holds and answers as a fresh run would');
+  const turn2 = [...turn1, { role: 'assistant', content: chat.choices[0].message.content }, { role: 'user', content: 'And Elizabeth?' }];
+  const expected2 = cutAtStop(ternRun(renderChat(turn2), 32, ['--no-bos', '--ctx', String(ctx)]), props.chat_stop);
+  const chat2 = await client.chat.completions.create({ model: modelName, messages: turn2, max_tokens: 32, temperature: 0 });
+  assert.equal(chat2.choices[0].message.content, expected2);
+  assert.ok(
+    chat2.usage.prompt_tokens_details.cached_tokens >= chat.usage.prompt_tokens,
+    `cached ${chat2.usage.prompt_tokens_details.cached_tokens} of the first turn's ${chat.usage.prompt_tokens}`,
+  );
+
+  step('streaming: the chunks join to the same text');
+  const stream = await client.chat.completions.create({
+    model: modelName, messages: turn1, max_tokens: 48, temperature: 0, stream: true, stream_options: { include_usage: true },
+  });
+  let joined = '';
+  let finish = null;
+  let usage = null;
+  let chunks = 0;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      joined += c.delta.content ?? '';
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+    ++chunks;
+  }
+  assert.equal(joined, expectedChat);
+  assert.ok(chunks > 3, `${chunks} chunks`);
+  assert.ok(finish === 'stop' || finish === 'length');
+  assert.equal(usage.completion_tokens, chat.usage.completion_tokens);
+  const textStream = await client.completions.create({ model: modelName, prompt, max_tokens: 40, temperature: 0, stream: true });
+  let joinedText = '';
+  for await (const chunk of textStream) joinedText += chunk.choices[0]?.text ?? '';
+  assert.equal(joinedText, expected);
+
+  step('curl: raw server-sent events');
+  const raw = execFileSync('curl', [
+    '-sS', '-N', '-i', '-H', `Authorization: Bearer ${key}`, '-H', 'Content-Type: application/json',
+    '-d', JSON.stringify({ model: modelName, prompt, max_tokens: 12, temperature: 0, stream: true }),
+    `${server.base}/v1/completions`,
+  ]).toString('utf8');
+  const split = raw.indexOf('\r\n\r\n');
+  const head = raw.slice(0, split);
+  const body = raw.slice(split + 4);
+  assert.match(head, /^HTTP\/1\.1 200/);
+  assert.match(head, /\r\nContent-Type: text\/event-stream\r\n/i);
+  assert.match(head, /\r\nTransfer-Encoding: chunked\r\n/i);
+  assert.match(body, /^(data: [^\n]+\n\n)+data: \[DONE\]\n\n$/, 'every event is "data: ...\\n\\n", the last [DONE]');
+  const events = body.split('\n\n').filter((e) => e && e !== 'data: [DONE]').map((e) => JSON.parse(e.slice(6)));
+  assert.equal(events.map((e) => e.choices[0].text).join(''), ternRun(prompt, 12, ['--ctx', String(ctx)]));
+  assert.equal(events.at(-1).choices[0].finish_reason, 'length');
+
+  step('tokenize / detokenize');
+  const tok = await rawPost(server, '/tokenize', JSON.stringify({ content: prompt }), auth);
+  assert.equal(tok.status, 200);
+  assert.ok(tok.json.tokens.length > 3);
+  const detok = await rawPost(server, '/detokenize', JSON.stringify({ tokens: tok.json.tokens }), auth);
+  assert.equal(detok.json.content.trim(), prompt);
+
+  step('bad input: each gets its 4xx with an OpenAI error body, and the server keeps serving');
+  const base = { model: modelName, messages: [{ role: 'user', content: 'Hello' }] };
+  const badJson = await rawPost(server, '/v1/chat/completions', '{"messages": [', auth);
+  assert.equal(badJson.status, 400);
+  assert.equal(badJson.json.error.type, 'invalid_request_error');
+  assert.match(badJson.json.error.message, /JSON/);
+  await expectApiError(client.chat.completions.create({ ...base, temperature: 'hot' }), 400, (e) =>
+    assert.equal(e.param, 'temperature'));
+  await expectApiError(client.chat.completions.create({ ...base, messages: 'Hello' }), 400, (e) =>
+    assert.equal(e.param, 'messages'));
+  await expectApiError(client.chat.completions.create({ ...base, model: 'gpt-4o' }), 404, (e) => {
+    assert.ok(e instanceof OpenAI.NotFoundError);
+    assert.equal(e.code, 'model_not_found');
+  });
+  await expectApiError(client.chat.completions.create({ ...base, max_tokens: -1 }), 400, (e) =>
+    assert.equal(e.param, 'max_tokens'));
+  await expectApiError(client.chat.completions.create({ ...base, max_tokens: 100000 }), 400, (e) =>
+    assert.equal(e.code, 'context_length_exceeded'));
+  const long = 'the house was quiet and '.repeat(120);
+  await expectApiError(client.completions.create({ model: modelName, prompt: long, max_tokens: 4 }), 400, (e) => {
+    assert.equal(e.code, 'context_length_exceeded');
+    assert.equal(e.param, 'prompt');
+  });
+  // Also when streaming: refused before any event is sent.
+  await expectApiError(client.completions.create({ model: modelName, prompt: long, max_tokens: 4, stream: true }), 400);
+  const invalidUtf8 = Buffer.concat([Buffer.from('{"prompt": "caf'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]);
+  const badUtf8 = await rawPost(server, '/v1/completions', invalidUtf8, auth);
+  assert.equal(badUtf8.status, 400);
+  assert.match(badUtf8.json.error.message, /UTF-8/);
+  const loneSurrogate = await rawPost(server, '/v1/completions', '{"prompt": "\\ud800"}', auth);
+  assert.equal(loneSurrogate.status, 400);
+  const huge = await rawPost(server, '/v1/completions', JSON.stringify({ prompt: 'x'.repeat(70000) }), auth);
+  assert.equal(huge.status, 413);
+  assert.match(huge.json.error.message, /larger than 65536 bytes/);
+  const unknownRoute = await rawPost(server, '/v1/embeddings', '{}', auth);
+  assert.equal(unknownRoute.status, 404);
+  assert.ok(unknownRoute.json.error.message);
+  const wrongKey = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'sk-wrong', maxRetries: 0 });
+  await expectApiError(wrongKey.models.list(), 401, (e) => assert.ok(e instanceof OpenAI.AuthenticationError));
+  const noKey = await rawPost(server, '/v1/completions', JSON.stringify({ prompt }));
+  assert.equal(noKey.status, 401);
+  assert.equal(noKey.json.error.code, 'invalid_api_key');
+  const noKeyGet = await fetch(`${server.base}/v1/models`);
+  assert.equal(noKeyGet.status, 401);
+  assert.equal((await fetch(`${server.base}/health`)).status, 200, '/health needs no key');
+  // Still serving, and with the same answer.
+  const again = await client.completions.create({ model: modelName, prompt, max_tokens: 40, temperature: 0 });
+  assert.equal(again.choices[0].text, expected);
+  assert.equal(server.proc.exitCode, null);
+  const logged = server.log.filter((l) => /^(GET|POST) /.test(l));
+  assert.ok(logged.some((l) => /^POST \/v1\/completions 413 /.test(l)), 'each request is logged');
+  assert.ok(logged.some((l) => /^POST \/v1\/chat\/completions 200 prompt=\d+ completion=\d+ tok\/s=/.test(l)));
+  await stopServer(server);
+
+  step('busy: past the queue, 503 with Retry-After; a dropped stream frees its slot within a second');
+  // One slot, no queue, a cache that evicts (so a generation can run long): a stream that
+  // may not end (end-of-text tokens banned) holds the slot while the client reads slowly.
+  const busy = await startServer(['--sessions', '1', '--queue', '0', '--kv', 'q4', '--ctx', '128']);
+  const busyProps = await (await fetch(`${busy.base}/props`)).json();
+  assert.equal(busyProps.evicting, true);
+  const busyClient = new OpenAI({ baseURL: `${busy.base}/v1`, apiKey: 'none', maxRetries: 0, timeout: 20000 });
+  const ban = {};
+  for (const id of [busyProps.eos_id, busyProps.eot_id]) if (id >= 0) ban[String(id)] = -100;
+  const endless = await busyClient.completions.create({
+    model: modelName, prompt, max_tokens: 1000000, temperature: 0.8, seed: 1, logit_bias: ban, stream: true,
+  });
+  let seen = 0;
+  let freedAfterMs = -1;
+  for await (const chunk of endless) {
+    if (++seen < 3) continue;
+    const h = await (await fetch(`${busy.base}/health`)).json();
+    assert.equal(h.status, 'busy');
+    assert.equal(h.slots_idle, 0);
+    const refused = await expectApiError(busyClient.completions.create({ model: modelName, prompt, max_tokens: 4 }), 503);
+    assert.ok(Number(refused.headers.get('retry-after')) >= 1, 'Retry-After is set');
+    endless.controller.abort();
+    const dropped = performance.now();
+    for (;;) {
+      const hh = await (await fetch(`${busy.base}/health`)).json();
+      if (hh.slots_idle === 1) break;
+      assert.ok(performance.now() - dropped < 1000, 'the slot is free within a second of the drop');
+      await sleep(10);
+    }
+    freedAfterMs = performance.now() - dropped;
+    break;
+  }
+  assert.ok(freedAfterMs >= 0);
+  console.log(`   slot free ${freedAfterMs.toFixed(0)} ms after the client dropped the stream`);
+  const after = await busyClient.completions.create({ model: modelName, prompt, max_tokens: 8, temperature: 0 });
+  assert.equal(after.usage.completion_tokens, 8);
+  await sleep(50);
+  assert.ok(busy.log.some((l) => /^POST \/v1\/completions 499 /.test(l)), 'the dropped stream is logged as 499');
+  assert.ok(busy.log.some((l) => /^POST \/v1\/completions 503 /.test(l)));
+  await stopServer(busy);
+}
+
+function percentile(sorted, p) {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+function peakRssBytes(pid) {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmHWM:\s+(\d+) kB/.exec(status)[1]) * 1024;
+}
+
+async function loadSuite() {
+  const budget = args.budget ?? "24M";
+  const budgetBytes = Number.parseInt(budget) * 1024 * 1024;
+  const requests = Number(args.requests ?? 200);
+  const clients = 8;
+  const server = await startServer(['--sessions', '2', '--memory-budget', budget, '--queue', '4', '--timeout', '10']);
+  const client = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'none', maxRetries: 0, timeout: 20000 });
+  const prompts = ['It is a truth universally acknowledged', 'Mr. Bennet was so odd a mixture', 'The village of Longbourn'];
+  let next = 0;
+  const results = [];
+  const start = performance.now();
+  async function worker(w) {
+    for (let i = next++; i < requests; i = next++) {
+      const t0 = performance.now();
+      const chat = i % 2 === 0;
+      const common = { model: modelName, max_tokens: 16 + ((i * 7) % 49), temperature: 0.8, seed: i, stream: true };
+      let first = -1;
+      let text = '';
+      try {
+        const stream = chat
+          ? await client.chat.completions.create({ ...common, messages: [{ role: 'user', content: prompts[i % 3] }], stream_options: { include_usage: true } })
+          : await client.completions.create({ ...common, prompt: prompts[i % 3], stream_options: { include_usage: true } });
+        let tokens = 0;
+        for await (const chunk of stream) {
+          const piece = chat ? chunk.choices[0]?.delta?.content : chunk.choices[0]?.text;
+          if (piece && first < 0) first = performance.now() - t0;
+          text += piece ?? '';
+          if (chunk.usage) tokens = chunk.usage.completion_tokens;
+        }
+        results.push({ ok: true, ttft: first, ms: performance.now() - t0, tokens });
+      } catch (e) {
+        if (e instanceof OpenAI.APIError && e.status === 503) {
+          results.push({ ok: false, ms: performance.now() - t0 });
+        } else {
+          throw new Error(`request ${i} (client ${w}) failed: ${e}`);
+        }
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: clients }, (_, w) => worker(w)));
+  const wall = (performance.now() - start) / 1000;
+  const done = results.filter((r) => r.ok);
+  const refused = results.length - done.length;
+  assert.equal(results.length, requests, 'every request completed or was refused');
+  assert.ok(done.length > 0);
+  const ttft = done.map((r) => r.ttft).filter((t) => t >= 0).sort((a, b) => a - b);
+  const tokens = done.reduce((n, r) => n + r.tokens, 0);
+  const health = await (await fetch(`${server.base}/health`)).json();
+  assert.equal(health.status, 'ok', 'the server answers /health after the load');
+  assert.equal(health.slots_idle, 2);
+  assert.equal(health.queue, 0);
+  const rss = peakRssBytes(server.proc.pid);
+  const mib = (b) => (b / 1048576).toFixed(1);
+  console.log('| requests | clients | slots | completed | 503 | TTFT p50 | TTFT p95 | tokens | tok/s | wall | peak RSS | budget |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log(`| ${requests} | ${clients} | 2 | ${done.length} | ${refused} | ${percentile(ttft, 50).toFixed(1)} ms | ` +
+              `${percentile(ttft, 95).toFixed(1)} ms | ${tokens} | ${(tokens / wall).toFixed(0)} | ${wall.toFixed(1)} s | ` +
+              `${mib(rss)} MiB | ${mib(budgetBytes)} MiB (planned ${mib(health.memory.planned_bytes)}) |`);
+  if (args['rss-check'] !== 'off') {
+    assert.ok(rss <= budgetBytes, `peak RSS ${mib(rss)} MiB is within the ${budget} budget`);
+  }
+  await stopServer(server);
+}
+
+try {
+  if (args.suite === 'api') await apiSuite();
+  else if (args.suite === 'load') await loadSuite();
+  else throw new Error(`--suite api|load, not ${args.suite}`);
+  console.log(`PASS: ${args.suite}`);
+} catch (e) {
+  console.error('FAIL:', e);
+  for (const s of servers) {
+    if (s.proc.exitCode === null) s.proc.kill('SIGKILL');
+    console.error(`server log (port ${s.port}):\n${s.log.join('\n')}`);
+  }
+  process.exitCode = 1;
+}
+clearTimeout(watchdog);

@@ -1,0 +1,296 @@
+// tern-server's request parsing, response bodies and slot queue, without HTTP or a model.
+// UTF-8 validity is checked against utf8proc's decoder; bodies against the OpenAI shapes
+// (field by field, as the official clients read them).
+#include <gtest/gtest.h>
+#include <utf8proc.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "tools/server/server_api.h"
+#include "tools/server/slot_pool.h"
+
+namespace tern::server {
+namespace {
+
+using nlohmann::json;
+
+std::optional<GenerationRequest> chat(const json& body, ApiError* e) {
+  return parse_generation_request(body.dump(), true, "tiny", e);
+}
+
+json user(const std::string& text) { return json::array({{{"role", "user"}, {"content", text}}}); }
+
+TEST(ServerApi, ParsesEveryChatField) {
+  ApiError e;
+  const json body = {{"model", "tiny"},
+                     {"messages", json::array({{{"role", "developer"}, {"content", "Be brief."}},
+                                               {{"role", "user"},
+                                                {"content", json::array({{{"type", "text"}, {"text", "Hello, "}},
+                                                                         {{"type", "text"}, {"text", "there"}}})}}})},
+                     {"temperature", 0},
+                     {"top_p", 0.5},
+                     {"max_tokens", 7},
+                     {"stop", json::array({"\n\n", "END"})},
+                     {"seed", 42},
+                     {"presence_penalty", 0.5},
+                     {"frequency_penalty", -1.5},
+                     {"logit_bias", {{"13", -100}, {"7", 2.5}}},
+                     {"stream", true},
+                     {"stream_options", {{"include_usage", true}}}};
+  const auto r = chat(body, &e);
+  ASSERT_TRUE(r) << e.message;
+  ASSERT_EQ(r->messages.size(), 2u);
+  EXPECT_EQ(r->messages[0].role, "system");
+  EXPECT_EQ(r->messages[1].content, "Hello, there");
+  EXPECT_EQ(r->temperature, 0.0f);
+  EXPECT_EQ(r->top_p, 0.5f);
+  EXPECT_EQ(r->max_tokens, 7);
+  EXPECT_EQ(r->stop, (std::vector<std::string>{"\n\n", "END"}));
+  EXPECT_EQ(r->seed, 42u);
+  EXPECT_EQ(r->presence_penalty, 0.5f);
+  EXPECT_EQ(r->frequency_penalty, -1.5f);
+  EXPECT_EQ(r->logit_bias.at(13), -100.0f);
+  EXPECT_EQ(r->logit_bias.at(7), 2.5f);
+  EXPECT_TRUE(r->stream);
+  EXPECT_TRUE(r->include_usage);
+}
+
+TEST(ServerApi, DefaultsWhenFieldsAreAbsentOrNull) {
+  ApiError e;
+  const auto r = chat({{"messages", user("hi")}, {"max_tokens", nullptr}, {"stop", nullptr}}, &e);
+  ASSERT_TRUE(r) << e.message;
+  EXPECT_EQ(r->max_tokens, -1);
+  EXPECT_TRUE(r->stop.empty());
+  EXPECT_FALSE(r->seed.has_value());
+  EXPECT_FALSE(r->stream);
+  const auto c = parse_generation_request(R"({"prompt": "Once", "max_completion_tokens": 3})", false, "tiny", &e);
+  ASSERT_TRUE(c) << e.message;
+  EXPECT_EQ(c->prompt, "Once");
+  EXPECT_EQ(c->max_tokens, 3);
+}
+
+struct BadCase {
+  const char* name;
+  std::string body;
+  bool chat;
+  int status;
+  const char* param;  // nullptr: no param
+  const char* code;   // nullptr: no code
+};
+
+TEST(ServerApi, EachBadRequestGetsItsStatusAndField) {
+  const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}])";
+  const std::vector<BadCase> cases = {
+      {"malformed JSON", "{\"messages\": [", true, 400, nullptr, nullptr},
+      {"not an object", "[1, 2]", true, 400, nullptr, nullptr},
+      {"lone surrogate escape", R"({"messages": [{"role": "user", "content": "\ud800"}]})", true, 400, nullptr, nullptr},
+      {"no messages", R"({"model": "tiny"})", true, 400, "messages", nullptr},
+      {"empty messages", R"({"messages": []})", true, 400, "messages", nullptr},
+      {"messages not an array", R"({"messages": "hi"})", true, 400, "messages", nullptr},
+      {"unknown role", R"({"messages": [{"role": "wizard", "content": "hi"}]})", true, 400, "messages", nullptr},
+      {"content a number", R"({"messages": [{"role": "user", "content": 5}]})", true, 400, "messages", nullptr},
+      {"image part", R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})", true,
+       400, "messages", nullptr},
+      {"unknown model", "{\"model\": \"gpt-4\", " + msgs + "}", true, 404, "model", "model_not_found"},
+      {"model a number", "{\"model\": 4, " + msgs + "}", true, 400, "model", nullptr},
+      {"temperature a string", "{\"temperature\": \"hot\", " + msgs + "}", true, 400, "temperature", nullptr},
+      {"temperature too high", "{\"temperature\": 2.5, " + msgs + "}", true, 400, "temperature", nullptr},
+      {"top_p negative", "{\"top_p\": -0.1, " + msgs + "}", true, 400, "top_p", nullptr},
+      {"max_tokens negative", "{\"max_tokens\": -5, " + msgs + "}", true, 400, "max_tokens", nullptr},
+      {"max_tokens zero", "{\"max_tokens\": 0, " + msgs + "}", true, 400, "max_tokens", nullptr},
+      {"max_tokens a float", "{\"max_tokens\": 1.5, " + msgs + "}", true, 400, "max_tokens", nullptr},
+      {"seed a string", "{\"seed\": \"1\", " + msgs + "}", true, 400, "seed", nullptr},
+      {"n of 2", "{\"n\": 2, " + msgs + "}", true, 400, "n", nullptr},
+      {"five stops", "{\"stop\": [\"a\",\"b\",\"c\",\"d\",\"e\"], " + msgs + "}", true, 400, "stop", nullptr},
+      {"stop a number", "{\"stop\": 3, " + msgs + "}", true, 400, "stop", nullptr},
+      {"empty stop", "{\"stop\": \"\", " + msgs + "}", true, 400, "stop", nullptr},
+      {"bias key not an id", "{\"logit_bias\": {\"x\": 1}, " + msgs + "}", true, 400, "logit_bias", nullptr},
+      {"bias out of range", "{\"logit_bias\": {\"5\": 101}, " + msgs + "}", true, 400, "logit_bias", nullptr},
+      {"bias negative id", "{\"logit_bias\": {\"-1\": 1}, " + msgs + "}", true, 400, "logit_bias", nullptr},
+      {"stream a string", "{\"stream\": \"yes\", " + msgs + "}", true, 400, "stream", nullptr},
+      {"presence too big", "{\"presence_penalty\": 3, " + msgs + "}", true, 400, "presence_penalty", nullptr},
+      {"no prompt", R"({"max_tokens": 4})", false, 400, "prompt", nullptr},
+      {"prompt a list of ids", R"({"prompt": [1, 2, 3]})", false, 400, "prompt", nullptr},
+  };
+  for (const BadCase& c : cases) {
+    ApiError e;
+    EXPECT_FALSE(parse_generation_request(c.body, c.chat, "tiny", &e)) << c.name;
+    EXPECT_EQ(e.status, c.status) << c.name;
+    EXPECT_FALSE(e.message.empty()) << c.name;
+    EXPECT_EQ(e.param, c.param ? c.param : "") << c.name << ": " << e.message;
+    EXPECT_EQ(e.code, c.code ? c.code : "") << c.name;
+    const json body = error_body(e);
+    EXPECT_EQ(body["error"]["message"], e.message) << c.name;
+    EXPECT_EQ(body["error"]["param"], c.param ? json(c.param) : json(nullptr)) << c.name;
+  }
+}
+
+// utf8proc_iterate decodes one character or reports an invalid sequence.
+bool utf8proc_valid(const std::string& s) {
+  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(s.data());
+  utf8proc_ssize_t left = static_cast<utf8proc_ssize_t>(s.size());
+  while (left > 0) {
+    utf8proc_int32_t cp;
+    const utf8proc_ssize_t n = utf8proc_iterate(p, left, &cp);
+    if (n <= 0) return false;
+    p += n;
+    left -= n;
+  }
+  return true;
+}
+
+TEST(ServerApi, Utf8ValidityAgreesWithUtf8procOnEverySequenceUpToThreeBytes) {
+  std::string s;
+  for (uint32_t v = 0; v < (1u << 24); ++v) {
+    for (int len = 1; len <= 3; ++len) {
+      if (len < 3 && (v >> (8 * len)) != 0) continue;
+      s.assign(static_cast<size_t>(len), '\0');
+      for (int k = 0; k < len; ++k) s[k] = static_cast<char>(v >> (8 * (len - 1 - k)));
+      ASSERT_EQ(valid_utf8(s), utf8proc_valid(s)) << std::hex << "bytes " << v << " length " << len;
+    }
+  }
+}
+
+TEST(ServerApi, Utf8ValidityAgreesWithUtf8procOnRandomText) {
+  std::mt19937 rng(7);
+  // Lead bytes of 4-byte forms and continuation bytes, so most strings are near-valid.
+  const uint8_t interesting[] = {0x00, 0x41, 0x7f, 0x80, 0xbf, 0xc0, 0xc2, 0xdf, 0xe0, 0xed,
+                                 0xef, 0xf0, 0xf4, 0xf5, 0xff, 0x8f, 0x90, 0xa0, 0x9f};
+  int valid = 0;
+  for (int i = 0; i < 200000; ++i) {
+    std::string s(1 + rng() % 12, '\0');
+    for (char& c : s) {
+      c = static_cast<char>(rng() % 2 ? interesting[rng() % sizeof interesting] : rng() % 256);
+    }
+    const bool v = valid_utf8(s);
+    valid += v;
+    ASSERT_EQ(v, utf8proc_valid(s)) << i;
+  }
+  EXPECT_GT(valid, 1000);  // the sample reaches valid multi-byte text, not only garbage
+}
+
+TEST(ServerApi, CompletionBodiesHaveTheOpenAIShape) {
+  const json c = completion_body(true, "chatcmpl-1", 1700000000, "tiny", "Hi there", "length", Usage{5, 2, 3});
+  EXPECT_EQ(c["object"], "chat.completion");
+  EXPECT_EQ(c["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(c["choices"][0]["message"]["content"], "Hi there");
+  EXPECT_EQ(c["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(c["usage"]["total_tokens"], 7);
+  EXPECT_EQ(c["usage"]["prompt_tokens_details"]["cached_tokens"], 3);
+  const json t = completion_body(false, "cmpl-1", 1, "tiny", "abc", "stop", Usage{1, 1, 0});
+  EXPECT_EQ(t["object"], "text_completion");
+  EXPECT_EQ(t["choices"][0]["text"], "abc");
+  EXPECT_FALSE(t["choices"][0].contains("message"));
+}
+
+// One server-sent event: "data: " + JSON + a blank line.
+json event_json(const std::string& event) {
+  EXPECT_EQ(event.rfind("data: ", 0), 0u);
+  EXPECT_EQ(event.substr(event.size() - 2), "\n\n");
+  EXPECT_EQ(event.find('\n'), event.size() - 2) << "a newline inside the JSON would split the event";
+  return json::parse(event.substr(6, event.size() - 8));
+}
+
+TEST(ServerApi, StreamChunksAreOneEventEach) {
+  const std::string finish = "stop";
+  const json first = event_json(stream_chunk(true, "id", 1, "tiny", "Hel\nlo", nullptr, true));
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(first["choices"][0]["delta"]["content"], "Hel\nlo");
+  EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+  const json next = event_json(stream_chunk(true, "id", 1, "tiny", "!", nullptr, false));
+  EXPECT_FALSE(next["choices"][0]["delta"].contains("role"));
+  const json last = event_json(stream_chunk(true, "id", 1, "tiny", "", &finish, false));
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
+  EXPECT_FALSE(last["choices"][0]["delta"].contains("content"));
+  const json usage = event_json(stream_usage_chunk(true, "id", 1, "tiny", Usage{3, 4, 0}));
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 4);
+  const json text = event_json(stream_chunk(false, "id", 1, "tiny", "x", nullptr, true));
+  EXPECT_EQ(text["object"], "text_completion");
+  EXPECT_EQ(text["choices"][0]["text"], "x");
+  EXPECT_STREQ(stream_done(), "data: [DONE]\n\n");
+  // Bytes that are not UTF-8 become U+FFFD instead of throwing.
+  const json bad = event_json(stream_chunk(false, "id", 1, "tiny", "a\xff", nullptr, false));
+  EXPECT_EQ(bad["choices"][0]["text"], "a\xef\xbf\xbd");
+}
+
+TEST(ServerApi, ModelsListsTheOneModel) {
+  const json m = models_body("tiny", 5);
+  EXPECT_EQ(m["object"], "list");
+  ASSERT_EQ(m["data"].size(), 1u);
+  EXPECT_EQ(m["data"][0]["id"], "tiny");
+  EXPECT_EQ(m["data"][0]["object"], "model");
+}
+
+using std::chrono::milliseconds;
+
+TEST(SlotPool, HandsOutEachSlotOnceAndRefusesPastTheQueue) {
+  SlotPool pool(2, 0);
+  SlotPool::Refusal why;
+  const auto a = pool.acquire(milliseconds(0), &why);
+  const auto b = pool.acquire(milliseconds(0), &why);
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(*a, *b);
+  EXPECT_EQ(pool.idle(), 0u);
+  EXPECT_FALSE(pool.acquire(milliseconds(1000), &why));
+  EXPECT_EQ(why, SlotPool::Refusal::QueueFull);  // no room to wait: refused at once
+  pool.release(*a);
+  const auto c = pool.acquire(milliseconds(0), &why);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(*c, *a);
+}
+
+TEST(SlotPool, AWaiterGetsTheReleasedSlotOrTimesOut) {
+  SlotPool pool(1, 1);
+  SlotPool::Refusal why;
+  const auto held = pool.acquire(milliseconds(0), &why);
+  ASSERT_TRUE(held);
+  EXPECT_FALSE(pool.acquire(milliseconds(20), &why));
+  EXPECT_EQ(why, SlotPool::Refusal::TimedOut);
+  EXPECT_EQ(pool.waiting(), 0u);
+  std::optional<size_t> got;
+  std::thread waiter([&] {
+    SlotPool::Refusal w;
+    got = pool.acquire(milliseconds(10000), &w);
+  });
+  while (pool.waiting() == 0) std::this_thread::yield();
+  // The line is full (one waiting): a third request is refused.
+  EXPECT_FALSE(pool.acquire(milliseconds(10000), &why));
+  EXPECT_EQ(why, SlotPool::Refusal::QueueFull);
+  pool.release(*held);
+  waiter.join();
+  ASSERT_TRUE(got);
+  EXPECT_EQ(*got, *held);
+}
+
+TEST(SlotPool, ServesWaitersFirstComeFirstServed) {
+  SlotPool pool(1, 8);
+  SlotPool::Refusal why;
+  const auto held = pool.acquire(milliseconds(0), &why);
+  ASSERT_TRUE(held);
+  std::vector<int> order;
+  std::mutex order_mutex;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 5; ++i) {
+    threads.emplace_back([&, i] {
+      SlotPool::Refusal w;
+      const auto slot = pool.acquire(milliseconds(20000), &w);
+      ASSERT_TRUE(slot);
+      {
+        std::lock_guard<std::mutex> lock(order_mutex);
+        order.push_back(i);
+      }
+      pool.release(*slot);
+    });
+    while (pool.waiting() != static_cast<size_t>(i + 1)) std::this_thread::yield();  // queued in order i
+  }
+  pool.release(*held);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+}
+
+}  // namespace
+}  // namespace tern::server
