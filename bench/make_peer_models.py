@@ -211,7 +211,7 @@ def main():
     ap.add_argument("--tokenizer", required=True, help="LLaMA-3 tokenizer.json (e.g. ../shared/tokenizers/llama3)")
     ap.add_argument("--out", required=True, help="models folder (outside the repository: files are ~1-5 GB)")
     ap.add_argument("--seed", type=int, default=2026)
-    ap.add_argument("--threads", default="2")
+    ap.add_argument("--threads", default="2", help="llama-quantize threads (I2_S always uses 1)")
     ap.add_argument("--keep-f16", action="store_true", help="keep the two 4.9 GB f16 GGUFs")
     args = ap.parse_args()
 
@@ -229,7 +229,11 @@ def main():
         write_f16_bases(args, [(out(f), F16_BASES[f]) for f in need])
     for t in todo:
         bindir, src, qtype = targets[t]
-        run([os.path.join(bindir, "llama-quantize"), out(src), out(t) + ".part", qtype, args.threads])
+        # bitnet.cpp's I2_S must be quantized on one thread (its setup_env.py passes 1): each
+        # thread's chunk of rows writes the tensor's float scale right after that chunk's own
+        # codes, i.e. over the next chunk's codes.
+        threads = "1" if qtype == "I2_S" else args.threads
+        run([os.path.join(bindir, "llama-quantize"), out(src), out(t) + ".part", qtype, threads])
         os.replace(out(t) + ".part", out(t))
     if not args.keep_f16:
         for f in F16_BASES:
