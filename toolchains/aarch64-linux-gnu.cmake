@@ -31,13 +31,19 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 set(ENV{PKG_CONFIG_LIBDIR} "${TERN_ARM64_ROOT}/usr/lib/aarch64-linux-gnu/pkgconfig")
 set(ENV{PKG_CONFIG_SYSROOT_DIR} "${TERN_ARM64_ROOT}")
 
+# Multiarch headers of the extracted packages (OpenSSL's opensslconf.h, for cpp-httplib).
+set(CMAKE_C_FLAGS_INIT "-isystem ${TERN_ARM64_ROOT}/usr/include/aarch64-linux-gnu")
+set(CMAKE_CXX_FLAGS_INIT "-isystem ${TERN_ARM64_ROOT}/usr/include/aarch64-linux-gnu")
+
 # The extracted shared libraries depend on each other (XNNPACK -> cpuinfo, pthreadpool).
+# Some (zlib) are in /lib rather than /usr/lib.
 set(TERN_ARM64_LIBDIR "${TERN_ARM64_ROOT}/usr/lib/aarch64-linux-gnu")
-set(CMAKE_EXE_LINKER_FLAGS_INIT "-Wl,-rpath-link,${TERN_ARM64_LIBDIR}")
-set(CMAKE_SHARED_LINKER_FLAGS_INIT "-Wl,-rpath-link,${TERN_ARM64_LIBDIR}")
+set(TERN_ARM64_LIBDIRS "${TERN_ARM64_LIBDIR}:${TERN_ARM64_ROOT}/lib/aarch64-linux-gnu")
+set(CMAKE_EXE_LINKER_FLAGS_INIT "-Wl,-rpath-link,${TERN_ARM64_LIBDIRS}")
+set(CMAKE_SHARED_LINKER_FLAGS_INIT "-Wl,-rpath-link,${TERN_ARM64_LIBDIRS}")
 
 find_program(TERN_QEMU_AARCH64 qemu-aarch64)
 if(TERN_QEMU_AARCH64)
   set(CMAKE_CROSSCOMPILING_EMULATOR
-      "${TERN_QEMU_AARCH64};-L;/usr/aarch64-linux-gnu;-E;LD_LIBRARY_PATH=${TERN_ARM64_LIBDIR}")
+      "${TERN_QEMU_AARCH64};-L;/usr/aarch64-linux-gnu;-E;LD_LIBRARY_PATH=${TERN_ARM64_LIBDIRS}")
 endif()

@@ -25,6 +25,10 @@ const openaiDir = path.join(args.npm ?? '', 'node_modules', 'openai');
 if (!fs.existsSync(openaiDir)) skipOrFail(`the openai npm package is not in ${args.npm} (run .ci/deps)`);
 const OpenAI = createRequire(path.join(args.npm, 'package.json'))('openai').default;
 
+// Cross builds: "qemu-aarch64,-L,...": the programs run under it.
+const emulator = args.emulator ? args.emulator.split(',') : [];
+const program = (bin, argv) => (emulator.length ? [emulator[0], [...emulator.slice(1), bin, ...argv]] : [bin, argv]);
+
 const servers = [];
 const deadline = Number(args.deadline ?? 60);
 const watchdog = setTimeout(() => {
@@ -37,7 +41,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // Starts tern-server on a free loopback port; resolves when /health says ok.
 async function startServer(extra) {
-  const proc = spawn(args.server, [args.bundle, '--port', '0', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(...program(args.server, [args.bundle, '--port', '0', ...extra]), { stdio: ['ignore', 'pipe', 'pipe'] });
   const log = [];
   let stderr = '';
   proc.stderr.on('data', (d) => {
@@ -78,7 +82,7 @@ const modelName = path.basename(args.bundle).replace(/\.tern$/, '');
 
 // tern-run's greedy continuation of `prompt` (its stdout is the prompt, the text, "\n").
 function ternRun(prompt, n, extra = []) {
-  const out = execFileSync(args.run, [args.bundle, '-p', prompt, '--greedy', '-n', String(n), ...extra], {
+  const out = execFileSync(...program(args.run, [args.bundle, '-p', prompt, '--greedy', '-n', String(n), ...extra]), {
     stdio: ['ignore', 'pipe', 'ignore'],
   }).toString('utf8');
   assert.ok(out.startsWith(prompt) && out.endsWith('\n'), 'tern-run echoes the prompt');
@@ -89,7 +93,7 @@ function ternRun(prompt, n, extra = []) {
 // the Jinja template by the runtime tests).
 function renderChat(messages) {
   const flat = messages.flatMap((m) => [m.role, m.content]);
-  const out = execFileSync(args.render, [args.bundle, '1', ...flat]).toString('utf8');
+  const out = execFileSync(...program(args.render, [args.bundle, '1', ...flat])).toString('utf8');
   return out.slice(0, out.indexOf('\n\x1e\n'));
 }
 
@@ -130,7 +134,7 @@ function step(name) {
 
 // A server that cannot load its model says why and exits 1 (for a supervisor to restart).
 async function startupFailure(extra, bundle, pattern) {
-  const proc = spawn(args.server, [bundle, '--port', '0', ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = spawn(...program(args.server, [bundle, '--port', '0', ...extra]), { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   proc.stderr.on('data', (d) => (stderr += d));
   const code = await new Promise((resolve) => proc.on('exit', resolve));
