@@ -9,7 +9,7 @@ converter) and each conversation, renders the template with the reference Jinja 
     tokenizer_config.json's added_tokens_decoder, or the bundle's BOS) must come out as its
     one id, as many times as the text holds it.
 
-  chat_template_test.py --render CHAT_RENDER [--emulator ...] --case BUNDLE TEMPLATE [--case ...]
+  chat_template_test.py --render CHAT_RENDER [--emulator=QEMU,ARG,...] --case BUNDLE TEMPLATE [--case ...]
 Exit 0 and "TEST SKIPPED" when jinja2 or a file is missing outside CI.
 """
 import argparse
@@ -56,7 +56,7 @@ def jinja_render(env, template, messages, add_generation_prompt, bos_token):
 
 
 def tern_render(args, bundle, messages, add_generation_prompt):
-    cmd = list(args.emulator) + [args.render, bundle, "1" if add_generation_prompt else "0"]
+    cmd = [w for w in args.emulator.split(",") if w] + [args.render, bundle, "1" if add_generation_prompt else "0"]
     for m in messages:
         cmd += [m["role"], m["content"]]
     out = subprocess.run(cmd, check=True, capture_output=True).stdout.decode("utf-8")
@@ -67,7 +67,7 @@ def tern_render(args, bundle, messages, add_generation_prompt):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--render", required=True)
-    p.add_argument("--emulator", nargs="*", default=[])
+    p.add_argument("--emulator", default="", help="the emulator command, its words joined by commas")
     p.add_argument("--case", nargs=3, action="append", required=True, metavar=("BUNDLE", "TEMPLATE", "BOS"))
     args = p.parse_args()
     try:
