@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "converter/chart.h"
 #include "converter/kv_quality.h"
 #include "platform/thread_pool.h"
 #include "runtime/bundle.h"
@@ -57,6 +58,24 @@ nlohmann::json mode_json(const std::string& name, double bpt, double bits, const
 }
 
 
+std::string basename_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Marks the Pareto front (no other point has at most as many bytes and a lower ΔPPL) and
+// writes the plot; false after printing why.
+bool write_plot(std::vector<chart::ParetoPoint> points, const std::string& title, const std::string& subtitle,
+                const std::string& path) {
+  chart::mark_pareto_front(points);
+  std::string error;
+  if (!chart::write_picture(chart::pareto_chart(title, subtitle, points), path, &error)) {
+    std::fprintf(stderr, "tern-eval: %s\n", error.c_str());
+    return false;
+  }
+  return true;
+}
+
 // --kv-budget: bytes, or a percentage of the dense fp16 cache holding the model's context.
 bool parse_budget(const std::string& text, const ModelConfig& c, uint64_t* out) {
   if (text.empty()) return (*out = 0), true;
@@ -89,7 +108,8 @@ nlohmann::json summary_json(const kvq::StreamSummary& s) {
 
 int run_stream_eval(const Model& model, std::vector<kvq::KvMode>& modes, const std::vector<int32_t>& ids,
                     const std::string& bundle_path, const std::string& text_path, uint32_t capacity,
-                    const std::string& budget_text, uint32_t segment, uint32_t threads, bool json, bool bar) {
+                    const std::string& budget_text, uint32_t segment, uint32_t threads, bool json, bool bar,
+                    const std::string& plot_path) {
   const ModelConfig& c = model.config();
   kvq::StreamOptions opt;
   opt.capacity = capacity;
@@ -116,6 +136,18 @@ int run_stream_eval(const Model& model, std::vector<kvq::KvMode>& modes, const s
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const size_t n = r->full.nll.size();
   const size_t full_bytes = dense_kv_arena_bytes(KvType::F16, kv_shape_of(c), c.max_context);
+  if (!plot_path.empty()) {
+    // Stream: ΔPPL against the full-context exact stream (what each mode's cache costs in all).
+    std::vector<chart::ParetoPoint> points;
+    for (size_t i = 0; i < modes.size(); ++i) {
+      const kvq::StreamSummary f = kvq::summarize(r->modes[i], r->full, 0, n, true);
+      points.push_back({modes[i].name, modes[i].bytes_per_token(), f.delta_ppl_percent, f.delta_ppl_se_percent, false});
+    }
+    char sub[256];
+    std::snprintf(sub, sizeof sub, "one stream of %zu tokens of %s, evicting caches%s; against the full-context exact stream",
+                  ids.size(), basename_of(text_path).c_str(), opt.budget_bytes ? " in one byte budget" : "");
+    if (!write_plot(points, basename_of(bundle_path) + ": KV modes, PPL change against bytes", sub, plot_path)) return 1;
+  }
   if (json) {
     nlohmann::json out;
     out["bundle"] = bundle_path;
@@ -217,6 +249,8 @@ int main(int argc, char** argv) {
   app.add_option("--kv-budget", budget_text,
                  "--stream: KV bytes per mode instead (e.g. 65536, or 50% of the full-context fp16 dense cache)");
   app.add_option("--segment", segment, "--stream: report every N predictions")->check(CLI::PositiveNumber);
+  std::string plot_path;
+  app.add_option("--plot", plot_path, "write the Pareto plot (ΔPPL against KV bytes per token) to FILE.svg or FILE.png");
   app.add_flag("--json", json, "one JSON object");
   app.add_flag("-q,--quiet", quiet, "no progress on stderr");
   uint32_t threads = static_cast<uint32_t>(available_cores());
@@ -292,7 +326,7 @@ int main(int argc, char** argv) {
   }
 
   if (stream) return run_stream_eval(model, modes, *ids, bundle_path, text_path, capacity, budget_text, segment,
-                                     threads, json, !quiet && isatty(STDERR_FILENO));
+                                     threads, json, !quiet && isatty(STDERR_FILENO), plot_path);
 
   kvq::RunOptions run;
   run.context = context;
@@ -334,6 +368,16 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (!plot_path.empty()) {
+    std::vector<chart::ParetoPoint> points;
+    for (size_t i = 0; i < modes.size(); ++i)
+      points.push_back({modes[i].name, modes[i].bytes_per_token(), result->modes[i].delta_ppl_percent(),
+                        result->modes[i].delta_ppl_se_percent(), false});
+    char sub[256];
+    std::snprintf(sub, sizeof sub, "%s, %llu predictions in windows of %u tokens; exact (f32 KV) PPL %.3f",
+                  basename_of(text_path).c_str(), static_cast<unsigned long long>(ref.predictions), ctx, ref.ppl());
+    if (!write_plot(points, basename_of(bundle_path) + ": KV modes, PPL change against bytes", sub, plot_path)) return 1;
+  }
   if (json) {
     nlohmann::json out;
     if (!sweep && modes.size() == 1) {
