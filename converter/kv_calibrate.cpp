@@ -329,9 +329,40 @@ Error write_calibration_files(const std::string& bundle_path, const CalibrationR
   TERN_CHECK_OR_RETURN(std::fclose(f) == 0 && ok, Error::IoError, "%s: write failed", report.c_str());
   double vmax = 0;
   for (double h : r.query_shannon) vmax = std::max(vmax, h);
+  // Labelled picture (PNG and SVG): the model and calibration text in the title, each KV
+  // head's class and allocated bits beside its row.
+  KvHeatmap map;
+  const size_t slash = bundle_path.find_last_of('/');
+  const std::string model = slash == std::string::npos ? bundle_path : bundle_path.substr(slash + 1);
+  const std::string& prov = r.profile.provenance;
+  const size_t text_at = prov.find("text ");
+  std::string text =
+      text_at == std::string::npos ? prov : prov.substr(text_at + 5, prov.find(", ", text_at) - text_at - 5);
+  if (const size_t cut = text.find_last_of('/'); cut != std::string::npos) text = text.substr(cut + 1);
+  map.title = model + ": attention entropy per query head";
+  map.subtitle = "calibration text: " + text + ", " + std::to_string(r.tokens) + " positions; sinks " +
+                 std::to_string(r.profile.sink_tokens) + ", exact window " + std::to_string(r.profile.recent_window);
+  map.values = r.query_shannon;
+  map.layers = r.layers;
+  map.query_heads = r.heads;
+  map.kv_heads = r.kv_heads;
+  map.vmin = 0.0;
+  map.vmax = std::max(1.0, vmax);
+  map.scale_label = "Shannon entropy of the query head's attention (bits)";
+  char avg[128];
+  std::snprintf(avg, sizeof avg, "class, key/value bits at %g average bits (adaptive:%g)",
+                static_cast<double>(r.profile.average_bits), static_cast<double>(r.profile.average_bits));
+  map.notes_label = avg;
+  map.kv_notes.assign(static_cast<size_t>(r.layers) * r.kv_heads, "");
+  for (const KvHeadProfileIR& h : r.profile.heads) {
+    if (h.layer >= r.layers || h.kv_head >= r.kv_heads) continue;
+    std::string note = kvcal::to_string(static_cast<kvcal::HeadClass>(h.kv_class));
+    note += h.sink ? " exact" : " " + std::to_string(h.key_bits) + "/" + std::to_string(h.value_bits);
+    map.kv_notes[static_cast<size_t>(h.layer) * r.kv_heads + h.kv_head] = note;
+  }
   std::string error;
-  TERN_CHECK_OR_RETURN(write_heatmap_png(heatmap, r.query_shannon, r.layers, r.heads, 0.0, std::max(1.0, vmax), 24, &error),
-                       Error::IoError, "%s: %s", heatmap.c_str(), error.c_str());
+  TERN_CHECK_OR_RETURN(write_kv_heatmap(map, heatmap, bundle_path + ".kv-heatmap.svg", &error), Error::IoError, "%s: %s",
+                       heatmap.c_str(), error.c_str());
   if (report_path) *report_path = report;
   if (heatmap_path) *heatmap_path = heatmap;
   return Error::Ok;

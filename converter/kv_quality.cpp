@@ -10,6 +10,7 @@
 #include "converter/kv_calibration.h"
 #include "runtime/bundle.h"
 #include "runtime/forward.h"
+#include "runtime/kv/compressed_kv_cache.h"
 #include "runtime/kv/kv_profile.h"
 #include "schema/bundle_generated.h"
 
@@ -349,6 +350,278 @@ Result<RunResult> run_modes(const Model& model, std::vector<KvMode>& modes, cons
   r.reference.cosine_rows = 0;
   for (size_t i = 1; i < lanes.size(); ++i) r.modes.push_back(lanes[i].stats);
   return r;
+}
+
+namespace {
+
+// One stream: its cache (in its own buffer), scratch and the current position's distribution.
+struct StreamLane {
+  KvCacheSpec spec;
+  uint32_t capacity = 0;
+  std::vector<uint8_t> buffer;
+  ForwardScratch scratch;
+  KvCache* kv = nullptr;
+  std::vector<double> log_probs, probs;  // probs only for references
+  int32_t best = 0;
+  Error error = Error::Ok;
+  StreamTrace* trace = nullptr;
+};
+
+// The largest capacity on the spec's ladder within `context` that is at most `tokens`
+// (tokens > 0) or whose cache fits `budget` bytes (budget > 0).
+Result<uint32_t> stream_capacity(const KvCacheSpec& spec, uint32_t context, uint32_t tokens, uint64_t budget,
+                                 const std::string& name) {
+  TERN_ASSIGN_OR_RETURN(KvCapacityLadder ladder, kv_capacity_ladder(spec, 1, context, 0));
+  uint32_t best = 0;
+  for (uint32_t step = 0; step <= ladder.steps; ++step) {
+    const uint32_t cap = ladder.at(step);
+    if (cap > context) break;
+    if (budget > 0 ? kv_cache_arena_bytes(spec, cap) <= budget : cap <= tokens) best = cap;
+  }
+  TERN_CHECK_OR_RETURN(best > 0, Error::InvalidArgument,
+                       "KV mode %s: its smallest evicting cache (%u positions, %zu bytes) exceeds the %s", name.c_str(),
+                       ladder.at(0), kv_cache_arena_bytes(spec, ladder.at(0)),
+                       budget > 0 ? "byte budget" : "capacity");
+  return best;
+}
+
+Error setup_stream_lane(const Model& model, StreamLane& lane) {
+  const ModelConfig& c = model.config();
+  TERN_RETURN_IF_ERROR(kv_profile_validate(lane.spec.profile));
+  size_t scratch_bytes = 0;
+  ForwardScratch probe;
+  const size_t scores = kv_cache_scores_per_head(lane.spec, c.heads / c.kv_heads, lane.capacity);
+  TERN_RETURN_IF_ERROR(carve_forward_scratch(c, 1, scores, nullptr, &probe, &scratch_bytes));
+  lane.buffer.assign(scratch_bytes + kv_cache_arena_bytes(lane.spec, lane.capacity) + 4096, 0);
+  ArenaAllocator arena(lane.buffer.data(), lane.buffer.size());
+  size_t bytes = 0;
+  TERN_RETURN_IF_ERROR(carve_forward_scratch(c, 1, scores, &arena, &lane.scratch, &bytes));
+  TERN_ASSIGN_OR_RETURN(lane.kv, create_kv_cache(lane.spec, lane.capacity, arena));
+  TERN_CHECK_OR_RETURN(lane.kv->capacity_tokens() == lane.capacity, Error::Internal,
+                       "stream cache holds %u positions, not %u", lane.kv->capacity_tokens(), lane.capacity);
+  lane.log_probs.resize(c.vocab);
+  lane.trace->capacity = lane.capacity;
+  lane.trace->cache_bytes = kv_cache_arena_bytes(lane.spec, lane.capacity);
+  return Error::Ok;
+}
+
+// A cache of exact f32 heads with `like`'s sinks, window and block length, evicting.
+KvCacheSpec exact_streaming_spec(const KvCacheProfile& like, const char* name) {
+  KvCacheSpec spec;
+  spec.compressed = true;
+  std::snprintf(spec.name, sizeof spec.name, "%s", name);
+  KvCacheProfile& p = spec.profile;
+  p.shape = like.shape;
+  p.exact_type = KvType::F32;
+  p.sink_tokens = like.sink_tokens;
+  p.recent_window = like.recent_window;
+  p.block_tokens = like.block_tokens;
+  p.value_group = like.value_group;
+  p.eviction = KvEviction::Streaming;
+  p.head_bits = nullptr;
+  p.uniform = KvHeadBits{0, 0};
+  return spec;
+}
+
+// Where positions 0..next-1 are, averaged over the cache's heads (see StreamTrace).
+void record_fractions(const KvCache& kv, uint32_t next, StreamTrace& t) {
+  const CompressedKvCache* cc = kv.compressed();
+  if (cc == nullptr) {
+    t.exact_fraction.push_back(1.0f), t.compressed_fraction.push_back(0.0f), t.evicted_fraction.push_back(0.0f);
+    return;
+  }
+  const KvCacheProfile& p = cc->profile();
+  const uint32_t S = p.sink_tokens, W = p.recent_window, G = p.block_tokens, ring = W + G;
+  const uint32_t sinks = std::min(next, S), n = next - sinks;
+  const uint32_t window = n <= ring ? n : W + (n - ring - 1) % G + 1;
+  double exact = 0, compressed = 0, evicted = 0;
+  const KvShape shape = kv.shape();
+  for (uint32_t l = 0; l < shape.layers; ++l)
+    for (uint32_t h = 0; h < shape.kv_heads; ++h) {
+      const uint32_t gone = cc->evicted_positions(l, h);
+      const uint32_t middle = next - sinks - window - gone;
+      evicted += gone;
+      if (p.bits_of(l, h).exact()) {
+        exact += sinks + window + middle;
+      } else {
+        exact += sinks + window;
+        compressed += middle;
+      }
+    }
+  const double total = static_cast<double>(next) * shape.layers * shape.kv_heads;
+  t.exact_fraction.push_back(static_cast<float>(exact / total));
+  t.compressed_fraction.push_back(static_cast<float>(compressed / total));
+  t.evicted_fraction.push_back(static_cast<float>(evicted / total));
+}
+
+void parallel_for(size_t count, uint32_t threads, const std::function<void(size_t)>& fn) {
+  const size_t t = std::max<size_t>(1, std::min<size_t>(threads, count));
+  if (t == 1) {
+    for (size_t i = 0; i < count; ++i) fn(i);
+    return;
+  }
+  auto work = [&](size_t first) {
+    for (size_t i = first; i < count; i += t) fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (size_t k = 1; k < t; ++k) pool.emplace_back(work, k);
+  work(0);
+  for (std::thread& th : pool) th.join();
+}
+
+}  // namespace
+
+Result<StreamResult> run_stream(const Model& model, std::vector<KvMode>& modes, const std::vector<int32_t>& ids,
+                                const StreamOptions& options) {
+  const ModelConfig& c = model.config();
+  TERN_CHECK_OR_RETURN(ids.size() >= 2, Error::InvalidArgument, "text too short: %zu tokens", ids.size());
+  TERN_CHECK_OR_RETURN(!modes.empty(), Error::InvalidArgument, "no KV mode to stream");
+  const uint32_t context = c.max_context;
+  const uint32_t full_context = options.full_context ? std::min(options.full_context, context) : context;
+  const uint32_t tokens = options.capacity ? std::min(options.capacity, context) : context;
+
+  StreamResult r;
+  r.modes.resize(modes.size());
+  std::vector<StreamLane> mode_lanes(modes.size());
+  std::vector<StreamLane> ref_lanes;  // [0] full context, then one per distinct layout
+  std::vector<KvCacheSpec> same_specs;
+  r.same.reserve(modes.size());
+  for (size_t i = 0; i < modes.size(); ++i) {
+    KvMode& m = modes[i];
+    TERN_CHECK_OR_RETURN(m.spec.compressed, Error::InvalidArgument,
+                         "KV mode %s: a stream needs an evicting (compressed) cache", m.name.c_str());
+    StreamLane& lane = mode_lanes[i];
+    lane.spec = m.resolved();
+    lane.spec.profile.eviction = KvEviction::Streaming;
+    TERN_ASSIGN_OR_RETURN(lane.capacity, stream_capacity(lane.spec, context, tokens, options.budget_bytes, m.name));
+    r.modes[i].name = m.name;
+    // The exact stream under the same eviction: shared by modes of the same layout.
+    const KvCacheSpec same = exact_streaming_spec(lane.spec.profile, "f32");
+    size_t k = 0;
+    for (; k < same_specs.size(); ++k) {
+      const KvCacheProfile& a = same_specs[k].profile;
+      if (a.sink_tokens == same.profile.sink_tokens && a.recent_window == same.profile.recent_window &&
+          a.block_tokens == same.profile.block_tokens && r.same[k].capacity == lane.capacity)
+        break;
+    }
+    if (k == same_specs.size()) {
+      same_specs.push_back(same);
+      StreamTrace t;
+      t.name = "f32 stream, " + std::to_string(lane.capacity) + " positions";
+      t.capacity = lane.capacity;
+      r.same.push_back(t);
+    }
+    r.modes[i].same_reference = k;
+  }
+  ref_lanes.resize(1 + same_specs.size());
+  {
+    StreamLane& full = ref_lanes[0];
+    full.spec = exact_streaming_spec(mode_lanes[0].spec.profile, "f32");
+    // A window a little longer than the modes' so the capacity S + W + G + M*G is the
+    // whole context, not the block below it.
+    KvCacheProfile& p = full.spec.profile;
+    if (full_context > p.sink_tokens + p.recent_window + p.block_tokens)
+      p.recent_window += (full_context - p.sink_tokens - p.recent_window - p.block_tokens) % p.block_tokens;
+    TERN_ASSIGN_OR_RETURN(full.capacity, stream_capacity(full.spec, context, full_context, 0, "f32"));
+    r.full.name = "f32 stream, full context";
+    full.trace = &r.full;
+  }
+  for (size_t k = 0; k < same_specs.size(); ++k) {
+    ref_lanes[1 + k].spec = same_specs[k];
+    ref_lanes[1 + k].capacity = r.same[k].capacity;
+    ref_lanes[1 + k].trace = &r.same[k];
+  }
+  for (StreamLane& lane : ref_lanes) {
+    if (Error e = setup_stream_lane(model, lane); e != Error::Ok)
+      return fail(e, "exact stream: %s", last_error_message());
+    lane.probs.resize(c.vocab);
+  }
+  for (size_t i = 0; i < modes.size(); ++i) {
+    mode_lanes[i].trace = &r.modes[i];
+    if (Error e = setup_stream_lane(model, mode_lanes[i]); e != Error::Ok)
+      return fail(e, "KV mode %s: %s", modes[i].name.c_str(), last_error_message());
+  }
+
+  auto forward_one = [&](StreamLane& lane, uint32_t pos) {
+    lane.error = forward(model, *lane.kv, lane.scratch, ids.data() + pos, 1, pos, true, nullptr);
+    if (lane.error != Error::Ok) return;
+    const float* logits = lane.scratch.logits;
+    double mx = logits[0];
+    int32_t best = 0;
+    for (uint32_t v = 1; v < c.vocab; ++v)
+      if (logits[v] > mx) mx = logits[v], best = static_cast<int32_t>(v);
+    double sum = 0;
+    for (uint32_t v = 0; v < c.vocab; ++v) sum += std::exp(double(logits[v]) - mx);
+    const double lse = mx + std::log(sum);
+    for (uint32_t v = 0; v < c.vocab; ++v) lane.log_probs[v] = double(logits[v]) - lse;
+    if (!lane.probs.empty())
+      for (uint32_t v = 0; v < c.vocab; ++v) lane.probs[v] = std::exp(lane.log_probs[v]);
+    lane.best = best;
+    lane.trace->nll.push_back(static_cast<float>(-lane.log_probs[ids[pos + 1]]));
+  };
+  auto kl = [&](const StreamLane& ref, const StreamLane& lane) {
+    double d = 0;
+    for (uint32_t v = 0; v < c.vocab; ++v) d += ref.probs[v] * (ref.log_probs[v] - lane.log_probs[v]);
+    return static_cast<float>(std::max(0.0, d));
+  };
+  const uint64_t positions = ids.size() - 1;
+  const uint64_t total = positions * (ref_lanes.size() + mode_lanes.size());
+  for (uint32_t pos = 0; pos < positions; ++pos) {
+    parallel_for(ref_lanes.size(), options.threads, [&](size_t i) { forward_one(ref_lanes[i], pos); });
+    parallel_for(mode_lanes.size(), options.threads, [&](size_t i) {
+      StreamLane& lane = mode_lanes[i];
+      forward_one(lane, pos);
+      if (lane.error != Error::Ok) return;
+      StreamTrace& t = *lane.trace;
+      const StreamLane& same = ref_lanes[1 + t.same_reference];
+      const StreamLane& full = ref_lanes[0];
+      t.kl_same.push_back(kl(same, lane));
+      t.kl_full.push_back(kl(full, lane));
+      t.agree_same.push_back(lane.best == same.best);
+      t.agree_full.push_back(lane.best == full.best);
+      record_fractions(*lane.kv, pos + 1, t);
+    });
+    for (const auto* lanes : {&ref_lanes, &mode_lanes})
+      for (const StreamLane& lane : *lanes)
+        if (lane.error != Error::Ok)
+          return fail(lane.error, "stream %s at position %u failed: %s", lane.trace->name.c_str(), pos,
+                      last_error_message());
+    if (options.progress) options.progress(static_cast<uint64_t>(pos + 1) * (ref_lanes.size() + mode_lanes.size()), total);
+  }
+  for (StreamLane& lane : ref_lanes) record_fractions(*lane.kv, static_cast<uint32_t>(positions), *lane.trace);
+  return r;
+}
+
+StreamSummary summarize(const StreamTrace& mode, const StreamTrace& reference, size_t begin, size_t end,
+                        bool against_full) {
+  StreamSummary s;
+  end = std::min({end, mode.nll.size(), reference.nll.size()});
+  begin = std::min(begin, end);
+  s.begin = begin, s.end = end;
+  const size_t n = end - begin;
+  if (n == 0) return s;
+  double nll = 0, ref = 0, d = 0, d2 = 0, kl = 0, agree = 0;
+  const std::vector<float>& kls = against_full ? mode.kl_full : mode.kl_same;
+  const std::vector<uint8_t>& agrees = against_full ? mode.agree_full : mode.agree_same;
+  for (size_t i = begin; i < end; ++i) {
+    const double x = mode.nll[i] - double(reference.nll[i]);
+    nll += mode.nll[i], ref += reference.nll[i], d += x, d2 += x * x;
+    if (i < kls.size()) kl += kls[i];
+    agree += i < agrees.size() ? agrees[i] : 1;
+  }
+  const double nn = static_cast<double>(n);
+  s.ppl = std::exp(nll / nn);
+  s.ppl_reference = std::exp(ref / nn);
+  s.delta_ppl_percent = 100.0 * (std::exp(d / nn) - 1.0);
+  s.delta_ppl_se_percent = n >= 2 ? 100.0 * std::exp(d / nn) * mean_standard_error(d, d2, nn) : 0.0;
+  s.mean_kl = kl / nn;
+  s.agreement = agree / nn;
+  if (end - 1 < mode.exact_fraction.size()) {
+    s.exact_fraction = mode.exact_fraction[end - 1];
+    s.compressed_fraction = mode.compressed_fraction[end - 1];
+    s.evicted_fraction = mode.evicted_fraction[end - 1];
+  }
+  return s;
 }
 
 Result<std::vector<int32_t>> tokenize_text(Model& model, std::string text, bool bos_per_paragraph, size_t tail_bytes) {

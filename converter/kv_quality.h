@@ -103,6 +103,60 @@ Result<Comparison> compare(const ModeStats& a, const ModeStats& b);
 Result<RunResult> run_modes(const Model& model, std::vector<KvMode>& modes, const std::vector<int32_t>& ids,
                             const RunOptions& options);
 
+// Long streams: one session per mode through the whole text, token by token, with a KV
+// cache of fixed capacity that evicts (StreamingLLM: sinks + recent window kept, the oldest
+// middle block dropped), so positions far past the capacity are scored as a session sees
+// them. Every mode is compared with two exact references over the same tokens and the same
+// (absolute) positions:
+//  - the exact stream under the same eviction: an f32 cache of exact heads with the mode's
+//    sinks, window, block length and capacity (what quantization alone costs);
+//  - the full-context exact stream: an f32 cache of exact heads holding the model's whole
+//    context, evicting the same way past it (what quantization plus a smaller cache costs).
+// Exact modes ("f32", "fp16") become caches of exact heads with eviction on.
+struct StreamOptions {
+  uint32_t capacity = 0;         // positions every mode holds (0: the model's context); rounded to the ladder
+  uint64_t budget_bytes = 0;     // instead: each mode holds the most positions whose cache fits (<= context)
+  uint32_t threads = 1;
+  uint32_t full_context = 0;     // the full-context reference's capacity (0: the model's context)
+  std::function<void(uint64_t done, uint64_t total)> progress;
+};
+
+// One stream, per prediction (position p predicts token p+1).
+struct StreamTrace {
+  std::string name;
+  uint32_t capacity = 0;         // positions the cache holds
+  size_t cache_bytes = 0;        // its arena bytes (kv_cache_arena_bytes)
+  std::vector<float> nll;
+  // Against the references (empty for the references themselves).
+  std::vector<float> kl_same, kl_full;
+  std::vector<uint8_t> agree_same, agree_full;
+  // Where the tokens 0..p are after position p, averaged over (layer, kv head): exact rows
+  // (sinks, window, middle blocks of exact heads), quantized middle rows, or evicted.
+  std::vector<float> exact_fraction, compressed_fraction, evicted_fraction;
+  size_t same_reference = 0;     // index into StreamResult::same
+};
+
+struct StreamResult {
+  StreamTrace full;               // full-context exact stream
+  std::vector<StreamTrace> same;  // exact streams under each distinct eviction layout of the modes
+  std::vector<StreamTrace> modes;
+};
+
+Result<StreamResult> run_stream(const Model& model, std::vector<KvMode>& modes, const std::vector<int32_t>& ids,
+                                const StreamOptions& options);
+
+// Summary of predictions [begin, end) of a stream against a reference's NLL at the same
+// positions: PPL, ΔPPL ± standard error (paired), and the mean KL / agreement records given.
+struct StreamSummary {
+  size_t begin = 0, end = 0;
+  double ppl = 0, ppl_reference = 0;
+  double delta_ppl_percent = 0, delta_ppl_se_percent = 0;
+  double mean_kl = 0, agreement = 1;
+  double exact_fraction = 1, compressed_fraction = 0, evicted_fraction = 0;  // at the last position
+};
+StreamSummary summarize(const StreamTrace& mode, const StreamTrace& reference, size_t begin, size_t end,
+                        bool against_full);
+
 // Text to ids with the bundle's tokenizer: BOS first; with bos_per_paragraph, a BOS before
 // every blank-line-separated paragraph (TinyStories-style data). tail_bytes > 0 keeps only
 // the end of the text, from a word boundary.

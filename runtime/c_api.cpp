@@ -504,6 +504,7 @@ tern_status tern_plan(const char* bundle_path, const tern_model_params* params, 
       continue;
     }
     const MemoryPlan& m = *plan;
+    if (kv_mode_is_auto(names[i])) std::memcpy(row.kv_mode, m.kv_mode, sizeof row.kv_mode);  // what auto chose
     row.context_tokens = m.context_tokens;
     row.kv_bytes_per_token = m.kv_bytes_per_token;
     row.weights_bytes = m.resident_weight_bytes;

@@ -1,6 +1,7 @@
 #include "runtime/memory_plan.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -120,7 +121,67 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
   plan.kv_compressed = r.kv->compressed;
   plan.kv_evicting = r.kv->evicting();
   plan.kv_bytes_per_token = kv_cache_bytes_per_token(*r.kv);
+  std::snprintf(plan.kv_mode, sizeof plan.kv_mode, "%s", r.kv->name);
   return plan;
+}
+
+Result<MemoryPlan> plan_memory_auto(const MemoryPlanRequest& base, const KvModeRequest& kv,
+                                    const schema::KvProfile* calibrated, KvHeadBits* bits, KvCacheSpec* spec) {
+  TERN_CHECK_OR_RETURN(bits != nullptr && spec != nullptr, Error::InvalidArgument, "auto KV mode: null output");
+  KvAutoCandidate candidates[kKvAutoMaxCandidates];
+  const size_t n = kv_auto_candidates(calibrated, kv_shape_of(base.config), bits, candidates);
+  uint32_t got[kKvAutoMaxCandidates] = {};
+  double bytes_per_token[kKvAutoMaxCandidates] = {};
+  size_t best = n;
+  auto better = [&](size_t i, size_t j) {  // is candidate i preferred to j?
+    if (!candidates[i].estimated) return bytes_per_token[i] > bytes_per_token[j];
+    if (candidates[i].estimated_kl != candidates[j].estimated_kl)
+      return candidates[i].estimated_kl < candidates[j].estimated_kl;
+    return bytes_per_token[i] < bytes_per_token[j];
+  };
+  uint32_t wanted = 0;
+  for (size_t i = 0; i < n; ++i) {
+    KvModeRequest r = kv;
+    r.mode = candidates[i].name;
+    KvCacheSpec s;
+    if (make_kv_cache_spec(r, base.config, calibrated, bits, &s) != Error::Ok) continue;
+    MemoryPlanRequest req = base;
+    req.kv = &s;
+    req.budget_bytes = 0;
+    auto unlimited = plan_memory(req);
+    if (!unlimited.ok()) continue;
+    wanted = std::max(wanted, unlimited->context_tokens);
+    bytes_per_token[i] = unlimited->kv_bytes_per_token;
+    req.budget_bytes = base.budget_bytes;
+    uint32_t fitted = unlimited->context_tokens;
+    if (base.budget_bytes > 0) {
+      auto within = plan_memory(req);
+      if (!within.ok()) continue;
+      fitted = within->context_tokens;
+    }
+    got[i] = fitted;
+    if (fitted < unlimited->context_tokens) continue;
+    if (best == n || better(i, best)) best = i;
+  }
+  if (best == n) {
+    char fits[512];
+    size_t used = 0;
+    fits[0] = '\0';
+    for (size_t i = 0; i < n && used + 1 < sizeof fits; ++i) {
+      const int w = std::snprintf(fits + used, sizeof fits - used, "%s%s %u", used ? ", " : "", candidates[i].name,
+                                  got[i]);
+      if (w > 0) used += std::min(static_cast<size_t>(w), sizeof fits - used - 1);
+    }
+    return fail(Error::BudgetTooSmall,
+                "KV mode auto: no mode holds %u tokens in %llu bytes; the context each gets: %s", wanted,
+                static_cast<unsigned long long>(base.budget_bytes), fits);
+  }
+  KvModeRequest r = kv;
+  r.mode = candidates[best].name;
+  TERN_RETURN_IF_ERROR(make_kv_cache_spec(r, base.config, calibrated, bits, spec));
+  MemoryPlanRequest req = base;
+  req.kv = spec;
+  return plan_memory(req);
 }
 
 Result<uint64_t> parse_byte_size(const char* text) {

@@ -59,6 +59,7 @@ struct MemoryPlan {
   double kv_bytes_per_token = 0;  // marginal KV bytes per position (all layers and heads)
   bool kv_compressed = false;
   bool kv_evicting = false;       // positions may exceed context_tokens (StreamingLLM eviction)
+  char kv_mode[32] = "";          // the planned cache's mode (the one "auto" chose)
 };
 
 // Sessions of `context` tokens that fit in `budget` beside the rest of `plan` (its weights,
@@ -77,6 +78,17 @@ inline uint32_t session_history_tokens(uint32_t context, bool evicting) { return
 
 // BudgetTooSmall (message states the minimum) when the budget cannot hold min_context.
 Result<MemoryPlan> plan_memory(const MemoryPlanRequest& request);
+
+// kv_mode "auto": of kv_auto_candidates (runtime/kv/kv_cache_spec.h), the one with the
+// least estimated KL (ties: fewer KV bytes per token) that holds the context asked for
+// (context_request, 0: the model's) within the budget, i.e. gets the same context as with
+// no budget at all; without calibration estimates, the one with the most bits per element
+// that does. `request` is `base` without its kv (filled here); `kv` is the caller's KV
+// request (its mode is ignored); `bits` has layers * kv_heads entries and `spec` gets the
+// chosen mode's spec (spec->name its name). BudgetTooSmall, naming the context each
+// candidate would get, when none holds it.
+Result<MemoryPlan> plan_memory_auto(const MemoryPlanRequest& base, const KvModeRequest& kv,
+                                    const schema::KvProfile* calibrated, KvHeadBits* bits, KvCacheSpec* spec);
 
 // Parses "512M", "1.5G", "4096K", "123456" (bytes; K/M/G are powers of 1024).
 Result<uint64_t> parse_byte_size(const char* text);

@@ -129,8 +129,9 @@ Error plan_for(const ModelConfig& config, const ModelWeights& weights, size_t re
                MemoryPlan* plan) {
   TERN_RETURN_IF_ERROR(validate_weights(config, weights));
   TERN_CHECK_OR_RETURN(params.batch_tokens > 0, Error::InvalidArgument, "batch_tokens must be > 0");
-  TERN_RETURN_IF_ERROR(make_kv_cache_spec(kv_mode_request(params), config,
-                                          bundle != nullptr ? bundle->kv_profile() : nullptr, bits, spec));
+  const schema::KvProfile* calibrated = bundle != nullptr ? bundle->kv_profile() : nullptr;
+  const bool auto_mode = kv_mode_is_auto(params.kv_mode);
+  if (!auto_mode) TERN_RETURN_IF_ERROR(make_kv_cache_spec(kv_mode_request(params), config, calibrated, bits, spec));
   MemoryPlanRequest request;
   request.config = config;
   request.budget_bytes = params.memory_budget_bytes;
@@ -142,6 +143,10 @@ Error plan_for(const ModelConfig& config, const ModelWeights& weights, size_t re
   request.context_request = params.context_tokens;
   request.sessions = params.sessions == 0 ? 1 : params.sessions;
   request.kv = spec;
+  if (auto_mode) {  // the planner picks the mode (and fills spec)
+    TERN_ASSIGN_OR_RETURN(*plan, plan_memory_auto(request, kv_mode_request(params), calibrated, bits, spec));
+    return Error::Ok;
+  }
   TERN_ASSIGN_OR_RETURN(*plan, plan_memory(request));
   return Error::Ok;
 }

@@ -5,6 +5,10 @@
 // against an exact f32 dense-cache run: perplexity and its change, greedy agreement (same
 // argmax as the exact run), mean cosine of the attention outputs per query head, and the
 // cache's marginal bytes per token.
+//   tern-eval BUNDLE --text FILE --stream [--kv MODE | --sweep] [--capacity N | --kv-budget B]
+// One session per mode through the whole text, token by token, with a fixed-capacity evicting
+// cache, against the exact stream under the same eviction and the full-context exact stream
+// (kvq::run_stream): totals, then every --segment tokens.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -18,9 +22,11 @@
 #include <unistd.h>
 #include <vector>
 
+#include "converter/chart.h"
 #include "converter/kv_quality.h"
 #include "platform/thread_pool.h"
 #include "runtime/bundle.h"
+#include "runtime/kv/kv_cache.h"
 #include "runtime/model.h"
 #include "schema/bundle_generated.h"
 
@@ -51,6 +57,167 @@ nlohmann::json mode_json(const std::string& name, double bpt, double bits, const
   return j;
 }
 
+
+std::string basename_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Marks the Pareto front (no other point has at most as many bytes and a lower ΔPPL) and
+// writes the plot; false after printing why.
+bool write_plot(std::vector<chart::ParetoPoint> points, const std::string& title, const std::string& subtitle,
+                const std::string& path) {
+  chart::mark_pareto_front(points);
+  std::string error;
+  if (!chart::write_picture(chart::pareto_chart(title, subtitle, points), path, &error)) {
+    std::fprintf(stderr, "tern-eval: %s\n", error.c_str());
+    return false;
+  }
+  return true;
+}
+
+// --kv-budget: bytes, or a percentage of the dense fp16 cache holding the model's context.
+bool parse_budget(const std::string& text, const ModelConfig& c, uint64_t* out) {
+  if (text.empty()) return (*out = 0), true;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || v <= 0) return false;
+  if (*end == '%' && end[1] == '\0') {
+    const double full = static_cast<double>(dense_kv_arena_bytes(KvType::F16, kv_shape_of(c), c.max_context));
+    *out = static_cast<uint64_t>(full * v / 100.0);
+    return true;
+  }
+  if (*end != '\0') return false;
+  *out = static_cast<uint64_t>(v);
+  return true;
+}
+
+nlohmann::json summary_json(const kvq::StreamSummary& s) {
+  return {{"first", s.begin},
+          {"end", s.end},
+          {"ppl", s.ppl},
+          {"ppl_reference", s.ppl_reference},
+          {"delta_ppl_percent", s.delta_ppl_percent},
+          {"delta_ppl_se_percent", s.delta_ppl_se_percent},
+          {"mean_kl", s.mean_kl},
+          {"greedy_agreement", s.agreement},
+          {"exact_fraction", s.exact_fraction},
+          {"compressed_fraction", s.compressed_fraction},
+          {"evicted_fraction", s.evicted_fraction}};
+}
+
+int run_stream_eval(const Model& model, std::vector<kvq::KvMode>& modes, const std::vector<int32_t>& ids,
+                    const std::string& bundle_path, const std::string& text_path, uint32_t capacity,
+                    const std::string& budget_text, uint32_t segment, uint32_t threads, bool json, bool bar,
+                    const std::string& plot_path) {
+  const ModelConfig& c = model.config();
+  kvq::StreamOptions opt;
+  opt.capacity = capacity;
+  opt.threads = threads;
+  if (!parse_budget(budget_text, c, &opt.budget_bytes)) {
+    std::fprintf(stderr, "tern-eval: --kv-budget '%s': bytes or a percentage (e.g. 50%%)\n", budget_text.c_str());
+    return 2;
+  }
+  if (bar) {
+    opt.progress = [](uint64_t done, uint64_t total) {
+      static uint64_t last = 0;
+      if (done * 200 / total == last && done != total) return;
+      last = done * 200 / total;
+      std::fprintf(stderr, "\rstream %5.1f%%", 100.0 * static_cast<double>(done) / static_cast<double>(total));
+      if (done == total) std::fputc('\n', stderr);
+    };
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = kvq::run_stream(model, modes, ids, opt);
+  if (!r.ok()) {
+    std::fprintf(stderr, "tern-eval: %s\n", last_error_message());
+    return 1;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const size_t n = r->full.nll.size();
+  const size_t full_bytes = dense_kv_arena_bytes(KvType::F16, kv_shape_of(c), c.max_context);
+  if (!plot_path.empty()) {
+    // Stream: ΔPPL against the full-context exact stream (what each mode's cache costs in all).
+    std::vector<chart::ParetoPoint> points;
+    for (size_t i = 0; i < modes.size(); ++i) {
+      const kvq::StreamSummary f = kvq::summarize(r->modes[i], r->full, 0, n, true);
+      points.push_back({modes[i].name, modes[i].bytes_per_token(), f.delta_ppl_percent, f.delta_ppl_se_percent, false});
+    }
+    char sub[256];
+    std::snprintf(sub, sizeof sub, "one stream of %zu tokens of %s, evicting caches%s; against the full-context exact stream",
+                  ids.size(), basename_of(text_path).c_str(), opt.budget_bytes ? " in one byte budget" : "");
+    if (!write_plot(points, basename_of(bundle_path) + ": KV modes, PPL change against bytes", sub, plot_path)) return 1;
+  }
+  if (json) {
+    nlohmann::json out;
+    out["bundle"] = bundle_path;
+    out["text"] = text_path;
+    out["text_tokens"] = ids.size();
+    out["predictions"] = n;
+    out["segment"] = segment;
+    out["seconds"] = seconds;
+    out["budget_bytes"] = opt.budget_bytes;
+    out["full_context_fp16_dense_bytes"] = full_bytes;
+    out["full_context_exact"] = {{"capacity", r->full.capacity},
+                                 {"ppl", kvq::summarize(r->full, r->full, 0, n, true).ppl}};
+    out["modes"] = nlohmann::json::array();
+    for (size_t i = 0; i < modes.size(); ++i) {
+      const kvq::StreamTrace& t = r->modes[i];
+      const kvq::StreamTrace& same = r->same[t.same_reference];
+      nlohmann::json m;
+      m["mode"] = t.name;
+      m["capacity"] = t.capacity;
+      m["kv_cache_bytes"] = t.cache_bytes;
+      m["kv_bytes_per_token"] = modes[i].bytes_per_token();
+      m["vs_same_eviction_exact"] = summary_json(kvq::summarize(t, same, 0, n, false));
+      m["vs_full_context_exact"] = summary_json(kvq::summarize(t, r->full, 0, n, true));
+      m["segments"] = nlohmann::json::array();
+      for (size_t b = 0; b < n; b += segment)
+        m["segments"].push_back({{"vs_same_eviction_exact", summary_json(kvq::summarize(t, same, b, b + segment, false))},
+                                 {"vs_full_context_exact", summary_json(kvq::summarize(t, r->full, b, b + segment, true))}});
+      out["modes"].push_back(m);
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  const kvq::StreamSummary full = kvq::summarize(r->full, r->full, 0, n, true);
+  std::printf("%s on %s: one stream of %zu tokens (%zu predictions), %.1f s; full-context exact stream (f32, %u "
+              "positions) PPL %.4f\n",
+              bundle_path.c_str(), text_path.c_str(), ids.size(), n, seconds, r->full.capacity, full.ppl);
+  if (opt.budget_bytes)
+    std::printf("KV budget %llu bytes per mode (%.1f %% of the full-context fp16 dense cache, %zu bytes)\n",
+                static_cast<unsigned long long>(opt.budget_bytes), 100.0 * double(opt.budget_bytes) / double(full_bytes),
+                full_bytes);
+  std::printf("\n| mode | positions held | KV bytes | PPL | exact PPL, same eviction | ΔPPL vs same-eviction exact | "
+              "mean KL x1e3 | agreement | ΔPPL vs full-context exact | exact / compressed / evicted at end |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (size_t i = 0; i < modes.size(); ++i) {
+    const kvq::StreamTrace& t = r->modes[i];
+    const kvq::StreamSummary a = kvq::summarize(t, r->same[t.same_reference], 0, n, false);
+    const kvq::StreamSummary b = kvq::summarize(t, r->full, 0, n, true);
+    std::printf("| %s | %u | %zu | %.4f | %.4f | %+.3f ± %.3f %% | %.4f | %.2f %% | %+.3f ± %.3f %% | %.1f / %.1f / %.1f %% |\n",
+                t.name.c_str(), t.capacity, t.cache_bytes, a.ppl, a.ppl_reference, a.delta_ppl_percent,
+                a.delta_ppl_se_percent, 1e3 * a.mean_kl, 100.0 * a.agreement, b.delta_ppl_percent,
+                b.delta_ppl_se_percent, 100.0 * a.exact_fraction, 100.0 * a.compressed_fraction,
+                100.0 * a.evicted_fraction);
+  }
+  for (size_t i = 0; i < modes.size(); ++i) {
+    const kvq::StreamTrace& t = r->modes[i];
+    std::printf("\n%s, per %u predictions:\n\n| predictions | PPL | ΔPPL vs same-eviction exact | mean KL x1e3 | "
+                "agreement | ΔPPL vs full-context exact | exact / compressed / evicted |\n"
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+                t.name.c_str(), segment);
+    for (size_t b = 0; b < n; b += segment) {
+      const kvq::StreamSummary a = kvq::summarize(t, r->same[t.same_reference], b, b + segment, false);
+      const kvq::StreamSummary f = kvq::summarize(t, r->full, b, b + segment, true);
+      std::printf("| %zu-%zu | %.3f | %+.3f ± %.3f %% | %.4f | %.2f %% | %+.3f ± %.3f %% | %.1f / %.1f / %.1f %% |\n",
+                  a.begin, a.end - 1, a.ppl, a.delta_ppl_percent, a.delta_ppl_se_percent, 1e3 * a.mean_kl,
+                  100.0 * a.agreement, f.delta_ppl_percent, f.delta_ppl_se_percent, 100.0 * a.exact_fraction,
+                  100.0 * a.compressed_fraction, 100.0 * a.evicted_fraction);
+    }
+  }
+  return 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,6 +241,16 @@ int main(int argc, char** argv) {
   app.add_flag("--bos-per-paragraph", bos_per_paragraph, "BOS before every blank-line-separated paragraph (TinyStories)");
   app.add_flag("--sweep", sweep, "every mode (or --modes a,b,...): a table with the Pareto front");
   app.add_option("--modes", modes_list, "comma-separated modes for --sweep");
+  bool stream = false;
+  uint32_t capacity = 0, segment = 512;
+  std::string budget_text;
+  app.add_flag("--stream", stream, "one session per mode through the whole text with an evicting cache");
+  app.add_option("--capacity", capacity, "--stream: KV positions every mode holds (default: the model's context)");
+  app.add_option("--kv-budget", budget_text,
+                 "--stream: KV bytes per mode instead (e.g. 65536, or 50% of the full-context fp16 dense cache)");
+  app.add_option("--segment", segment, "--stream: report every N predictions")->check(CLI::PositiveNumber);
+  std::string plot_path;
+  app.add_option("--plot", plot_path, "write the Pareto plot (ΔPPL against KV bytes per token) to FILE.svg or FILE.png");
   app.add_flag("--json", json, "one JSON object");
   app.add_flag("-q,--quiet", quiet, "no progress on stderr");
   uint32_t threads = static_cast<uint32_t>(available_cores());
@@ -124,13 +301,21 @@ int main(int argc, char** argv) {
   } else {
     names = {kv};
   }
-  const kvq::KvSettings settings = kvq::settings_from_model(model, kvq::KvSettings{});
+  kvq::KvSettings settings = kvq::settings_from_model(model, kvq::KvSettings{});
   std::vector<kvq::KvMode> modes;
   for (const std::string& name : names) {
     auto m = kvq::mode_by_name(model, name, settings);
     if (!m.ok()) {
       std::fprintf(stderr, "tern-eval: %s\n", last_error_message());
       return 2;
+    }
+    if (stream && !m->spec.compressed) {
+      // A stream evicts: exact modes become caches of exact heads (as --evict does in tern-run).
+      const ModelConfig& mc = model.config();
+      kvq::KvSettings exact = settings;
+      exact.exact_type = m->spec.dense_type;
+      m = kvq::compressed_mode(name, mc, exact,
+                               std::vector<KvHeadBits>(static_cast<size_t>(mc.layers) * mc.kv_heads, KvHeadBits{0, 0}));
     }
     if (m->spec.compressed) {
       if (group != 0) m->spec.profile.block_tokens = group;
@@ -139,6 +324,9 @@ int main(int argc, char** argv) {
     }
     modes.push_back(std::move(m).value());
   }
+
+  if (stream) return run_stream_eval(model, modes, *ids, bundle_path, text_path, capacity, budget_text, segment,
+                                     threads, json, !quiet && isatty(STDERR_FILENO), plot_path);
 
   kvq::RunOptions run;
   run.context = context;
@@ -180,6 +368,16 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (!plot_path.empty()) {
+    std::vector<chart::ParetoPoint> points;
+    for (size_t i = 0; i < modes.size(); ++i)
+      points.push_back({modes[i].name, modes[i].bytes_per_token(), result->modes[i].delta_ppl_percent(),
+                        result->modes[i].delta_ppl_se_percent(), false});
+    char sub[256];
+    std::snprintf(sub, sizeof sub, "%s, %llu predictions in windows of %u tokens; exact (f32 KV) PPL %.3f",
+                  basename_of(text_path).c_str(), static_cast<unsigned long long>(ref.predictions), ctx, ref.ppl());
+    if (!write_plot(points, basename_of(bundle_path) + ": KV modes, PPL change against bytes", sub, plot_path)) return 1;
+  }
   if (json) {
     nlohmann::json out;
     if (!sweep && modes.size() == 1) {

@@ -4,6 +4,8 @@
 // the bundle is calibrated at), what the weights, scratch and KV cache cost, and the largest
 // context a budget holds (or the budget a context needs). The numbers are tern_plan()'s,
 // computed by the same code tern_model_load() plans with. Uses only the public C API.
+// With a budget it also answers which mode kv_mode "auto" loads (memory_plan.h: the least
+// estimated KL that holds the context), or what each mode would hold instead.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -45,7 +47,31 @@ struct Table {
   uint64_t budget = 0;
   uint32_t context = 0;
   std::vector<tern_plan_row> rows;
+  // kv_mode "auto" with a budget: the least-KL mode that holds the context, or why none does.
+  tern_plan_row auto_row{};
+  std::string auto_message;
 };
+
+// What kv_mode "auto" resolves to under this table's budget and context (the C API's answer).
+void plan_auto(const std::string& bundle, const tern_model_params& p, Table* t) {
+  const char* modes[] = {"auto"};
+  size_t count = 0;
+  const tern_status s = tern_plan(bundle.c_str(), &p, modes, 1, &t->auto_row, 1, &count);
+  if (s != TERN_OK) t->auto_row.status = s;
+  if (t->auto_row.status != TERN_OK) t->auto_message = tern_last_error_message();
+}
+
+void print_auto(const Table& t) {
+  if (t.budget == 0) return;
+  const std::string n = t.context > 0 ? std::to_string(t.context) + " tokens" : "the full context";
+  if (t.auto_row.status == TERN_OK) {
+    std::printf("auto: %s (kv_mode \"auto\" loads it: of the modes holding %s in this budget, the least KL "
+                "estimated from the bundle's calibration, or the most bits without one; %u positions, %.1f MiB)\n\n",
+                t.auto_row.kv_mode, n.c_str(), t.auto_row.context_tokens, mib(t.auto_row.total_bytes));
+  } else {
+    std::printf("%s\n\n", t.auto_message.c_str());  // "auto: ... no mode holds N tokens ...; the context each gets: ..."
+  }
+}
 
 void print_text(const Table& t) {
   std::printf("%s\n", t.label.c_str());
@@ -178,6 +204,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "tern-plan: %s (%s)\n", tern_last_error_message(), tern_status_string(s));
       return 1;
     }
+    if (t.budget > 0) plan_auto(bundle, p, &t);
   }
 
   if (json) {
@@ -187,11 +214,16 @@ int main(int argc, char** argv) {
       std::printf("    {\"device\": \"%s\", \"budget_bytes\": %llu, \"context_tokens\": %u, \"rows\": [\n",
                   t.device.c_str(), static_cast<unsigned long long>(t.budget), t.context);
       for (size_t j = 0; j < t.rows.size(); ++j) print_json_row(t.rows[j], j + 1 == t.rows.size());
-      std::printf("    ]}%s\n", i + 1 == tables.size() ? "" : ",");
+      std::printf("    ]");
+      if (t.budget > 0)
+        std::printf(", \"auto\": {\"kv_mode\": \"%s\", \"status\": \"%s\", \"context_tokens\": %u}",
+                    t.auto_row.status == TERN_OK ? t.auto_row.kv_mode : "", tern_status_string(t.auto_row.status),
+                    t.auto_row.context_tokens);
+      std::printf("}%s\n", i + 1 == tables.size() ? "" : ",");
     }
     std::printf("  ]\n}\n");
   } else {
-    for (const Table& t : tables) print_text(t);
+    for (const Table& t : tables) print_text(t), print_auto(t);
   }
   return 0;
 }

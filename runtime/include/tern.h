@@ -379,6 +379,17 @@ TERN_API tern_status tern_parse_memory_budget(const char* text, uint64_t* out_by
 TERN_API tern_status tern_session_request_abort(tern_session* session);
 TERN_API tern_status tern_session_clear_abort(tern_session* session);
 
+/* ---- kv_mode "auto" ----
+ * tern_model_params.kv_mode = "auto" lets the planner choose the KV mode at load: of "fp16",
+ * "q8", "q4", "q3", "q2" and every "adaptive:B" the bundle holds, the one with the least
+ * KL(exact || mode) estimated from the bundle's calibration (the sum of its heads' recorded
+ * single-head sensitivities at their widths; ties: fewer bytes per token) that holds n_ctx
+ * tokens (0: the model's context) in memory_budget_bytes, i.e. gets the context it would get
+ * with no budget. An uncalibrated bundle gets the most bits per element that holds it.
+ * tern_memory_report_get() names the chosen mode in kv_mode; tern_plan() with the mode
+ * "auto" writes the chosen mode into the row's kv_mode. TERN_BUDGET_TOO_SMALL when no mode
+ * holds the context; tern_last_error_message() then lists the context each would get. */
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,7 @@
 #include "kernels/kv_quant.h"
 #include "runtime/kv/compressed_kv_cache.h"
 #include "runtime/kv/kv_profile.h"
+#include "schema/bundle_generated.h"
 
 namespace tern {
 
@@ -45,7 +46,9 @@ Error parse_kv_mode(const char* name, KvModeName* out) {
     spec.kind = KvModeName::Kind::Adaptive;
     spec.average_bits = b;
   } else {
-    return fail(Error::InvalidArgument, "unknown KV mode '%s' (fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B)", name);
+    if (kv_mode_is_auto(name))
+      return fail(Error::InvalidArgument, "KV mode 'auto' is resolved by the planner (plan_memory_auto), not here");
+    return fail(Error::InvalidArgument, "unknown KV mode '%s' (fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B, auto)", name);
   }
   *out = spec;
   return Error::Ok;
@@ -96,6 +99,73 @@ Error make_kv_cache_spec(const KvModeRequest& request, const ModelConfig& config
   spec.compressed = true;
   *out = spec;
   return Error::Ok;
+}
+
+bool kv_mode_is_auto(const char* name) { return name != nullptr && std::strcmp(name, "auto") == 0; }
+
+namespace {
+
+// Sum over heads of the recorded sensitivity at each head's widths; false when a width was
+// not measured or a head lacks its sensitivities.
+bool estimate_kl(const schema::KvProfile& p, const KvShape& shape, const KvHeadBits* bits, double* out) {
+  const auto* heads = p.heads();
+  const auto* widths = p.sensitivity_widths();
+  const size_t count = static_cast<size_t>(shape.layers) * shape.kv_heads;
+  if (heads == nullptr || widths == nullptr || widths->size() == 0 || heads->size() != count) return false;
+  auto at = [&](const schema::KvHeadProfile& h, uint8_t width, double* v) {
+    const auto* s = h.sensitivity();
+    for (uint32_t i = 0; i < widths->size(); ++i)
+      if (widths->Get(i) == width && s != nullptr && i < s->size()) return (*v = s->Get(i)), true;
+    return false;
+  };
+  double total = 0;
+  for (const schema::KvHeadProfile* h : *heads) {
+    if (h == nullptr || h->layer() >= shape.layers || h->kv_head() >= shape.kv_heads) return false;
+    const KvHeadBits b = bits[static_cast<size_t>(h->layer()) * shape.kv_heads + h->kv_head()];
+    if (b.exact()) continue;
+    double k = 0, v = 0;
+    if (!at(*h, b.key_bits, &k) || !at(*h, b.value_bits, &v)) return false;
+    total += 0.5 * (k + v);
+  }
+  *out = total;
+  return true;
+}
+
+}  // namespace
+
+size_t kv_auto_candidates(const schema::KvProfile* calibrated, const KvShape& shape, KvHeadBits* bits,
+                          KvAutoCandidate* out) {
+  size_t n = 0;
+  const size_t heads = static_cast<size_t>(shape.layers) * shape.kv_heads;
+  bool all_estimated = calibrated != nullptr;
+  auto add = [&](const char* name, bool has_bits) {
+    if (n >= kKvAutoMaxCandidates) return;
+    KvAutoCandidate& c = out[n++];
+    std::snprintf(c.name, sizeof c.name, "%s", name);
+    c.estimated_kl = 0.0;
+    c.estimated = !has_bits || (calibrated != nullptr && estimate_kl(*calibrated, shape, bits, &c.estimated_kl));
+    all_estimated = all_estimated && c.estimated;
+  };
+  add("fp16", false);
+  for (uint8_t w : {8, 4, 3, 2}) {
+    for (size_t i = 0; i < heads; ++i) bits[i] = KvHeadBits{w, w};
+    char name[8];
+    std::snprintf(name, sizeof name, "q%u", w);
+    add(name, true);
+  }
+  if (calibrated != nullptr && calibrated->allocations() != nullptr) {
+    for (const schema::KvAllocation* a : *calibrated->allocations()) {
+      if (a == nullptr) continue;
+      KvCacheProfile p;
+      if (kv_profile_for_average(calibrated, shape, a->average_bits(), bits, &p) != Error::Ok) continue;
+      char name[32];
+      std::snprintf(name, sizeof name, "adaptive:%g", static_cast<double>(a->average_bits()));
+      add(name, true);
+    }
+  }
+  // One rule for all: estimates only when every candidate has one.
+  for (size_t i = 0; i < n; ++i) out[i].estimated = all_estimated;
+  return n;
 }
 
 KvCacheSpec uniform_kv_cache_spec(const KvShape& shape, KvHeadBits bits, const char* name) {

@@ -35,6 +35,27 @@ struct KvModeName {
 };
 Error parse_kv_mode(const char* name, KvModeName* out);
 
+// kv_mode "auto": the planner picks the mode (plan_memory_auto, runtime/memory_plan.h).
+bool kv_mode_is_auto(const char* name);
+
+// The modes "auto" chooses from: "fp16", "q8", "q4", "q3", "q2", then "adaptive:B" for every
+// allocation the bundle holds, each with its KL(exact || mode) estimated from the bundle's
+// calibration: the sum over heads of the head's recorded sensitivity (mean KL when that head
+// alone is quantized) at its width (a head with different key and value widths: the mean of
+// the two; exact heads and fp16: 0). `estimated` is false for every candidate when the
+// bundle has no calibration, or its sensitivities do not cover a candidate's widths; the
+// planner then prefers the most bits per element (fp16, q8, q4, q3, q2).
+struct KvAutoCandidate {
+  char name[32] = "";
+  double estimated_kl = 0.0;
+  bool estimated = false;
+};
+inline constexpr size_t kKvAutoMaxCandidates = 24;
+// Fills up to kKvAutoMaxCandidates entries of `out`; returns the count. `bits` has
+// shape.layers * shape.kv_heads entries (scratch).
+size_t kv_auto_candidates(const schema::KvProfile* calibrated, const KvShape& shape, KvHeadBits* bits,
+                          KvAutoCandidate* out);
+
 // What the caller asked for (the KV fields of ModelParams / tern_model_params).
 struct KvModeRequest {
   const char* mode = nullptr;       // a parse_kv_mode name; null or "": a dense cache of dense_type
