@@ -1,6 +1,6 @@
-// Writes a layers x heads grid of values as a PNG heatmap (libpng): each cell a square
-// of `cell_pixels`, coloured on a three-stop scale from kHeatmapLow (vmin) through
-// kHeatmapMid to kHeatmapHigh (vmax), linear in between; NaN cells are kHeatmapMissing.
+// The KV calibration heatmap (PNG through converter/chart, and SVG). Cells are coloured on a
+// three-stop scale from kHeatmapLow (vmin) through kHeatmapMid to kHeatmapHigh (vmax),
+// linear in between; NaN cells are kHeatmapMissing.
 #pragma once
 
 #include <array>
@@ -17,11 +17,6 @@ constexpr Rgb kHeatmapHigh = {253, 231, 37};  // viridis end
 constexpr Rgb kHeatmapMissing = {128, 128, 128};
 
 Rgb heatmap_colour(double value, double vmin, double vmax);
-
-// values: rows x cols, row-major (row = layer, column = head). Returns false and fills
-// `error` when the file cannot be written.
-bool write_heatmap_png(const std::string& path, const std::vector<double>& values, uint32_t rows, uint32_t cols,
-                       double vmin, double vmax, uint32_t cell_pixels, std::string* error);
 
 // The KV calibration heatmap a person reads: a title (model, calibration text), layer labels
 // (L0..) down the side, query-head labels (H0..) grouped under their KV heads (KV0..) across

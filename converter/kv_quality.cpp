@@ -36,6 +36,19 @@ double KvMode::bits_per_element() const {
 double ModeStats::ppl() const { return predictions ? std::exp(nll / static_cast<double>(predictions)) : 0.0; }
 
 namespace {
+
+// log_softmax of `logits` into out[0..vocab) (in double); returns the argmax.
+int32_t log_softmax_argmax(const float* logits, uint32_t vocab, double* out) {
+  double mx = logits[0];
+  int32_t best = 0;
+  for (uint32_t i = 1; i < vocab; ++i)
+    if (logits[i] > mx) mx = logits[i], best = static_cast<int32_t>(i);
+  double sum = 0;
+  for (uint32_t i = 0; i < vocab; ++i) sum += std::exp(double(logits[i]) - mx);
+  const double lse = mx + std::log(sum);
+  for (uint32_t i = 0; i < vocab; ++i) out[i] = double(logits[i]) - lse;
+  return best;
+}
 // Standard error of the mean of n samples given their sum and sum of squares.
 double mean_standard_error(double sum, double sum_sq, double n) {
   const double mean = sum / n;
@@ -279,23 +292,12 @@ Result<RunResult> run_modes(const Model& model, std::vector<KvMode>& modes, cons
   for (const auto& w : windows) total += static_cast<uint64_t>(w.second - 1) * lanes.size();
 
   for (Lane& lane : lanes) lane.log_probs.resize(c.vocab);
-  auto log_softmax = [&](const float* logits, std::vector<double>& out) {
-    double mx = logits[0];
-    int32_t best = 0;
-    for (uint32_t i = 1; i < c.vocab; ++i)
-      if (logits[i] > mx) mx = logits[i], best = static_cast<int32_t>(i);
-    double sum = 0;
-    for (uint32_t i = 0; i < c.vocab; ++i) sum += std::exp(double(logits[i]) - mx);
-    const double lse = mx + std::log(sum);
-    for (uint32_t i = 0; i < c.vocab; ++i) out[i] = double(logits[i]) - lse;
-    return best;
-  };
   // One position of one lane; the reference's must be done before the others start.
   auto step = [&](Lane& lane, const int32_t* tokens, uint32_t pos) {
     lane.error = forward(model, *lane.kv, lane.scratch, tokens + pos, 1, pos, true, nullptr);
     if (lane.error != Error::Ok) return;
     const int32_t next = tokens[pos + 1];
-    lane.best = log_softmax(lane.scratch.logits, lane.log_probs);
+    lane.best = log_softmax_argmax(lane.scratch.logits, c.vocab, lane.log_probs.data());
     lane.stats.nll -= lane.log_probs[next];
     lane.stats.predictions++;
     if (lane.is_reference) {
@@ -545,15 +547,7 @@ Result<StreamResult> run_stream(const Model& model, std::vector<KvMode>& modes, 
   auto forward_one = [&](StreamLane& lane, uint32_t pos) {
     lane.error = forward(model, *lane.kv, lane.scratch, ids.data() + pos, 1, pos, true, nullptr);
     if (lane.error != Error::Ok) return;
-    const float* logits = lane.scratch.logits;
-    double mx = logits[0];
-    int32_t best = 0;
-    for (uint32_t v = 1; v < c.vocab; ++v)
-      if (logits[v] > mx) mx = logits[v], best = static_cast<int32_t>(v);
-    double sum = 0;
-    for (uint32_t v = 0; v < c.vocab; ++v) sum += std::exp(double(logits[v]) - mx);
-    const double lse = mx + std::log(sum);
-    for (uint32_t v = 0; v < c.vocab; ++v) lane.log_probs[v] = double(logits[v]) - lse;
+    const int32_t best = log_softmax_argmax(lane.scratch.logits, c.vocab, lane.log_probs.data());
     if (!lane.probs.empty())
       for (uint32_t v = 0; v < c.vocab; ++v) lane.probs[v] = std::exp(lane.log_probs[v]);
     lane.best = best;

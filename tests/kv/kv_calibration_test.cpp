@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-#include <png.h>
 
 #include <algorithm>
 #include <cmath>
@@ -114,60 +113,16 @@ TEST(KvAllocationTest, SensitivityMinimizesTotalErrorAtTheBudget) {
   EXPECT_EQ(allocate_by_sensitivity(same, 3.0).bits, (std::vector<uint8_t>{3, 3, 3}));
 }
 
-// Decodes a PNG with libpng into RGB rows.
-std::vector<std::vector<uint8_t>> read_png_rgb(const std::string& path, uint32_t* width, uint32_t* height) {
-  std::vector<std::vector<uint8_t>> rows;
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return rows;
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
-  png_infop info = png_create_info_struct(png);
-  if (setjmp(png_jmpbuf(png))) {
-    png_destroy_read_struct(&png, &info, nullptr);
-    std::fclose(f);
-    return {};
-  }
-  png_init_io(png, f);
-  png_read_info(png, info);
-  *width = png_get_image_width(png, info);
-  *height = png_get_image_height(png, info);
-  if (png_get_color_type(png, info) != PNG_COLOR_TYPE_RGB || png_get_bit_depth(png, info) != 8) {
-    png_destroy_read_struct(&png, &info, nullptr);
-    std::fclose(f);
-    return {};
-  }
-  rows.assign(*height, std::vector<uint8_t>(png_get_rowbytes(png, info)));
-  for (auto& r : rows) png_read_row(png, r.data(), nullptr);
-  png_destroy_read_struct(&png, &info, nullptr);
-  std::fclose(f);
-  return rows;
-}
-
-TEST(HeatmapPngTest, KnownCellsDecodeToTheScaleColours) {
-  testing::TempFile file(".png");
-  // 3 layers x 4 heads; scale 0..4 bits.
-  const double nan = std::nan("");
-  const std::vector<double> v = {0, 4, 2, nan,  //
-                                 4, 0, 9, -1,   //
-                                 1, 3, 2, 2};
-  std::string error;
-  ASSERT_TRUE(write_heatmap_png(file.path(), v, 3, 4, 0.0, 4.0, 5, &error)) << error;
-  uint32_t w = 0, h = 0;
-  const auto rows = read_png_rgb(file.path(), &w, &h);
-  ASSERT_EQ(w, 20u);
-  ASSERT_EQ(h, 15u);
-  auto pixel = [&](uint32_t layer, uint32_t head, uint32_t dy, uint32_t dx) {
-    const uint8_t* p = &rows[layer * 5 + dy][(head * 5 + dx) * 3];
-    return Rgb{p[0], p[1], p[2]};
-  };
-  EXPECT_EQ(pixel(0, 0, 2, 2), (Rgb{68, 1, 84}));      // vmin: the low stop
-  EXPECT_EQ(pixel(0, 1, 0, 4), (Rgb{253, 231, 37}));   // vmax: the high stop, cell corner
-  EXPECT_EQ(pixel(0, 2, 4, 0), (Rgb{33, 145, 140}));   // midpoint: the middle stop
-  EXPECT_EQ(pixel(0, 3, 2, 2), (Rgb{128, 128, 128}));  // NaN: missing
-  EXPECT_EQ(pixel(1, 2, 1, 1), (Rgb{253, 231, 37}));   // above vmax clamps
-  EXPECT_EQ(pixel(1, 3, 1, 1), (Rgb{68, 1, 84}));      // below vmin clamps
+TEST(HeatmapColourTest, TheScaleHitsItsStopsClampsAndInterpolates) {
+  // Scale 0..4 bits.
+  EXPECT_EQ(heatmap_colour(0, 0, 4), (Rgb{68, 1, 84}));        // vmin: the low stop
+  EXPECT_EQ(heatmap_colour(4, 0, 4), (Rgb{253, 231, 37}));     // vmax: the high stop
+  EXPECT_EQ(heatmap_colour(2, 0, 4), (Rgb{33, 145, 140}));     // midpoint: the middle stop
+  EXPECT_EQ(heatmap_colour(std::nan(""), 0, 4), (Rgb{128, 128, 128}));  // NaN: missing
+  EXPECT_EQ(heatmap_colour(9, 0, 4), (Rgb{253, 231, 37}));     // above vmax clamps
+  EXPECT_EQ(heatmap_colour(-1, 0, 4), (Rgb{68, 1, 84}));       // below vmin clamps
   // A quarter of the way: halfway between low and middle stops, rounded.
-  EXPECT_EQ(pixel(2, 0, 3, 3), (Rgb{51, 73, 112}));    // (68+33)/2=50.5, (1+145)/2=73, (84+140)/2=112
-  EXPECT_FALSE(write_heatmap_png("/nonexistent-dir/x.png", v, 3, 4, 0, 4, 5, &error));
+  EXPECT_EQ(heatmap_colour(1, 0, 4), (Rgb{51, 73, 112}));      // (68+33)/2=50.5, (1+145)/2=73, (84+140)/2=112
 }
 
 }  // namespace
