@@ -110,6 +110,7 @@ tern_status to_cpp(const tern_model_params& p, const char* function, ModelParams
   mp.kv_recent_window = p.kv_recent_window;
   mp.kv_eviction = p.kv_eviction;
   mp.sessions = p.n_sessions;
+  mp.draft_tokens = p.n_draft;
   *out = mp;
   return TERN_OK;
 }
@@ -155,6 +156,7 @@ tern_model_params tern_model_default_params(void) {
   p.kv_recent_window = d.kv_recent_window;
   p.kv_eviction = d.kv_eviction;
   p.n_sessions = d.sessions;
+  p.n_draft = d.draft_tokens;
   return p;
 }
 
@@ -176,6 +178,7 @@ tern_sampler_params tern_sampler_default_params(void) {
 tern_session_params tern_session_default_params(void) {
   tern_session_params p;
   p.sampler = tern_sampler_default_params();
+  p.n_draft = 0;
   return p;
 }
 
@@ -352,6 +355,10 @@ tern_status tern_session_create(tern_model* model, const tern_session_params* pa
   const tern_session_params p = params != nullptr ? *params : tern_session_default_params();
   auto session = as_model(model)->create_session(to_cpp(p.sampler));
   if (!session.ok()) return status(session.error());
+  if (const Error e = (*session)->set_draft_tokens(p.n_draft); e != Error::Ok) {
+    as_model(model)->destroy_session(*session);
+    return status(e);
+  }
   *out_session = reinterpret_cast<tern_session*>(*session);
   return TERN_OK;
 }
@@ -366,6 +373,11 @@ tern_status tern_session_reset(tern_session* session) {
   TERN_C_REQUIRE_(session);
   as_session(session)->reset();
   return TERN_OK;
+}
+
+tern_status tern_session_set_draft(tern_session* session, uint32_t n_draft) {
+  TERN_C_REQUIRE_(session);
+  return status(as_session(session)->set_draft_tokens(n_draft));
 }
 
 tern_status tern_session_set_sampler(tern_session* session, const tern_sampler_params* params) {
@@ -434,6 +446,9 @@ tern_status tern_generate(tern_session* session, const char* prompt, size_t prom
     out_stats->prefill_seconds = st.prefill_seconds;
     out_stats->decode_seconds = st.decode_seconds;
     out_stats->stop_reason = static_cast<tern_stop_reason>(static_cast<int>(st.stop_reason));
+    out_stats->drafted_tokens = st.drafted_tokens;
+    out_stats->accepted_tokens = st.accepted_tokens;
+    out_stats->verify_steps = st.verify_steps;
   }
   return status(e);
 }

@@ -267,9 +267,15 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
   }
 
   if (want_logits) {
-    float* last = s.x + static_cast<size_t>(n - 1) * hidden;
-    rms_norm(last, model.final_norm(), hidden, c.norm_eps, s.xn);
-    dense_gemv_i8(w.lm_head, s.xn, s.logits, pool);  // f32 unless the lm_head is q8/q4
+    // Each row alone, as decoding it by itself would: the same floats either way.
+    for (uint32_t i = s.row_logits != nullptr ? 0 : n - 1; i < n; ++i) {
+      rms_norm(s.x + static_cast<size_t>(i) * hidden, model.final_norm(), hidden, c.norm_eps, s.xn);
+      float* out = s.row_logits != nullptr ? s.row_logits + static_cast<size_t>(i) * c.vocab : s.logits;
+      dense_gemv_i8(w.lm_head, s.xn, out, pool);  // f32 unless the lm_head is q8/q4
+    }
+    if (s.row_logits != nullptr) {
+      std::memcpy(s.logits, s.row_logits + static_cast<size_t>(n - 1) * c.vocab, c.vocab * sizeof(float));
+    }
   }
   return Error::Ok;
 }

@@ -42,6 +42,9 @@ struct ForwardScratch {
   float* sink_cos = nullptr; // [head_dim/2] rotation by -evicted positions
   float* sink_sin = nullptr;
   float* logits = nullptr;   // [vocab]
+  // When set, forward() writes every row's logits here ([n][vocab]; speculative
+  // verification), the last row's also to `logits`.
+  float* row_logits = nullptr;
 };
 
 // Either measures (arena == nullptr: adds each buffer's padded size to *bytes) or carves

@@ -12,8 +12,14 @@
 
 namespace tern {
 
+size_t session_draft_bytes(const ModelConfig& config, uint32_t draft_tokens) {
+  if (draft_tokens == 0) return 0;
+  const size_t rows = static_cast<size_t>(draft_tokens) + 1;
+  return align_up(rows * config.vocab * sizeof(float), 64) + 64 + align_up(rows * sizeof(int32_t), 64) + 64;
+}
+
 size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, const KvCacheSpec& kv,
-                           size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes) {
+                           size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes, uint32_t draft_tokens) {
   size_t scratch = 0;
   ForwardScratch unused;
   const size_t scores = kv_cache_scores_per_head(kv, config.heads / config.kv_heads, context);
@@ -23,6 +29,7 @@ size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t c
   scratch += align_up(static_cast<size_t>(context) * sizeof(int32_t), 64) + 64;  // generate()'s prompt
   scratch += align_up(static_cast<size_t>(config.vocab) * sizeof(float), 64) + 64;  // biased logits
   scratch += align_up(Session::kMaxLogitBias * sizeof(Session::LogitBias), 64) + 64;  // the bias list
+  scratch += session_draft_bytes(config, draft_tokens);
   const size_t sampler = Sampler::required_arena_bytes(config.vocab) + 64;
   const size_t cache = kv_cache_arena_bytes(kv, context);
   if (scratch_bytes != nullptr) *scratch_bytes = scratch;
@@ -44,7 +51,9 @@ struct Totals {
 Totals totals_for(const MemoryPlanRequest& r, uint32_t context) {
   Totals t{};
   const uint32_t batch = r.batch_tokens < context ? r.batch_tokens : context;
-  t.session = align_up(session_arena_bytes(r.config, batch, context, *r.kv, &t.scratch, &t.sampler, &t.kv), 64) + 64;
+  t.session =
+      align_up(session_arena_bytes(r.config, batch, context, *r.kv, &t.scratch, &t.sampler, &t.kv, r.draft_tokens), 64) +
+      64;
   const uint32_t sessions = r.sessions == 0 ? 1 : r.sessions;
   t.arena = r.arena_weight_bytes + r.tokenizer_bytes + session_table_bytes(sessions) + sessions * t.session;
   t.total = kProcessOverheadBytes + r.resident_weight_bytes + t.arena;
@@ -69,6 +78,10 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
                            c.vocab > 0 && c.ffn_hidden > 0,
                        Error::InvalidArgument, "model config has a zero dimension");
   TERN_CHECK_OR_RETURN(r.batch_tokens > 0, Error::InvalidArgument, "prefill batch of 0 tokens");
+  // A verification step runs the drafts and the token before them as one batch.
+  TERN_CHECK_OR_RETURN(r.draft_tokens <= kMaxDraftTokens && r.draft_tokens < r.batch_tokens, Error::InvalidArgument,
+                       "%u draft tokens: at most %u, and fewer than the %u-token prefill batch", r.draft_tokens,
+                       kMaxDraftTokens, r.batch_tokens);
   TERN_CHECK_OR_RETURN(r.kv != nullptr, Error::InvalidArgument, "memory plan without a KV cache spec");
   const uint32_t model_context = c.max_context > 0 ? c.max_context : 2048;
   // Capacities the cache can have, ascending: the plan picks the largest that fits.
@@ -118,6 +131,7 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
   plan.minimum_budget_bytes = at_min.total;
   plan.context_tokens = lo;
   plan.batch_tokens = r.batch_tokens < lo ? r.batch_tokens : lo;
+  plan.draft_tokens = r.draft_tokens;
   plan.kv_compressed = r.kv->compressed;
   plan.kv_evicting = r.kv->evicting();
   plan.kv_bytes_per_token = kv_cache_bytes_per_token(*r.kv);

@@ -26,6 +26,9 @@ inline constexpr size_t kProcessOverheadBytes = size_t{8} << 20;
 inline constexpr size_t kSessionSlotBytes = 192;
 // The smallest context a model is loaded with; below this the budget is refused.
 inline constexpr uint32_t kMinContextTokens = 16;
+// Most drafted tokens one speculative step verifies (with the token before them, a batch
+// that always fits the smallest context).
+inline constexpr uint32_t kMaxDraftTokens = kMinContextTokens - 1;
 
 struct MemoryPlanRequest {
   ModelConfig config;
@@ -38,6 +41,7 @@ struct MemoryPlanRequest {
   uint32_t sessions = 1;             // session slots, each with the planned context
   uint32_t min_context = kMinContextTokens;  // dense caches; a compressed one's least is S + W + G
   const KvCacheSpec* kv = nullptr;           // required
+  uint32_t draft_tokens = 0;  // speculative decoding: drafted tokens one step may verify (0: off)
 };
 
 struct MemoryPlan {
@@ -56,6 +60,7 @@ struct MemoryPlan {
   size_t minimum_budget_bytes = 0;  // total at min_context
   uint32_t context_tokens = 0;  // positions the KV cache holds (with eviction: resident at once)
   uint32_t batch_tokens = 0;
+  uint32_t draft_tokens = 0;      // room for this many drafted tokens per verification step
   double kv_bytes_per_token = 0;  // marginal KV bytes per position (all layers and heads)
   bool kv_compressed = false;
   bool kv_evicting = false;       // positions may exceed context_tokens (StreamingLLM eviction)
@@ -70,8 +75,13 @@ uint32_t sessions_that_fit(const MemoryPlan& plan, uint64_t budget);
 size_t session_table_bytes(uint32_t sessions);
 
 // Arena bytes of one session (scratch + sampler + KV + bookkeeping) for `context` tokens.
+// `draft_tokens` > 0 adds what verifying that many drafted tokens needs (session_draft_bytes).
 size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, const KvCacheSpec& kv,
-                           size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes);
+                           size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes,
+                           uint32_t draft_tokens = 0);
+// A verification step's logits (one row of vocab floats per verified token: the drafts and
+// the token before them) and its drafted tokens; 0 without drafting.
+size_t session_draft_bytes(const ModelConfig& config, uint32_t draft_tokens);
 // Token history a session keeps: the context without eviction; twice that with it (a
 // sliding buffer that always holds at least the last `context` tokens).
 inline uint32_t session_history_tokens(uint32_t context, bool evicting) { return evicting ? 2 * context : context; }

@@ -142,6 +142,7 @@ Error plan_for(const ModelConfig& config, const ModelWeights& weights, size_t re
   request.batch_tokens = params.batch_tokens;
   request.context_request = params.context_tokens;
   request.sessions = params.sessions == 0 ? 1 : params.sessions;
+  request.draft_tokens = params.draft_tokens;
   request.kv = spec;
   if (auto_mode) {  // the planner picks the mode (and fills spec)
     TERN_ASSIGN_OR_RETURN(*plan, plan_memory_auto(request, kv_mode_request(params), calibrated, bits, spec));

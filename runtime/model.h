@@ -47,6 +47,9 @@ struct ModelParams {
   // -1: on for compressed modes (q*, k*v*, adaptive), off for f32/fp16; 0: off (past the
   // capacity prefill/decode fail); 1: on (f32/fp16 then use a compressed cache of exact heads).
   int32_t kv_eviction = -1;
+  // Speculative decoding: each session gets room to verify up to this many drafted tokens
+  // per step (Session::set_draft_tokens; at most kMaxDraftTokens). 0: no drafting.
+  uint32_t draft_tokens = 0;
 };
 
 // The KV fields of `params` as a request for make_kv_cache_spec.

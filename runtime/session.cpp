@@ -31,6 +31,13 @@ Error Session::init(Model& model, const SamplerParams& sampler, ArenaAllocator& 
   TERN_ASSIGN_OR_RETURN(biased_logits_,
                         arena.allocate_array<float>(model.config().vocab, ArenaPurpose::Scratch, 64));
   TERN_ASSIGN_OR_RETURN(bias_, arena.allocate_array<LogitBias>(kMaxLogitBias, ArenaPurpose::Scratch, 64));
+  draft_room_ = plan.draft_tokens;
+  if (draft_room_ > 0) {  // as session_draft_bytes counts them
+    const size_t rows = static_cast<size_t>(draft_room_) + 1;
+    TERN_ASSIGN_OR_RETURN(row_logits_,
+                          arena.allocate_array<float>(rows * model.config().vocab, ArenaPurpose::Scratch, 64));
+    TERN_ASSIGN_OR_RETURN(verify_tokens_, arena.allocate_array<int32_t>(rows, ArenaPurpose::Scratch, 64));
+  }
   TERN_RETURN_IF_ERROR(validate(sampler));
   SamplerParams checked = sampler;
   // Ids past the tokenizer (padded embedding rows) can never be turned into text: do not sample them.
@@ -101,10 +108,13 @@ Error Session::decode(int32_t token) {
 
 Result<int32_t> Session::sample() {
   if (!has_logits_) return fail(Error::InvalidState, "sample before any prefill or decode");
-  const float* logits = scratch_.logits;
+  return sample_from(scratch_.logits);
+}
+
+Result<int32_t> Session::sample_from(const float* logits) {
   if (bias_count_ > 0 || hook_ != nullptr) {
     const uint32_t vocab = model_->config().vocab;
-    std::memcpy(biased_logits_, scratch_.logits, vocab * sizeof(float));
+    std::memcpy(biased_logits_, logits, vocab * sizeof(float));
     for (size_t i = 0; i < bias_count_; ++i) biased_logits_[bias_[i].token] += bias_[i].bias;
     if (hook_ != nullptr) hook_(biased_logits_, vocab, history_, history_len_, hook_user_);
     logits = biased_logits_;
@@ -130,6 +140,7 @@ Error Session::set_logit_bias(const LogitBias* entries, size_t count) {
 }
 
 void Session::reset() {
+  pending_count_ = pending_next_ = 0;
   position_ = 0;
   history_len_ = 0;
   needs_reset_ = false;
@@ -152,6 +163,88 @@ Error Session::refill_logits() {
     return e;
   }
   has_logits_ = true;
+  return Error::Ok;
+}
+
+Error Session::set_draft_tokens(uint32_t k) {
+  TERN_CHECK_OR_RETURN(k <= draft_room_, Error::InvalidArgument,
+                       "%u draft tokens: the model was loaded with room for %u (draft_tokens)", k, draft_room_);
+  draft_max_ = k;
+  return Error::Ok;
+}
+
+bool Session::drafting() const {
+  // Verification compares drafts with the greedy choice from each position's logits; that
+  // choice must not depend on tokens not yet accepted (penalties, a hook reading history).
+  const SamplerParams& p = sampler_.params();
+  return draft_max_ > 0 && p.temperature == 0.0f && p.repeat_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f && hook_ == nullptr;
+}
+
+uint32_t Session::lookup_drafts(int32_t token, uint32_t max, int32_t* out) const {
+  // The text so far is history_ followed by `token`.
+  const uint32_t n = history_len_ + 1;
+  auto at = [&](uint32_t i) { return i < history_len_ ? history_[i] : token; };
+  for (uint32_t ngram = 3; ngram >= 1; --ngram) {
+    if (n < ngram + 1) continue;
+    // The latest earlier occurrence of the last `ngram` tokens with a token after it.
+    for (uint32_t start = n - ngram; start-- > 0;) {
+      uint32_t j = 0;
+      while (j < ngram && at(start + j) == at(n - ngram + j)) ++j;
+      if (j < ngram) continue;
+      uint32_t count = 0;
+      for (uint32_t i = start + ngram; i < n && count < max; ++i) out[count++] = at(i);
+      return count;
+    }
+  }
+  return 0;
+}
+
+Error Session::decode_drafting(int32_t token, uint32_t max_drafts, GenerateStats& stats) {
+  const uint32_t p0 = position_;
+  uint32_t limit = max_drafts < draft_max_ ? max_drafts : draft_max_;
+  if (limit + 1 > scratch_.batch) limit = scratch_.batch - 1;
+  // The whole batch must be written without reshaping the cache (exact attention and roll-back)
+  // and, without eviction, within the context.
+  const uint32_t room = kv_->exact_append_room();
+  if (limit + 1 > room) limit = room > 0 ? room - 1 : 0;
+  if (!evicting_ && limit + 1 > context_ - p0) limit = context_ - p0 - 1;
+  const uint32_t k = limit > 0 ? lookup_drafts(token, limit, verify_tokens_ + 1) : 0;
+  if (k == 0) return decode(token);
+  TERN_CHECK_OR_RETURN(!needs_reset_, Error::InvalidState,
+                       "an earlier failed batch left the KV cache inconsistent; reset the session");
+  verify_tokens_[0] = token;
+  scratch_.row_logits = row_logits_;
+  const Error e = forward(*model_, *kv_, scratch_, verify_tokens_, k + 1, p0, true, &abort_);
+  scratch_.row_logits = nullptr;
+  if (e != Error::Ok) {
+    has_logits_ = false;
+    if (kv_->rollback_to(p0) != Error::Ok) needs_reset_ = true;
+    return e;
+  }
+  // Row i holds the logits after verify_tokens_[i]: draft i + 1 stands if it is their choice.
+  const uint32_t vocab = model_->config().vocab;
+  uint32_t accepted = 0;
+  while (accepted < k) {
+    auto choice = sample_from(row_logits_ + static_cast<size_t>(accepted) * vocab);
+    if (!choice.ok()) {
+      has_logits_ = false;
+      if (kv_->rollback_to(p0) != Error::Ok) needs_reset_ = true;
+      return choice.error();
+    }
+    if (*choice != verify_tokens_[1 + accepted]) break;
+    ++accepted;
+  }
+  TERN_RETURN_IF_ERROR(kv_->rollback_to(p0 + 1 + accepted));
+  append_history(verify_tokens_, 1 + accepted);
+  position_ = p0 + 1 + accepted;
+  std::memcpy(scratch_.logits, row_logits_ + static_cast<size_t>(accepted) * vocab, vocab * sizeof(float));
+  has_logits_ = true;
+  pending_count_ = accepted;
+  pending_next_ = 0;
+  stats.drafted_tokens += k;
+  stats.accepted_tokens += accepted;
+  ++stats.verify_steps;
   return Error::Ok;
 }
 
@@ -437,19 +530,37 @@ Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOp
   char piece[512];
   Error result = Error::Ok;
   st.stop_reason = StopReason::MaxTokens;
+  pending_count_ = pending_next_ = 0;
+  const bool speculative = drafting();
+  // With drafting, accepted drafts are already in the cache when they are emitted; where
+  // token-by-token decoding would not have run them (a stop), they are rolled back after.
+  uint32_t decoded_ahead = 0;
   for (uint32_t i = 0; i < options.max_new_tokens; ++i) {
-    auto next = sample();
-    if (!next.ok()) {
-      result = next.error();
-      break;
+    int32_t token;
+    const bool predecoded = pending_count_ > 0;
+    if (predecoded) {
+      token = verify_tokens_[1 + pending_next_++];
+      --pending_count_;
+      decoded_ahead = pending_count_ + 1;
+    } else {
+      auto next = sample();
+      if (!next.ok()) {
+        result = next.error();
+        break;
+      }
+      token = *next;
     }
-    const int32_t token = *next;
     ++st.generated_tokens;
     if (tokenizer->is_end_of_generation(token) || token == model_->config().eos_id ||
         (model_->config().eot_id >= 0 && token == model_->config().eot_id)) {
       st.stop_reason = StopReason::EndOfGeneration;
       // Keep the end-of-turn token in the context: a chat's next turn follows it.
-      if ((evicting_ || position_ < context_) && decode(token) == Error::Ok) ++st.decoded_tokens;
+      if (predecoded) {
+        decoded_ahead = pending_count_;
+        ++st.decoded_tokens;
+      } else if ((evicting_ || position_ < context_) && decode(token) == Error::Ok) {
+        ++st.decoded_tokens;
+      }
       break;
     }
     auto bytes = decoder.push(token, piece, sizeof piece);
@@ -467,14 +578,21 @@ Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOp
     }
     // Every emitted token goes into the context (the last one too), so a later generate()
     // or decode() continues from exactly the text the caller saw.
+    if (predecoded) {  // verification left room for it within the context
+      decoded_ahead = pending_count_;
+      ++st.decoded_tokens;
+      continue;
+    }
     if (!evicting_ && position_ >= context_) {
       st.stop_reason = StopReason::ContextFull;
       break;
     }
-    result = decode(token);
+    result = speculative ? decode_drafting(token, options.max_new_tokens - i - 1, st) : decode(token);
     if (result != Error::Ok) break;
     ++st.decoded_tokens;
   }
+  pending_count_ = pending_next_ = 0;
+  if (decoded_ahead > 0 && result == Error::Ok) result = truncate(position_ - decoded_ahead);
   if (result == Error::Ok && st.stop_reason != StopReason::StopString) {
     auto rest = decoder.flush(piece, sizeof piece);
     if (rest.ok() && filter.push(piece, *rest, on_piece, user_data, &callback_stop)) {

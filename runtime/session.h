@@ -39,10 +39,13 @@ struct GenerateOptions {
 struct GenerateStats {
   uint32_t prompt_tokens = 0;
   uint32_t generated_tokens = 0;  // sampled tokens, the end token included
-  uint32_t decoded_tokens = 0;    // tokens run through decode()
+  uint32_t decoded_tokens = 0;    // tokens run through decode() (or accepted by a verification)
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;    // sampling included
   StopReason stop_reason = StopReason::MaxTokens;
+  uint32_t drafted_tokens = 0;   // speculative decoding: tokens proposed by prompt lookup
+  uint32_t accepted_tokens = 0;  // of those, the ones verification kept
+  uint32_t verify_steps = 0;     // batched verification passes
 };
 
 // Receives UTF-8 text as it is generated (always whole characters). Return false to stop.
@@ -87,6 +90,16 @@ class Session {
   // stops for ContextFull.
   Error generate(const char* prompt, size_t prompt_size, const GenerateOptions& options, PieceCallback on_piece,
                  void* user_data, GenerateStats* stats);
+
+  // Speculative decoding in generate(): before each decode step, prompt lookup drafts up to
+  // `k` tokens (the text after the latest earlier occurrence of the last 3, 2 or 1 tokens),
+  // one batched forward pass verifies them, the longest prefix greedy decoding would have
+  // produced is kept and the cache rolls back past the rest. The text is exactly the
+  // non-speculative greedy text. Used when the sampler is greedy without penalties and no
+  // logit hook is set (a logit bias is fine); otherwise generate() decodes one token at a
+  // time. k = 0 turns it off; at most the model's ModelParams::draft_tokens.
+  Error set_draft_tokens(uint32_t k);
+  uint32_t draft_tokens() const { return draft_max_; }
 
   // Forgets the conversation (the memory stays) and clears an abort request.
   void reset();
@@ -137,6 +150,13 @@ class Session {
   void append_history(const int32_t* tokens, uint32_t n);
 
   Error refill_logits();  // logits after position_ - 1, from a rolled-back or re-run cache
+  Result<int32_t> sample_from(const float* logits);
+  bool drafting() const;
+  // Drafts after the text so far followed by `token`, at most `max`, into out.
+  uint32_t lookup_drafts(int32_t token, uint32_t max, int32_t* out) const;
+  // Decodes `token` and verifies up to `max_drafts` drafted tokens after it in one pass;
+  // the accepted ones (already in the cache) go to pending_.
+  Error decode_drafting(int32_t token, uint32_t max_drafts, GenerateStats& stats);
 
   int32_t* history_ = nullptr;  // the last history_len_ tokens, history_capacity_ entries
   float* biased_logits_ = nullptr;  // the copy sampling reads when a bias or hook is set
@@ -145,6 +165,12 @@ class Session {
   LogitHook hook_ = nullptr;
   void* hook_user_ = nullptr;
   int32_t* prompt_ = nullptr;   // generate()'s tokenized prompt, context_ entries
+  float* row_logits_ = nullptr;  // [draft_room_ + 1][vocab] logits of a verification batch
+  int32_t* verify_tokens_ = nullptr;  // [draft_room_ + 1]: the decoded token, then the drafts
+  uint32_t draft_room_ = 0;      // planned (ModelParams::draft_tokens)
+  uint32_t draft_max_ = 0;       // in use (set_draft_tokens)
+  uint32_t pending_count_ = 0;   // accepted drafts not yet emitted by generate()
+  uint32_t pending_next_ = 0;    // the next of them: verify_tokens_[1 + pending_next_]
   uint32_t history_capacity_ = 0;
   uint32_t history_len_ = 0;
   uint32_t context_ = 0;

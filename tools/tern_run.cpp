@@ -59,6 +59,11 @@ void print_stats(const tern_generate_stats& st) {
   static const char* const reasons[] = {"max tokens", "end of generation", "stop string", "callback", "context full"};
   const int r = static_cast<int>(st.stop_reason);
   std::fprintf(stderr, "stop: %s (%u tokens generated)\n", r >= 0 && r < 5 ? reasons[r] : "?", st.generated_tokens);
+  if (st.verify_steps > 0) {
+    std::fprintf(stderr, "draft: %u drafted, %u accepted (%.1f %%), %u verification passes\n", st.drafted_tokens,
+                 st.accepted_tokens, st.drafted_tokens ? 100.0 * st.accepted_tokens / st.drafted_tokens : 0.0,
+                 st.verify_steps);
+  }
 }
 
 }  // namespace
@@ -103,6 +108,12 @@ int main(int argc, char** argv) {
                                             "(repeatable; -inf bans)");
   app.add_flag("--chat", chat, "interactive chat on stdin (-p: the system message)");
   app.add_flag("--no-bos", no_bos, "do not prepend BOS");
+  std::string draft;
+  unsigned draft_max = 8;
+  app.add_option("--draft", draft, "speculative decoding: 'lookup' drafts by prompt lookup (greedy only; same text)")
+      ->check(CLI::IsMember({"lookup"}));
+  app.add_option("--draft-max", draft_max, "most drafted tokens per verification pass (1-15, default 8)")
+      ->check(CLI::Range(1, 15));
   CLI11_PARSE(app, argc, argv);
   if (greedy) sampler.temperature = 0.0f;
 
@@ -135,11 +146,13 @@ int main(int argc, char** argv) {
   mp.kv_sink_tokens = kv_sinks;
   mp.kv_recent_window = kv_window;
   mp.kv_eviction = no_evict ? 0 : (evict ? 1 : -1);
+  mp.n_draft = draft.empty() ? 0 : draft_max;
   tern_model* model = nullptr;
   tern_status s = tern_model_load(bundle.c_str(), &mp, &model);
   if (s != TERN_OK) return die("load", s);
   tern_session_params sp = tern_session_default_params();
   sp.sampler = sampler;
+  sp.n_draft = mp.n_draft;
   tern_session* session = nullptr;
   s = tern_session_create(model, &sp, &session);
   if (s != TERN_OK) {
@@ -228,6 +241,9 @@ int main(int argc, char** argv) {
       }
       total.prompt_tokens += st.prompt_tokens;
       total.decoded_tokens += st.decoded_tokens;
+      total.drafted_tokens += st.drafted_tokens;
+      total.accepted_tokens += st.accepted_tokens;
+      total.verify_steps += st.verify_steps;
       total.generated_tokens += st.generated_tokens;
       total.stop_reason = st.stop_reason;
       total.prefill_seconds += st.prefill_seconds;

@@ -110,6 +110,10 @@ typedef struct tern_model_params {
    * with n_ctx positions (or what the budget allows), so they run concurrently from different
    * threads while sharing the mapped weights; the budget covers them all. */
   uint32_t n_sessions;
+  /* Speculative decoding (prompt lookup): room in every session to verify up to n_draft
+   * drafted tokens per step (at most 15; one row of logits each). 0: none. Sessions turn
+   * it on with tern_session_params.n_draft or tern_session_set_draft(). */
+  uint32_t n_draft;
 } tern_model_params;
 
 typedef struct tern_sampler_params {
@@ -128,6 +132,12 @@ typedef struct tern_sampler_params {
 
 typedef struct tern_session_params {
   tern_sampler_params sampler;
+  /* Speculative decoding in tern_generate(): draft up to n_draft tokens per step by prompt
+   * lookup (the text after the latest earlier occurrence of the last 3, 2 or 1 tokens) and
+   * verify them in one batched pass. The text is exactly the one-token-at-a-time greedy
+   * text; it applies while the sampler is greedy without penalties and no logit hook is set
+   * (otherwise tokens are decoded one at a time). 0: off; at most tern_model_params.n_draft. */
+  uint32_t n_draft;
 } tern_session_params;
 
 typedef struct tern_model_info {
@@ -196,6 +206,9 @@ typedef struct tern_generate_stats {
   double prefill_seconds;
   double decode_seconds;
   tern_stop_reason stop_reason;
+  uint32_t drafted_tokens;  /* speculative decoding: tokens drafted by prompt lookup */
+  uint32_t accepted_tokens; /* of those, the ones verification kept */
+  uint32_t verify_steps;    /* batched verification passes */
 } tern_generate_stats;
 
 /* Receives generated text, whole UTF-8 characters, not NUL-terminated. Return nonzero to stop. */
@@ -246,6 +259,9 @@ TERN_API void tern_session_free(tern_session* session);
 /* Forgets the conversation and clears an abort request. */
 TERN_API tern_status tern_session_reset(tern_session* session);
 TERN_API tern_status tern_session_set_sampler(tern_session* session, const tern_sampler_params* params);
+/* Drafted tokens per speculative step (tern_session_params.n_draft); 0 turns drafting off.
+ * TERN_INVALID_ARGUMENT above the model's tern_model_params.n_draft. */
+TERN_API tern_status tern_session_set_draft(tern_session* session, uint32_t n_draft);
 /* Tokens run so far (with eviction this may exceed the KV capacity, context_tokens). */
 TERN_API tern_status tern_session_position(const tern_session* session, uint32_t* out_position);
 

@@ -240,6 +240,15 @@ Error CompressedKvCache::rollback_to(uint32_t pos) {
   return Error::Ok;
 }
 
+uint32_t CompressedKvCache::exact_append_room() const {
+  // Every head holds the same positions: the free sink slots and the ring's free slots (a
+  // write into a full ring first flushes its oldest block).
+  const HeadState& h = heads_[0];
+  const uint32_t ring = profile_.recent_window + profile_.block_tokens;
+  const uint32_t sinks_free = h.next_pos < profile_.sink_tokens ? profile_.sink_tokens - h.next_pos : 0;
+  return sinks_free + (ring - h.window_count);
+}
+
 bool CompressedKvCache::rollback_is_exact(uint32_t pos) const {
   const uint32_t S = profile_.sink_tokens, G = profile_.block_tokens, ring = profile_.recent_window + G;
   // After the first S positions, a fresh cache keeps the last `window` of the R non-sink

@@ -61,6 +61,7 @@ class CompressedKvCache final : public KvCache {
   // already left the exact window (then only reset() recovers).
   Error rollback_to(uint32_t pos) override;
   bool rollback_is_exact(uint32_t pos) const override;
+  uint32_t exact_append_room() const override;
   void reset() override;
   // Per head: its counters, the sink rows, the exact window ring and the middle blocks in
   // use (oldest first; they load into slots 0.. of a cache with the same profile).

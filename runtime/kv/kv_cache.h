@@ -87,6 +87,11 @@ class KvCache {
   // True when rollback_to(pos) would leave exactly the state a fresh cache has after
   // positions 0..pos-1 were written (nothing the later positions caused remains).
   virtual bool rollback_is_exact(uint32_t pos) const { return true; }
+  // Positions that can be written next without changing how any earlier one is stored (no
+  // block leaves the exact window, nothing is evicted). A batch that long attends as
+  // token-by-token decoding would, and rolling part of it back is exact (speculative
+  // verification). Dense caches: no limit but the capacity.
+  virtual uint32_t exact_append_room() const { return UINT32_MAX; }
   // Forgets every position (a new conversation); the storage stays.
   virtual void reset() = 0;
 

@@ -82,6 +82,47 @@ TEST(NoAlloc, PrefillDecodeSampleGenerateOneThread) {
   run_without_allocating("tiny-austen-packed.tern", "", 1);
 }
 
+// Speculative decoding: drafting, the batched verification with every row's logits, the
+// roll-back and the final truncation stay inside the session's arena.
+TEST(NoAlloc, GenerateWithDraftingAllocatesNothing) {
+  TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern", "models/tiny-austen/packed/model.safetensors");
+  const std::string path = tern::testing::bundle_path("tiny-austen-packed.tern");
+  for (const char* mode : {"f32", "q4"}) {
+    tern_model_params mp = tern_model_default_params();
+    mp.kv_mode = mode;
+    mp.n_ctx = 256;
+    mp.n_draft = 8;
+    tern_model* model = nullptr;
+    ASSERT_EQ(tern_model_load(path.c_str(), &mp, &model), TERN_OK) << tern_last_error_message();
+    tern_session_params sp = tern_session_default_params();
+    sp.sampler.temperature = 0.0f;
+    sp.n_draft = 8;
+    tern_session* session = nullptr;
+    ASSERT_EQ(tern_session_create(model, &sp, &session), TERN_OK) << tern_last_error_message();
+    const char text[] = "It is a truth universally acknowledged, that a single man. It is a truth universally";
+    tern_generate_params gp = tern_generate_default_params();
+    gp.max_new_tokens = 60;
+    const char* stops[] = {"United States, and"};  // a stop inside accepted drafts rolls them back
+    gp.stop_strings = stops;
+    gp.n_stop_strings = 1;
+    tern_generate_stats st{};
+    size_t bytes = 0;
+    long calls = 0;
+    {
+      Counting counting;
+      EXPECT_EQ(tern_generate(session, text, sizeof text - 1, &gp, sink, &bytes, &st), TERN_OK)
+          << tern_last_error_message();
+      gp.n_stop_strings = 0;
+      EXPECT_EQ(tern_generate(session, " The", 4, &gp, sink, &bytes, &st), TERN_OK) << tern_last_error_message();
+      calls = counting.calls();
+    }
+    EXPECT_EQ(calls, 0) << "heap calls while generating with drafting, kv " << mode;
+    EXPECT_GT(st.accepted_tokens, 0u) << "no draft was accepted: the test would not exercise verification";
+    tern_session_free(session);
+    tern_model_free(model);
+  }
+}
+
 TEST(NoAlloc, PrefillDecodeSampleGenerateTwoThreads) {
   TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern", "models/tiny-austen/packed/model.safetensors");
   run_without_allocating("tiny-austen-packed.tern", "", 2);

@@ -32,6 +32,7 @@ class ReadBackKvCache final : public KvCache {
   uint32_t evicted_positions(uint32_t layer) const override { return inner_.evicted_positions(layer); }
   Error rollback_to(uint32_t pos) override { return inner_.rollback_to(pos); }
   bool rollback_is_exact(uint32_t pos) const override { return inner_.rollback_is_exact(pos); }
+  uint32_t exact_append_room() const override { return inner_.exact_append_room(); }
   size_t state_bytes(uint32_t position) const override { return inner_.state_bytes(position); }
   void save_state(uint32_t position, uint8_t* out) const override { inner_.save_state(position, out); }
   Error load_state(uint32_t position, const uint8_t* in, size_t size) override {
