@@ -266,18 +266,14 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
     for (size_t i = 0; i < n * hidden; ++i) s.x[i] += s.proj[i];
   }
 
-  if (want_logits) {
-    // Each row alone, as decoding it by itself would: the same floats either way.
-    for (uint32_t i = s.row_logits != nullptr ? 0 : n - 1; i < n; ++i) {
-      rms_norm(s.x + static_cast<size_t>(i) * hidden, model.final_norm(), hidden, c.norm_eps, s.xn);
-      float* out = s.row_logits != nullptr ? s.row_logits + static_cast<size_t>(i) * c.vocab : s.logits;
-      dense_gemv_i8(w.lm_head, s.xn, out, pool);  // f32 unless the lm_head is q8/q4
-    }
-    if (s.row_logits != nullptr) {
-      std::memcpy(s.logits, s.row_logits + static_cast<size_t>(n - 1) * c.vocab, c.vocab * sizeof(float));
-    }
-  }
+  if (want_logits) forward_row_logits(model, s, n - 1, s.logits);
   return Error::Ok;
+}
+
+void forward_row_logits(const Model& model, ForwardScratch& s, uint32_t row, float* out) {
+  const ModelConfig& c = model.config();
+  rms_norm(s.x + static_cast<size_t>(row) * c.hidden, model.final_norm(), c.hidden, c.norm_eps, s.xn);
+  dense_gemv_i8(model.weights().lm_head, s.xn, out, model.pool());  // f32 unless the lm_head is q8/q4
 }
 
 }  // namespace tern

@@ -42,9 +42,6 @@ struct ForwardScratch {
   float* sink_cos = nullptr; // [head_dim/2] rotation by -evicted positions
   float* sink_sin = nullptr;
   float* logits = nullptr;   // [vocab]
-  // When set, forward() writes every row's logits here ([n][vocab]; speculative
-  // verification), the last row's also to `logits`.
-  float* row_logits = nullptr;
 };
 
 // Either measures (arena == nullptr: adds each buffer's padded size to *bytes) or carves
@@ -61,6 +58,11 @@ Error carve_forward_scratch(const ModelConfig& config, uint32_t batch, size_t sc
 // was written). Aborted if *abort becomes nonzero (checked per layer).
 Error forward(const Model& model, KvCache& kv, ForwardScratch& scratch, const int32_t* tokens, uint32_t n,
               uint32_t pos0, bool want_logits, const std::atomic<int>* abort);
+
+// The logits after row `row` of the last forward() batch (its residual stream is still in
+// scratch.x), into out[vocab]: what forward() computes for the batch's last row, for any row
+// (speculative verification computes them one at a time and stops at the first rejection).
+void forward_row_logits(const Model& model, ForwardScratch& scratch, uint32_t row, float* out);
 
 // Building blocks, exposed for tests against naive references.
 void rms_norm(const float* x, const float* weight, size_t n, float eps, float* out);

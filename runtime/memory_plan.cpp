@@ -14,8 +14,7 @@ namespace tern {
 
 size_t session_draft_bytes(const ModelConfig& config, uint32_t draft_tokens) {
   if (draft_tokens == 0) return 0;
-  const size_t rows = static_cast<size_t>(draft_tokens) + 1;
-  return align_up(rows * config.vocab * sizeof(float), 64) + 64 + align_up(rows * sizeof(int32_t), 64) + 64;
+  return align_up((static_cast<size_t>(draft_tokens) + 1) * sizeof(int32_t), 64) + 64;
 }
 
 size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, const KvCacheSpec& kv,

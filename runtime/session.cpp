@@ -33,10 +33,8 @@ Error Session::init(Model& model, const SamplerParams& sampler, ArenaAllocator& 
   TERN_ASSIGN_OR_RETURN(bias_, arena.allocate_array<LogitBias>(kMaxLogitBias, ArenaPurpose::Scratch, 64));
   draft_room_ = plan.draft_tokens;
   if (draft_room_ > 0) {  // as session_draft_bytes counts them
-    const size_t rows = static_cast<size_t>(draft_room_) + 1;
-    TERN_ASSIGN_OR_RETURN(row_logits_,
-                          arena.allocate_array<float>(rows * model.config().vocab, ArenaPurpose::Scratch, 64));
-    TERN_ASSIGN_OR_RETURN(verify_tokens_, arena.allocate_array<int32_t>(rows, ArenaPurpose::Scratch, 64));
+    TERN_ASSIGN_OR_RETURN(verify_tokens_,
+                          arena.allocate_array<int32_t>(static_cast<size_t>(draft_room_) + 1, ArenaPurpose::Scratch, 64));
   }
   TERN_RETURN_IF_ERROR(validate(sampler));
   SamplerParams checked = sampler;
@@ -211,22 +209,46 @@ Error Session::decode_drafting(int32_t token, uint32_t max_drafts, GenerateStats
   if (!evicting_ && limit + 1 > context_ - p0) limit = context_ - p0 - 1;
   const uint32_t k = limit > 0 ? lookup_drafts(token, limit, verify_tokens_ + 1) : 0;
   if (k == 0) return decode(token);
+  TERN_ASSIGN_OR_RETURN(const uint32_t accepted, verify_drafts(token, verify_tokens_ + 1, k));
+  pending_count_ = accepted;
+  pending_next_ = 0;
+  stats.drafted_tokens += k;
+  stats.accepted_tokens += accepted;
+  ++stats.verify_steps;
+  return Error::Ok;
+}
+
+Result<uint32_t> Session::verify_drafts(int32_t token, const int32_t* drafts, uint32_t k) {
   TERN_CHECK_OR_RETURN(!needs_reset_, Error::InvalidState,
                        "an earlier failed batch left the KV cache inconsistent; reset the session");
+  TERN_CHECK_OR_RETURN(k > 0 && k <= draft_max_ && k + 1 <= scratch_.batch && drafts != nullptr, Error::InvalidArgument,
+                       "verify %u drafts: 1 to %u (draft_tokens)", k, draft_max_);
+  const uint32_t p0 = position_;
+  TERN_CHECK_OR_RETURN(k + 1 <= kv_->exact_append_room() && (evicting_ || k + 1 <= context_ - p0),
+                       Error::OutOfRange, "verify %u drafts at position %u: no room to roll back exactly", k, p0);
+  const uint32_t vocab = model_->config().vocab;
+  for (uint32_t i = 0; i <= k; ++i) {
+    const int32_t t = i == 0 ? token : drafts[i - 1];
+    TERN_CHECK_OR_RETURN(t >= 0 && static_cast<uint32_t>(t) < vocab, Error::InvalidToken,
+                         "token %d is outside the vocabulary of %u", t, vocab);
+  }
+  if (drafts != verify_tokens_ + 1) std::memmove(verify_tokens_ + 1, drafts, k * sizeof(int32_t));
   verify_tokens_[0] = token;
-  scratch_.row_logits = row_logits_;
-  const Error e = forward(*model_, *kv_, scratch_, verify_tokens_, k + 1, p0, true, &abort_);
-  scratch_.row_logits = nullptr;
+  const Error e = forward(*model_, *kv_, scratch_, verify_tokens_, k + 1, p0, false, &abort_);
   if (e != Error::Ok) {
     has_logits_ = false;
     if (kv_->rollback_to(p0) != Error::Ok) needs_reset_ = true;
     return e;
   }
-  // Row i holds the logits after verify_tokens_[i]: draft i + 1 stands if it is their choice.
-  const uint32_t vocab = model_->config().vocab;
+  // Row i's logits follow verify_tokens_[i]: draft i + 1 stands if it is their choice. Rows
+  // are scored one at a time up to the first rejection, so the lm_head (the largest matrix)
+  // runs once per token kept, as decoding them one by one would, plus once for the row that
+  // decides the next token; the last scored row's logits are the session's.
   uint32_t accepted = 0;
-  while (accepted < k) {
-    auto choice = sample_from(row_logits_ + static_cast<size_t>(accepted) * vocab);
+  for (;;) {
+    forward_row_logits(*model_, scratch_, accepted, scratch_.logits);
+    if (accepted == k) break;
+    auto choice = sample_from(scratch_.logits);
     if (!choice.ok()) {
       has_logits_ = false;
       if (kv_->rollback_to(p0) != Error::Ok) needs_reset_ = true;
@@ -238,14 +260,8 @@ Error Session::decode_drafting(int32_t token, uint32_t max_drafts, GenerateStats
   TERN_RETURN_IF_ERROR(kv_->rollback_to(p0 + 1 + accepted));
   append_history(verify_tokens_, 1 + accepted);
   position_ = p0 + 1 + accepted;
-  std::memcpy(scratch_.logits, row_logits_ + static_cast<size_t>(accepted) * vocab, vocab * sizeof(float));
   has_logits_ = true;
-  pending_count_ = accepted;
-  pending_next_ = 0;
-  stats.drafted_tokens += k;
-  stats.accepted_tokens += accepted;
-  ++stats.verify_steps;
-  return Error::Ok;
+  return accepted;
 }
 
 Error Session::truncate(uint32_t n) {

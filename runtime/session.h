@@ -100,6 +100,11 @@ class Session {
   // time. k = 0 turns it off; at most the model's ModelParams::draft_tokens.
   Error set_draft_tokens(uint32_t k);
   uint32_t draft_tokens() const { return draft_max_; }
+  // One verification pass with drafts from any source: runs `token` and drafts[0..k) (k <=
+  // draft_tokens(), all within exact_append_room() and the context) as one batch, keeps
+  // `token` and the drafts greedy decoding picks in turn, rolls the rest back and leaves the
+  // logits after the last kept one. Returns how many drafts were kept.
+  Result<uint32_t> verify_drafts(int32_t token, const int32_t* drafts, uint32_t k);
 
   // Forgets the conversation (the memory stays) and clears an abort request.
   void reset();
@@ -165,7 +170,6 @@ class Session {
   LogitHook hook_ = nullptr;
   void* hook_user_ = nullptr;
   int32_t* prompt_ = nullptr;   // generate()'s tokenized prompt, context_ entries
-  float* row_logits_ = nullptr;  // [draft_room_ + 1][vocab] logits of a verification batch
   int32_t* verify_tokens_ = nullptr;  // [draft_room_ + 1]: the decoded token, then the drafts
   uint32_t draft_room_ = 0;      // planned (ModelParams::draft_tokens)
   uint32_t draft_max_ = 0;       // in use (set_draft_tokens)

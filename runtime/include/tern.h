@@ -111,7 +111,7 @@ typedef struct tern_model_params {
    * threads while sharing the mapped weights; the budget covers them all. */
   uint32_t n_sessions;
   /* Speculative decoding (prompt lookup): room in every session to verify up to n_draft
-   * drafted tokens per step (at most 15; one row of logits each). 0: none. Sessions turn
+   * drafted tokens per step (at most 15; a few bytes each). 0: none. Sessions turn
    * it on with tern_session_params.n_draft or tern_session_set_draft(). */
   uint32_t n_draft;
 } tern_model_params;
