@@ -1,9 +1,9 @@
 // The C API over Model and Session. tern_model is a Model and tern_session a Session
 // (opaque casts): nothing is allocated here beyond what load and session creation do.
-#include "runtime/include/tern.h"
-
 // This file implements the deprecated tern_model_params.kv_type: reading it is not a use.
+// Before the include: clang reports the struct's implicit copies at the field's declaration.
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#include "runtime/include/tern.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -66,6 +66,13 @@
 #else
 #define TERN_DEPRECATED(msg)
 #endif
+/* On struct fields. Not under clang in C++: it reports every implicit copy of the struct
+ * (as `tern_model_params p = tern_model_default_params();` makes) as a use of the field. */
+#if defined(__cplusplus) && defined(__clang__)
+#define TERN_DEPRECATED_FIELD(msg)
+#else
+#define TERN_DEPRECATED_FIELD(msg) TERN_DEPRECATED(msg)
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -92,7 +99,7 @@ typedef struct tern_model_params {
   uint32_t n_batch;             /* prefill batch */
   /* Deprecated: kv_mode "f32" / "fp16" say the same. The dense cache's precision when
    * kv_mode is NULL or "". */
-  tern_kv_type kv_type TERN_DEPRECATED("use kv_mode \"f32\" or \"fp16\"");
+  tern_kv_type kv_type TERN_DEPRECATED_FIELD("use kv_mode \"f32\" or \"fp16\"");
   /* KV mode (copied at load): "f32", "fp16" (dense, exact); "q8", "q4", "q3", "q2", "k4v2"
    * (compressed per-head cache, quantized blocks of 32 tokens, exact sinks and recent
    * window); "adaptive:B" (the bundle's calibrated per-head widths at B average bits;
