@@ -1,6 +1,10 @@
 // tern-bench BUNDLE: prompt processing (pp128: one 128-token prefill) and text generation
 // (tg64: 64 single-token decodes) in tokens/s at 1 and 2 threads, like llama-bench.
 // Tokens are fixed pseudo-random ids, so no tokenizer or sampling cost is included.
+// Then the bounds: the machine's plain read bandwidth (one sum over 512 MiB per thread count),
+// the bytes a decoded token reads (every weight once, the KV rows at its position) and decode
+// as a fraction of bytes/bandwidth; and the int8 peak of the ternary kernel in use (a GEMM on
+// a matrix that stays in cache) with prefill as a fraction of it.
 // --verify 2,4,8: the cost of one speculative verification pass of k drafts (k + 1 tokens
 // and their logits in one batch) against one decode step, at position pp (medians).
 #include <CLI/CLI.hpp>
@@ -9,7 +13,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/ternary_matmul.h"
@@ -30,6 +36,77 @@ Sample summarize(const std::vector<double>& v) {
   for (double x : v) s.stddev += (x - s.mean) * (x - s.mean);
   s.stddev = v.size() > 1 ? std::sqrt(s.stddev / static_cast<double>(v.size() - 1)) : 0.0;
   return s;
+}
+
+// Bytes per second one sum over `bytes` of memory reads with `threads` threads, best of 3.
+double read_bandwidth(unsigned threads) {
+  const size_t bytes = size_t{512} << 20, words = bytes / sizeof(uint64_t);
+  std::unique_ptr<uint64_t[]> buf(new uint64_t[words]);
+  for (size_t i = 0; i < words; ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
+  double best = 0;
+  volatile uint64_t sink = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<uint64_t> sums(threads, 0);
+    std::vector<std::thread> pool;
+    const uint64_t t0 = tern::monotonic_ns();
+    for (unsigned t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        const size_t begin = words * t / threads, end = words * (t + 1) / threads;
+        uint64_t a = 0, b = 0, c = 0, d = 0;
+        for (size_t i = begin; i + 4 <= end; i += 4) a += buf[i], b += buf[i + 1], c += buf[i + 2], d += buf[i + 3];
+        sums[t] = a + b + c + d;
+      });
+    }
+    for (auto& th : pool) th.join();
+    const double s = tern::seconds_between(t0, tern::monotonic_ns());
+    for (uint64_t v : sums) sink = sink + v;
+    best = std::max(best, static_cast<double>(bytes) / s);
+  }
+  return best;
+}
+
+// Weight bytes one decoded token reads: every ternary matrix, the norms and the lm_head.
+double weight_bytes_per_token(const tern::Model& m) {
+  const tern::ModelConfig& c = m.config();
+  const tern::ModelWeights& w = m.weights();
+  double total = static_cast<double>(w.lm_head.size_bytes) +
+                 (w.lm_head.scales ? tern::dense_scale_count(w.lm_head.type, w.lm_head.rows, w.lm_head.cols,
+                                                             w.lm_head.group) * sizeof(float)
+                                   : 0);
+  for (uint32_t l = 0; l < c.layers; ++l) {
+    const tern::LayerWeights& lw = w.layers[l];
+    for (const tern::TernaryMatrix* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
+      total += static_cast<double>(t->size_bytes);
+    for (const tern::VectorView* v : {&lw.attn_norm, &lw.attn_sub_norm, &lw.ffn_norm, &lw.ffn_sub_norm})
+      if (v->data) total += static_cast<double>(v->size) * (v->type == tern::DenseType::F32 ? 4 : 2);
+  }
+  return total;
+}
+
+// Ternary weight-MACs per second of the kernel in use on the model's largest matrix shape
+// cut to 256 rows (stays in cache), 64 tokens, best of 5: what prefill could reach.
+double int8_peak_macs(const tern::Model& m, unsigned threads) {
+  const tern::LayerWeights& lw = m.weights().layers[0];
+  tern::TernaryMatrix w = lw.w_up;
+  const size_t row_bytes = w.size_bytes / w.rows;
+  w.rows = 256;
+  w.size_bytes = row_bytes * w.rows;
+  const size_t tokens = 64;
+  std::vector<int8_t> q(tokens * w.cols, 1);
+  std::vector<float> scales(tokens, 1.0f), y(tokens * w.rows);
+  std::vector<int32_t> sums(tokens, static_cast<int32_t>(w.cols));
+  tern::QuantizedActivations x{q.data(), scales.data(), sums.data(), tokens, w.cols, w.cols};
+  auto created = tern::ThreadPool::create(threads);
+  if (!created.ok()) return 0;
+  tern::ThreadPool pool = std::move(created).value();
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const uint64_t t0 = tern::monotonic_ns();
+    for (int i = 0; i < 20; ++i) tern::ternary_matmul(w, x, y.data(), w.rows, pool.num_threads() > 1 ? &pool : nullptr);
+    const double s = tern::seconds_between(t0, tern::monotonic_ns());
+    best = std::max(best, 20.0 * static_cast<double>(w.rows) * w.cols * tokens / s);
+  }
+  return best;
 }
 
 }  // namespace
@@ -146,6 +223,27 @@ int main(int argc, char** argv) {
         const double v = timed(k);
         std::printf("| %s | %u | verify %u drafts | %.2f ms (%.2fx) |\n", name.c_str(), t, k, v, v / decode_ms);
       }
+    }
+    {
+      // The bounds. Decode at the middle of the generated run reads the weights once and the
+      // KV rows of about pp + tg/2 positions.
+      const tern::Model& m = **model;
+      const double bw = read_bandwidth(t);
+      const double bytes = weight_bytes_per_token(m) + m.plan().kv_bytes_per_token * (pp + tg / 2.0);
+      const double peak = int8_peak_macs(m, t);
+      double macs = 0;  // ternary weight-MACs per token
+      for (uint32_t l = 0; l < m.config().layers; ++l) {
+        const tern::LayerWeights& lw = m.weights().layers[l];
+        for (const tern::TernaryMatrix* x : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
+          macs += static_cast<double>(x->rows) * x->cols;
+      }
+      std::printf("| %s | %u | read bandwidth | %.2f GB/s |\n", name.c_str(), t, bw / 1e9);
+      std::printf("| %s | %u | bytes per decoded token | %.1f MB (bound %.2f tok/s) |\n", name.c_str(), t, bytes / 1e6,
+                  bw / bytes);
+      std::printf("| %s | %u | decode / bandwidth bound | %.0f %% |\n", name.c_str(), t, 100.0 * b.mean * bytes / bw);
+      std::printf("| %s | %u | int8 peak (ternary kernel in cache) | %.1f G weight-MACs/s (bound %.1f tok/s) |\n",
+                  name.c_str(), t, peak / 1e9, peak / macs);
+      std::printf("| %s | %u | prefill / int8 peak | %.0f %% |\n", name.c_str(), t, 100.0 * a.mean * macs / peak);
     }
     std::fprintf(stderr, "load average %.2f after %u thread(s)\n", load[0], t);
     std::fflush(stdout);
