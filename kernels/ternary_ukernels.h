@@ -35,6 +35,8 @@ inline size_t t2i_copy_tail(const int8_t* q, size_t q_stride, size_t tokens, siz
 }
 
 extern const TernaryBlockKernelInfo ternary_block_t2i16__scalar;
+// The same contract over base-3 tiles (ternary_base3.h): 20-column tiles, same output.
+extern const TernaryBlockKernelInfo ternary_block_t3i16__scalar;
 #if defined(__x86_64__)
 extern const TernaryBlockKernelInfo ternary_block_t2i16__avx2;
 extern const TernaryBlockKernelInfo ternary_block_t2i16__avx512vnni;
