@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <random>
 #include <vector>
 
+#include "kernels/isa.h"
 #include "kernels/ternary_layout.h"
 #include "kernels/ternary_ukernels.h"
 
@@ -84,40 +86,59 @@ TEST(TernaryBase3, RejectsBadInput) {
   EXPECT_EQ(t3i_unpack(out, 64, 1, 4, codes), Error::InvalidBundle);
 }
 
-// The base-3 scalar kernel gives the same int32 sums as the t2i16 scalar kernel (a
-// separate implementation over a separate layout) on the same codes, across odd shapes
-// and token counts; the exactness a base-3 bundle relies on.
-TEST(TernaryBase3, ScalarKernelMatchesT2i16) {
+// Every base-3 kernel, by ISA level; each must give the t2i16 scalar kernel's sums.
+struct T3iKernelCase {
+  Isa isa;
+  const TernaryBlockKernelInfo* kernel;
+};
+const T3iKernelCase kT3iKernels[] = {
+    {Isa::Scalar, &ternary_block_t3i16__scalar},
+#if defined(__aarch64__)
+    {Isa::Neon, &ternary_block_t3i16__neon},
+    {Isa::NeonDot, &ternary_block_t3i16__neondot},
+#endif
+};
+
+// Each base-3 kernel gives the same int32 sums as the t2i16 scalar kernel (a separate
+// implementation over a separate layout) on the same codes, across odd shapes and every
+// token count; the exactness a base-3 bundle relies on. Scalar is also checked against
+// the definition.
+TEST(TernaryBase3, KernelsMatchT2i16Scalar) {
   const size_t col_cases[] = {1, 4, 15, 16, 19, 20, 21, 39, 40, 41, 100, 333, 2560};
-  const TernaryBlockKernelInfo& k3 = ternary_block_t3i16__scalar;
   const TernaryBlockKernelInfo& k2 = ternary_block_t2i16__scalar;
-  for (size_t cols : col_cases) {
-    for (size_t tokens : {size_t{1}, size_t{3}, k3.max_tokens}) {
-      const size_t rows = 16;
-      const auto codes = random_codes(rows * cols, static_cast<uint32_t>(cols * 7 + tokens));
-      std::vector<uint8_t> p3(t3i_packed_size(rows, cols));
-      std::vector<uint8_t> p2(ternary_packed_size(TernaryLayout::T2Interleaved16, rows, cols));
-      ASSERT_EQ(t3i_pack(codes.data(), rows, cols, p3.data(), p3.size()), Error::Ok);
-      ASSERT_EQ(ternary_pack(TernaryLayout::T2Interleaved16, codes.data(), rows, cols, p2.data(), p2.size()),
-                Error::Ok);
-      // Activations only up to cols, with the stride past them filled with values the
-      // kernels must not read.
-      const size_t stride = cols + 5;
-      std::mt19937 rng(static_cast<uint32_t>(cols + 1000 * tokens));
-      std::uniform_int_distribution<int> dist(-127, 127);
-      std::vector<int8_t> q(tokens * stride, 99);
-      for (size_t t = 0; t < tokens; ++t)
-        for (size_t c = 0; c < cols; ++c) q[t * stride + c] = static_cast<int8_t>(dist(rng));
-      std::vector<int32_t> o3(tokens * 16, -1), o2(tokens * 16, -2);
-      k3.fn(p3.data(), cols, q.data(), stride, tokens, o3.data());
-      k2.fn(p2.data(), cols, q.data(), stride, tokens, o2.data());
-      EXPECT_EQ(o3, o2) << "cols " << cols << " tokens " << tokens;
-      // And against the definition directly.
-      for (size_t t = 0; t < tokens; ++t) {
-        for (size_t r = 0; r < rows; ++r) {
-          int32_t want = 0;
-          for (size_t c = 0; c < cols; ++c) want += (codes[r * cols + c] + 1) * q[t * stride + c];
-          ASSERT_EQ(o3[t * 16 + r], want) << "cols " << cols << " token " << t << " row " << r;
+  for (const T3iKernelCase& kc : kT3iKernels) {
+    if (!isa_supported(kc.isa, cpu_features())) {
+      std::printf("t3i16 %s: not supported here, skipped\n", to_string(kc.isa));
+      continue;
+    }
+    const TernaryBlockKernelInfo& k3 = *kc.kernel;
+    for (size_t cols : col_cases) {
+      for (size_t tokens = 1; tokens <= k3.max_tokens; ++tokens) {
+        const size_t rows = 16;
+        const auto codes = random_codes(rows * cols, static_cast<uint32_t>(cols * 7 + tokens));
+        std::vector<uint8_t> p3(t3i_packed_size(rows, cols));
+        std::vector<uint8_t> p2(ternary_packed_size(TernaryLayout::T2Interleaved16, rows, cols));
+        ASSERT_EQ(t3i_pack(codes.data(), rows, cols, p3.data(), p3.size()), Error::Ok);
+        ASSERT_EQ(ternary_pack(TernaryLayout::T2Interleaved16, codes.data(), rows, cols, p2.data(), p2.size()),
+                  Error::Ok);
+        // Activations only up to cols; the stride past them holds values no kernel may read.
+        const size_t stride = cols + 5;
+        std::mt19937 rng(static_cast<uint32_t>(cols + 1000 * tokens));
+        std::uniform_int_distribution<int> dist(-128, 127);
+        std::vector<int8_t> q(tokens * stride, 99);
+        for (size_t t = 0; t < tokens; ++t)
+          for (size_t c = 0; c < cols; ++c) q[t * stride + c] = static_cast<int8_t>(dist(rng));
+        std::vector<int32_t> o3(tokens * 16, -1), o2(tokens * 16, -2);
+        k3.fn(p3.data(), cols, q.data(), stride, tokens, o3.data());
+        for (size_t t = 0; t < tokens; ++t) k2.fn(p2.data(), cols, q.data() + t * stride, stride, 1, o2.data() + t * 16);
+        ASSERT_EQ(o3, o2) << to_string(kc.isa) << " cols " << cols << " tokens " << tokens;
+        if (kc.isa != Isa::Scalar) continue;
+        for (size_t t = 0; t < tokens; ++t) {
+          for (size_t r = 0; r < rows; ++r) {
+            int32_t want = 0;
+            for (size_t c = 0; c < cols; ++c) want += (codes[r * cols + c] + 1) * q[t * stride + c];
+            ASSERT_EQ(o3[t * 16 + r], want) << "cols " << cols << " token " << t << " row " << r;
+          }
         }
       }
     }
