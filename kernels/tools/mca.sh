@@ -21,7 +21,9 @@ for layout in t2i16 t3i16; do
     # shellcheck disable=SC2086
     clang-14 $clang_sys $common $flags -S "$src" -o "$out/$layout.$kernel.clang.s"
     for cc in gcc clang; do
-      python3 "$root/kernels/tools/extract_loop.py" "$out/$layout.$kernel.$cc.s" $muls > "$out/$layout.$kernel.$cc.loop.s"
+      if ! python3 "$root/kernels/tools/extract_loop.py" "$out/$layout.$kernel.$cc.s" $muls > "$out/$layout.$kernel.$cc.loop.s"; then
+        echo "$layout $kernel $cc: no loop with $muls multiplies found"; continue
+      fi
       for cpu in $cpus; do
         printf '%s %s %s %s: ' $layout $kernel $cc $cpu
         llvm-mca -mtriple=aarch64 -mcpu=$cpu -iterations=200 "$out/$layout.$kernel.$cc.loop.s" 2>/dev/null |
