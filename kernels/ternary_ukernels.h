@@ -51,6 +51,7 @@ extern const TernaryBlockKernelInfo ternary_block_t3i16__scalar;
 #if defined(__x86_64__)
 extern const TernaryBlockKernelInfo ternary_block_t2i16__avx2;
 extern const TernaryBlockKernelInfo ternary_block_t2i16__avx512vnni;
+extern const TernaryBlockKernelInfo ternary_block_t3i16__avx2;
 #endif
 #if defined(__aarch64__)
 extern const TernaryBlockKernelInfo ternary_block_t2i16__neon;

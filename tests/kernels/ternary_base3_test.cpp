@@ -93,6 +93,9 @@ struct T3iKernelCase {
 };
 const T3iKernelCase kT3iKernels[] = {
     {Isa::Scalar, &ternary_block_t3i16__scalar},
+#if defined(__x86_64__)
+    {Isa::Avx2, &ternary_block_t3i16__avx2},
+#endif
 #if defined(__aarch64__)
     {Isa::Neon, &ternary_block_t3i16__neon},
     {Isa::NeonDot, &ternary_block_t3i16__neondot},
