@@ -18,7 +18,9 @@
 #include <xnnpack.h>
 
 #include "kernels/dense_matmul.h"
+#include "kernels/ternary_base3.h"
 #include "kernels/ternary_matmul.h"
+#include "kernels/ternary_ukernels.h"
 
 namespace tern {
 namespace {
@@ -161,6 +163,55 @@ BENCHMARK(BM_Ternary)->Apply(TernaryArgs<2>)->ArgNames({"shape", "tokens", "thre
     ->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // A plain read loop over kStreamBytes: the bandwidth a weight stream can hope for.
+// Both ternary layouts' one-token block kernels alone (no activation quantization or
+// scaling) over a whole 2B-4T matrix, weights streamed from DRAM: t2i16 (2 bits) against
+// base-3 t3i16 (1.6 bits) at the same ISA. args: shape, layout (0 t2i16, 1 t3i16).
+void BM_TernaryLayout(benchmark::State& state) {
+  const Shape s = kShapes[state.range(0)];
+  const bool base3 = state.range(1) != 0;
+#if defined(__x86_64__)
+  const Isa isa = Isa::Avx2;
+  const TernaryBlockKernelInfo& k = base3 ? ternary_block_t3i16__avx2 : ternary_block_t2i16__avx2;
+#elif defined(__aarch64__)
+  const Isa isa = Isa::Neon;
+  const TernaryBlockKernelInfo& k = base3 ? ternary_block_t3i16__neon : ternary_block_t2i16__neon;
+#else
+  const Isa isa = Isa::Scalar;
+  const TernaryBlockKernelInfo& k = base3 ? ternary_block_t3i16__scalar : ternary_block_t2i16__scalar;
+#endif
+  if (!isa_supported(isa, cpu_features())) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  const size_t matrix_bytes = base3 ? t3i_packed_size(s.rows, s.cols)
+                                    : ternary_packed_size(TernaryLayout::T2Interleaved16, s.rows, s.cols);
+  const size_t block_bytes = matrix_bytes / ((s.rows + 15) / 16);
+  const size_t copies = (kStreamBytes + matrix_bytes - 1) / matrix_bytes;
+  AlignedBytes data = aligned_bytes(copies * matrix_bytes);
+  std::mt19937 rng(7);
+  for (size_t i = 0; i < copies * matrix_bytes; ++i) data[i] = static_cast<uint8_t>(rng() % 243 * 256 / 243);
+  std::vector<int8_t> q(s.cols);
+  for (auto& v : q) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  std::vector<int32_t> out(16);
+  size_t c = 0;
+  for (auto _ : state) {
+    const uint8_t* m = data.get() + c * matrix_bytes;
+    if (++c == copies) c = 0;
+    for (size_t b = 0; b < s.rows / 16; ++b) k.fn(m + b * block_bytes, s.cols, q.data(), s.cols, 1, out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["weight_B/s"] = benchmark::Counter(iters * static_cast<double>(matrix_bytes),
+                                                    benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  state.counters["weights/s"] = benchmark::Counter(iters * static_cast<double>(s.rows * s.cols),
+                                                   benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  state.SetLabel(std::string(base3 ? "t3i16 " : "t2i16 ") + to_string(isa) + " " + std::to_string(s.cols) + "->" +
+                 std::to_string(s.rows));
+}
+BENCHMARK(BM_TernaryLayout)->ArgNames({"shape", "base3"})->ArgsProduct({{0, 1, 2, 3}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
+
 void BM_MemRead(benchmark::State& state) {
   const size_t threads = static_cast<size_t>(state.range(0));
   const size_t words = kStreamBytes / 8;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/ternary_base3.h"
 #include "kernels/ternary_layout.h"
 
 namespace tern {
@@ -34,15 +35,30 @@ inline size_t t2i_copy_tail(const int8_t* q, size_t q_stride, size_t tokens, siz
   return full / kT2iBlockCols;
 }
 
+// t2i_copy_tail for base-3 tiles: the last cols % 20 activations into 20-byte rows.
+inline size_t t3i_copy_tail(const int8_t* q, size_t q_stride, size_t tokens, size_t cols, int8_t* tail) {
+  const size_t full = cols / kT3iBlockCols * kT3iBlockCols;
+  for (size_t t = 0; t < tokens; ++t) {
+    std::memset(tail + t * kT3iBlockCols, 0, kT3iBlockCols);
+    std::memcpy(tail + t * kT3iBlockCols, q + t * q_stride + full, cols - full);
+  }
+  return full / kT3iBlockCols;
+}
+
 extern const TernaryBlockKernelInfo ternary_block_t2i16__scalar;
+// The same contract over base-3 tiles (ternary_base3.h): 20-column tiles, same output.
+extern const TernaryBlockKernelInfo ternary_block_t3i16__scalar;
 #if defined(__x86_64__)
 extern const TernaryBlockKernelInfo ternary_block_t2i16__avx2;
 extern const TernaryBlockKernelInfo ternary_block_t2i16__avx512vnni;
+extern const TernaryBlockKernelInfo ternary_block_t3i16__avx2;
 #endif
 #if defined(__aarch64__)
 extern const TernaryBlockKernelInfo ternary_block_t2i16__neon;
 extern const TernaryBlockKernelInfo ternary_block_t2i16__neondot;
 extern const TernaryBlockKernelInfo ternary_block_t2i16__neoni8mm;
+extern const TernaryBlockKernelInfo ternary_block_t3i16__neon;
+extern const TernaryBlockKernelInfo ternary_block_t3i16__neondot;
 #endif
 
 }  // namespace tern
