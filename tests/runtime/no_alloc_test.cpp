@@ -128,4 +128,11 @@ TEST(NoAlloc, PrefillDecodeSampleGenerateTwoThreads) {
   run_without_allocating("tiny-austen-packed.tern", "", 2);
 }
 
+// The base-3 layout's kernels and their dispatch, on one and two threads (fused products).
+TEST(NoAlloc, Base3BundleOneAndTwoThreads) {
+  TERN_REQUIRE_BUNDLE("tiny-austen-base3.tern", "models/tiny-austen/packed/model.safetensors");
+  run_without_allocating("tiny-austen-base3.tern", "", 1);
+  run_without_allocating("tiny-austen-base3.tern", "", 2);
+}
+
 }  // namespace
