@@ -178,14 +178,14 @@ void print_decode_prediction(const BundleDecodeWork& w, const char* device_name)
   std::printf("decode speed on %s, predicted (%s %.1f GHz, %s kernels, %.2f GB/s read; compute or bandwidth bound, "
               "attention left out: an upper bound)\n",
               d->name, d->cores, d->clock_ghz, tern::to_string(d->ternary_isa), d->read_gb_per_s);
-  std::printf("  %-18s %12s %14s %15s\n", "layout", "MB / token", "tok/s 1 thread", "tok/s 4 threads");
+  std::printf("  %-18s %12s %16s %17s\n", "layout", "MB / token", "tok/s 1 thread", "tok/s 4 threads");
   const unsigned kThreads[2] = {1, 4};
   const tern::TernaryLayout layouts[2] = {tern::TernaryLayout::T2Interleaved16, tern::TernaryLayout::T3Interleaved16};
   double tok_s[2][2];
   for (int l = 0; l < 2; ++l) {
     const tern::DecodeWork& work = l == 0 ? w.t2i16 : w.t3i16;
     for (int t = 0; t < 2; ++t) tok_s[l][t] = tern::predict_decode_tok_s(*d, layouts[l], work, kThreads[t]);
-    std::printf("  %-18s %12.1f %14.1f %15.1f%s\n", tern::to_string(layouts[l]),
+    std::printf("  %-18s %12.1f %16.1f %17.1f%s\n", tern::to_string(layouts[l]),
                 (work.ternary_bytes + work.other_bytes) / 1e6, tok_s[l][0], tok_s[l][1],
                 w.layout == layouts[l] ? "   (this bundle)" : "");
   }
