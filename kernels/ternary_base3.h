@@ -3,8 +3,8 @@
 // kernel unpacks a tile into the planes the t2i16 kernels already consume and runs the
 // same int8 dot products (the driver subtracts Σq the same way).
 //
-// Not a bundle layout yet: the converter, schema and loader do not know it (issue 16,
-// part 3 left that out); these functions and the scalar kernel define the format.
+// The bundle layout TernaryLayout::T3Interleaved16 (tern-convert --ternary-packing base3);
+// these functions and the scalar kernel define the format.
 //
 //   64-byte tile = rows r 0..15 x columns c 0..19 of the block
 //   byte i = 4*r + m                      (r = i / 4, m = i % 4)

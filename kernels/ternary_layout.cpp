@@ -1,18 +1,22 @@
 #include "kernels/ternary_layout.h"
 
+#include "kernels/ternary_base3.h"
+
 namespace tern {
 
 const char* to_string(TernaryLayout layout) {
   switch (layout) {
     case TernaryLayout::T2RowMajor: return "t2_rowmajor";
     case TernaryLayout::T2Interleaved16: return "t2_interleaved16";
+    case TernaryLayout::T3Interleaved16: return "t3_interleaved16";
   }
   return "unknown";
 }
 
 bool is_known_layout(uint32_t id) {
   return id == static_cast<uint32_t>(TernaryLayout::T2RowMajor) ||
-         id == static_cast<uint32_t>(TernaryLayout::T2Interleaved16);
+         id == static_cast<uint32_t>(TernaryLayout::T2Interleaved16) ||
+         id == static_cast<uint32_t>(TernaryLayout::T3Interleaved16);
 }
 
 TernaryLayout ternary_default_layout() { return TernaryLayout::T2Interleaved16; }
@@ -45,6 +49,7 @@ size_t ternary_packed_size(TernaryLayout layout, size_t rows, size_t cols) {
       if (tiles != 0 && blocks > SIZE_MAX / kT2iTileBytes / tiles) return 0;
       return blocks * tiles * kT2iTileBytes;
     }
+    case TernaryLayout::T3Interleaved16: return t3i_packed_size(rows, cols);
   }
   return 0;
 }
@@ -55,6 +60,7 @@ Error ternary_pack(TernaryLayout layout, const int8_t* codes, size_t rows, size_
   if (!is_known_layout(static_cast<uint32_t>(layout))) {
     return fail(Error::UnsupportedType, "ternary_pack: unknown layout %u", static_cast<unsigned>(layout));
   }
+  if (layout == TernaryLayout::T3Interleaved16) return t3i_pack(codes, rows, cols, out, out_size);
   const size_t need = ternary_packed_size(layout, rows, cols);
   if (need == 0 && rows != 0 && cols != 0) {
     return fail(Error::InvalidArgument, "ternary_pack: %zu x %zu matrix is too large", rows, cols);
@@ -98,6 +104,7 @@ Error ternary_unpack(TernaryLayout layout, const uint8_t* packed, size_t packed_
   if (!is_known_layout(static_cast<uint32_t>(layout))) {
     return fail(Error::UnsupportedType, "ternary_unpack: unknown layout %u", static_cast<unsigned>(layout));
   }
+  if (layout == TernaryLayout::T3Interleaved16) return t3i_unpack(packed, packed_size, rows, cols, codes);
   if (packed_size < ternary_packed_size(layout, rows, cols)) {
     return fail(Error::Truncated, "ternary_unpack: %zu bytes for a %zu x %zu matrix", packed_size, rows, cols);
   }

@@ -46,6 +46,16 @@ enum class TernaryLayout : uint32_t {
   // 4j..4j+3, i.e. 16 int32 dot-product lanes against the activation bytes 4j..4j+3
   // broadcast to every lane.
   T2Interleaved16 = 2,
+
+  // T3 interleaved, 16-row blocks ("t3i16", kernels/ternary_base3.h): 5 weights per byte
+  // in base 3, 1.6 bits per weight. Same 16-row blocks and 64-byte tiles as
+  // T2Interleaved16, but a tile holds 16 rows x 20 columns: byte i = 4*r + m carries
+  // code(r, 4j + m) + 1 as base-3 digit j (j = 0..4, digit 0 most significant), the
+  // value scaled to ceil(v * 256 / 243) so a kernel reads digit j by multiply and shift.
+  // Rows are padded to 16 and columns to 20 with code 0. 20% fewer bytes per token than
+  // T2Interleaved16 for a little more arithmetic per weight: faster where decode is
+  // bandwidth-bound (docs/perf/2026-11-24-base3.md), so the converter writes it on request.
+  T3Interleaved16 = 3,
 };
 
 // Rows and columns per tile of T2Interleaved16, and bytes per tile.
@@ -53,7 +63,7 @@ constexpr size_t kT2iBlockRows = 16;
 constexpr size_t kT2iBlockCols = 16;
 constexpr size_t kT2iTileBytes = 64;
 
-// The layout the converter writes: the fastest one every ISA path supports.
+// The layout the converter writes by default: the fastest one every ISA path supports.
 TernaryLayout ternary_default_layout();
 
 const char* to_string(TernaryLayout layout);

@@ -82,9 +82,17 @@ Error ternary_matrix_validate(const TernaryMatrix& w) {
 
 namespace {
 
-// code(r, c) + 1 in any layout.
+// code(r, c) + 1 in any layout (base-3 digits by division, not the kernels' multiply-shift).
 inline int stored_weight(const TernaryMatrix& w, size_t r, size_t c) {
   if (w.layout == TernaryLayout::T2RowMajor) return (w.data[r * ((w.cols + 3) / 4) + c / 4] >> (2 * (c % 4))) & 3;
+  if (w.layout == TernaryLayout::T3Interleaved16) {
+    static constexpr unsigned kPow3Desc[kT3iDigits] = {81, 27, 9, 3, 1};
+    const size_t k_tiles = (w.cols + kT3iBlockCols - 1) / kT3iBlockCols;
+    const size_t tile = (r / kT3iBlockRows * k_tiles + c / kT3iBlockCols) * kT3iTileBytes;
+    const size_t cc = c % kT3iBlockCols;
+    const unsigned v = w.data[tile + 4 * (r % kT3iBlockRows) + cc % 4] * 243u / 256u;
+    return static_cast<int>(v / kPow3Desc[cc / 4] % 3);
+  }
   const size_t k_tiles = (w.cols + kT2iBlockCols - 1) / kT2iBlockCols;
   const size_t tile = (r / kT2iBlockRows * k_tiles + c / kT2iBlockCols) * kT2iTileBytes;
   const size_t cc = c % kT2iBlockCols;
@@ -108,7 +116,11 @@ inline int32_t token_sum(const QuantizedActivations& x, size_t t) {
   return s;
 }
 
-const IsaKernel<const TernaryBlockKernelInfo*> kBlockKernels[] = {
+// One table per tiled layout; a level runs the first entry whose flags it has (an AVX-512
+// CPU runs the AVX2 base-3 kernel, an i8mm one the dotprod kernel).
+using BlockKernelRow = IsaKernel<const TernaryBlockKernelInfo*>;
+
+const BlockKernelRow kT2iBlockKernels[] = {
 #if defined(__x86_64__)
     {Isa::Avx512Vnni, &ternary_block_t2i16__avx512vnni},
     {Isa::Avx2, &ternary_block_t2i16__avx2},
@@ -121,21 +133,55 @@ const IsaKernel<const TernaryBlockKernelInfo*> kBlockKernels[] = {
     {Isa::Scalar, &ternary_block_t2i16__scalar},
 };
 
-// The block kernel the CPU at level `isa` would run (its best within that level).
-const TernaryBlockKernelInfo& block_kernel_for(Isa isa) { return *isa_select(kBlockKernels, isa_level_flags(isa)).kernel; }
+const BlockKernelRow kT3iBlockKernels[] = {
+#if defined(__x86_64__)
+    {Isa::Avx2, &ternary_block_t3i16__avx2},
+#endif
+#if defined(__aarch64__)
+    {Isa::NeonDot, &ternary_block_t3i16__neondot},
+    {Isa::Neon, &ternary_block_t3i16__neon},
+#endif
+    {Isa::Scalar, &ternary_block_t3i16__scalar},
+};
 
-const IsaKernel<const TernaryBlockKernelInfo*>& active_block_kernel() {
-  static const IsaKernel<const TernaryBlockKernelInfo*>& row = isa_select(kBlockKernels, active_isa_flags());
-  return row;
+// The block kernels of one ISA level, one per tiled layout.
+struct BlockKernels {
+  const BlockKernelRow* t2i16;
+  const BlockKernelRow* t3i16;
+  const TernaryBlockKernelInfo& for_layout(TernaryLayout layout) const {
+    return *(layout == TernaryLayout::T3Interleaved16 ? t3i16 : t2i16)->kernel;
+  }
+};
+
+BlockKernels block_kernels_for_flags(IsaFlags flags) {
+  return {&isa_select(kT2iBlockKernels, flags), &isa_select(kT3iBlockKernels, flags)};
 }
 
-// Runs `kernel` over row blocks [b0, b1) and every token, handing each finished
+// The block kernels the CPU at level `isa` would run (its best within that level).
+BlockKernels block_kernels_for(Isa isa) { return block_kernels_for_flags(isa_level_flags(isa)); }
+
+const BlockKernels& active_block_kernels() {
+  static const BlockKernels kernels = block_kernels_for_flags(active_isa_flags());
+  return kernels;
+}
+
+bool is_tiled(TernaryLayout layout) {
+  return layout == TernaryLayout::T2Interleaved16 || layout == TernaryLayout::T3Interleaved16;
+}
+
+// Both tiled layouts have 16-row blocks of 64-byte tiles; only the columns per tile differ.
+static_assert(kT2iBlockRows == kT3iBlockRows && kT2iTileBytes == kT3iTileBytes, "tiled layouts share blocks");
+size_t tile_cols(TernaryLayout layout) {
+  return layout == TernaryLayout::T3Interleaved16 ? kT3iBlockCols : kT2iBlockCols;
+}
+
+// Runs `kernel` (the one for w.layout) over row blocks [b0, b1) and every token, handing each finished
 // 16-row x n-token tile of exact products Σ code * q to emit(t0, n, row0, rows, tile).
 template <typename Emit>
-void run_t2i16_blocks(const TernaryBlockKernelInfo& kernel, const TernaryMatrix& w, const QuantizedActivations& x,
+void run_tiled_blocks(const TernaryBlockKernelInfo& kernel, const TernaryMatrix& w, const QuantizedActivations& x,
                       size_t b0, size_t b1, Emit& emit) {
   constexpr size_t kMaxTile = 16;
-  const size_t k_tiles = (w.cols + kT2iBlockCols - 1) / kT2iBlockCols;
+  const size_t k_tiles = (w.cols + tile_cols(w.layout) - 1) / tile_cols(w.layout);
   const size_t tile_tokens = kernel.max_tokens < kMaxTile ? kernel.max_tokens : kMaxTile;
   int32_t out[kMaxTile * kT2iBlockRows];
   int32_t sums[kMaxTile];
@@ -156,10 +202,10 @@ void run_t2i16_blocks(const TernaryBlockKernelInfo& kernel, const TernaryMatrix&
 }
 
 template <typename Emit>
-void run_t2i16(const TernaryBlockKernelInfo& kernel, const TernaryMatrix& w, const QuantizedActivations& x,
+void run_tiled(const TernaryBlockKernelInfo& kernel, const TernaryMatrix& w, const QuantizedActivations& x,
                const ThreadPool* pool, Emit& emit) {
   const size_t blocks = (w.rows + kT2iBlockRows - 1) / kT2iBlockRows;
-  auto task = [&](size_t start, size_t count) { run_t2i16_blocks(kernel, w, x, start, start + count, emit); };
+  auto task = [&](size_t start, size_t count) { run_tiled_blocks(kernel, w, x, start, start + count, emit); };
   if (pool == nullptr || pool->num_threads() <= 1) {
     task(0, blocks);
     return;
@@ -201,11 +247,11 @@ auto float_emit(const TernaryMatrix& w, const QuantizedActivations& x, float* y,
   };
 }
 
-void matmul_with(const TernaryBlockKernelInfo& kernel, const TernaryMatrix& w, const QuantizedActivations& x,
-                 float* y, size_t y_stride, const ThreadPool* pool) {
+void matmul_with(const BlockKernels& kernels, const TernaryMatrix& w, const QuantizedActivations& x, float* y,
+                 size_t y_stride, const ThreadPool* pool) {
   if (w.layout == TernaryLayout::T2RowMajor) return matmul_rowmajor(w, x, y, y_stride, pool);
   auto emit = float_emit(w, x, y, y_stride);
-  run_t2i16(kernel, w, x, pool, emit);
+  run_tiled(kernels.for_layout(w.layout), w, x, pool, emit);
 }
 
 size_t row_blocks(const TernaryMatrix& w) { return (w.rows + kT2iBlockRows - 1) / kT2iBlockRows; }
@@ -223,18 +269,23 @@ void ternary_matmul_int32_reference(const TernaryMatrix& w, const QuantizedActiv
   }
 }
 
-Isa ternary_active_isa() { return active_block_kernel().isa; }
+Isa ternary_active_isa() { return active_block_kernels().t2i16->isa; }
+
+Isa ternary_active_isa(TernaryLayout layout) {
+  if (layout == TernaryLayout::T3Interleaved16) return active_block_kernels().t3i16->isa;
+  return layout == TernaryLayout::T2Interleaved16 ? ternary_active_isa() : Isa::Scalar;
+}
 
 void ternary_matmul_fused(const TernaryMatmulOutput* outputs, size_t count, const QuantizedActivations& x,
                           const ThreadPool* pool) {
   constexpr size_t kMaxOutputs = 8;
   bool fuse = pool != nullptr && pool->num_threads() > 1 && count <= kMaxOutputs;
-  for (size_t i = 0; i < count && fuse; ++i) fuse = outputs[i].w->layout == TernaryLayout::T2Interleaved16;
+  for (size_t i = 0; i < count && fuse; ++i) fuse = is_tiled(outputs[i].w->layout);
   if (!fuse) {
     for (size_t i = 0; i < count; ++i) ternary_matmul(*outputs[i].w, x, outputs[i].y, outputs[i].y_stride, pool);
     return;
   }
-  const TernaryBlockKernelInfo& kernel = *active_block_kernel().kernel;
+  const BlockKernels& kernels = active_block_kernels();
   size_t first[kMaxOutputs + 1] = {0};  // global index of each output's first row block
   for (size_t i = 0; i < count; ++i) first[i + 1] = first[i] + row_blocks(*outputs[i].w);
   auto task = [&](size_t start, size_t n) {
@@ -244,16 +295,16 @@ void ternary_matmul_fused(const TernaryMatmulOutput* outputs, size_t count, cons
       if (b0 >= b1) continue;
       const TernaryMatmulOutput& o = outputs[i];
       auto emit = float_emit(*o.w, x, o.y, o.y_stride);
-      run_t2i16_blocks(kernel, *o.w, x, b0 - first[i], b1 - first[i], emit);
+      run_tiled_blocks(kernels.for_layout(o.w->layout), *o.w, x, b0 - first[i], b1 - first[i], emit);
     }
   };
-  size_t tile = first[count] / (pool->num_threads() * 8);  // as run_t2i16
+  size_t tile = first[count] / (pool->num_threads() * 8);  // as run_tiled
   pool->parallel_for_tiles(first[count], tile == 0 ? 1 : tile, task);
 }
 
 void ternary_matmul(const TernaryMatrix& w, const QuantizedActivations& x, float* y, size_t y_stride,
                     const ThreadPool* pool) {
-  matmul_with(*active_block_kernel().kernel, w, x, y, y_stride, pool);
+  matmul_with(active_block_kernels(), w, x, y, y_stride, pool);
 }
 
 Error ternary_matmul_isa(Isa isa, const TernaryMatrix& w, const QuantizedActivations& x, float* y, size_t y_stride,
@@ -261,7 +312,7 @@ Error ternary_matmul_isa(Isa isa, const TernaryMatrix& w, const QuantizedActivat
   if (!isa_supported(isa, cpu_features())) {
     return fail(Error::UnsupportedCpu, "no %s ternary kernels can run here", to_string(isa));
   }
-  matmul_with(block_kernel_for(isa), w, x, y, y_stride, pool);
+  matmul_with(block_kernels_for(isa), w, x, y, y_stride, pool);
   return Error::Ok;
 }
 
@@ -270,7 +321,6 @@ Error ternary_matmul_int32(Isa isa, const TernaryMatrix& w, const QuantizedActiv
   if (!isa_supported(isa, cpu_features())) {
     return fail(Error::UnsupportedCpu, "no %s ternary kernels can run here", to_string(isa));
   }
-  const TernaryBlockKernelInfo* kernel = &block_kernel_for(isa);
   if (w.layout == TernaryLayout::T2RowMajor) {
     ternary_matmul_int32_reference(w, x, acc);
     return Error::Ok;
@@ -279,7 +329,7 @@ Error ternary_matmul_int32(Isa isa, const TernaryMatrix& w, const QuantizedActiv
     for (size_t t = 0; t < n; ++t)
       for (size_t i = 0; i < rows; ++i) acc[(t0 + t) * w.rows + row0 + i] = tile[t * kT2iBlockRows + i];
   };
-  run_t2i16(*kernel, w, x, pool, emit);
+  run_tiled(block_kernels_for(isa).for_layout(w.layout), w, x, pool, emit);
   return Error::Ok;
 }
 

@@ -40,14 +40,16 @@ struct TernaryMatrix {
   float scale = 1.0f;  // dequantized weight = code * scale
 };
 
-// Checks a matrix once, at load: known layout, enough bytes, alignment the kernels need.
+// Checks a matrix once, at load: known layout and enough bytes for its padded tiles. No
+// alignment is needed: every kernel loads its tiles unaligned (bundles align segments to
+// 64 bytes anyway, so tiles never straddle a cache line there).
 Error ternary_matrix_validate(const TernaryMatrix& w);
 
 // y[t * y_stride + r] = w.scale * x.scales[t] * Σ_c code[r][c] * x.q[t][c]
 // for t < x.tokens, r < w.rows. One token is the decode GEMV; several are prefill GEMM.
 // Preconditions (checked by ternary_matrix_validate at load, not here): x.cols == w.cols.
-// T2Interleaved16 runs the SIMD microkernels of ternary_active_isa(); T2RowMajor (the
-// reference layout) always runs the slow scalar loop.
+// T2Interleaved16 and T3Interleaved16 run the SIMD microkernels of
+// ternary_active_isa(layout); T2RowMajor (the reference layout) always runs the slow scalar loop.
 void ternary_matmul(const TernaryMatrix& w, const QuantizedActivations& x, float* y, size_t y_stride,
                     const ThreadPool* pool);
 
@@ -71,6 +73,9 @@ void ternary_matmul_int32_reference(const TernaryMatrix& w, const QuantizedActiv
 // The level whose block kernel ternary_matmul runs: the first of its table within
 // active_isa_flags() (TERN_ISA caps them), chosen once.
 Isa ternary_active_isa();
+// The level of the block kernel ternary_matmul runs for `layout` (each tiled layout has its
+// own table; T2RowMajor is always Scalar).
+Isa ternary_active_isa(TernaryLayout layout);
 
 // ternary_matmul with the kernels a CPU at level `isa` runs (tests, benchmarks).
 // UnsupportedCpu when this build or CPU cannot run that level. T2RowMajor always runs the scalar reference loop.

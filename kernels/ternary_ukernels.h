@@ -1,4 +1,5 @@
-// Microkernels for T2Interleaved16 (see ternary_layout.h), one translation unit per ISA.
+// Microkernels for T2Interleaved16 and T3Interleaved16 (see ternary_layout.h), one
+// translation unit per ISA.
 // Internal to kernels/: the public entry points are in ternary_matmul.h.
 #pragma once
 

@@ -237,6 +237,9 @@ int main(int argc, char** argv) {
         for (const tern::TernaryMatrix* x : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
           macs += static_cast<double>(x->rows) * x->cols;
       }
+      const tern::TernaryLayout layout = m.weights().layers[0].wq.layout;
+      std::printf("| %s | %u | ternary layout (block kernel) | %s (%s) |\n", name.c_str(), t, tern::to_string(layout),
+                  tern::to_string(tern::ternary_active_isa(layout)));
       std::printf("| %s | %u | read bandwidth | %.2f GB/s |\n", name.c_str(), t, bw / 1e9);
       std::printf("| %s | %u | bytes per decoded token | %.1f MB (bound %.2f tok/s) |\n", name.c_str(), t, bytes / 1e6,
                   bw / bytes);

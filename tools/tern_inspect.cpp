@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   std::printf("  chat template: %s\n", chat.empty() ? "(none)" : (std::to_string(chat.size()) + " bytes").c_str());
 
   uint64_t ternary_bytes = 0, ternary_weights = 0, dense_bytes = 0;
+  std::string ternary_layouts;  // each layout the bundle uses, in order of first use
   if (!no_tensors) {
     std::printf("\ntensors (%zu)\n  %-28s %-8s %-12s %-14s %12s %12s %10s\n", b.tensor_count(), "name", "type", "format",
                 "shape", "offset", "bytes", "scale");
@@ -93,6 +94,10 @@ int main(int argc, char** argv) {
     std::string format = ternary ? to_string(v->layout) : convert::embed_type_name(v->dense_type);
     if (!ternary && v->group) format += "/g" + std::to_string(v->group);
     if (ternary) {
+      const std::string layout = to_string(v->layout);
+      if ((" " + ternary_layouts + " ").find(" " + layout + " ") == std::string::npos) {
+        ternary_layouts += (ternary_layouts.empty() ? "" : " ") + layout;
+      }
       ternary_bytes += bytes;
       ternary_weights += n;
     } else {
@@ -180,10 +185,11 @@ int main(int argc, char** argv) {
 
   uint32_t fb_size;
   std::memcpy(&fb_size, b.data(), 4);
-  std::printf("\nsizes\n  header (FlatBuffer) %12u bytes\n  ternary             %12llu bytes (%.3f bits/weight)\n"
+  std::printf("\nsizes\n  header (FlatBuffer) %12u bytes\n  ternary             %12llu bytes (%.3f bits/weight, %s)\n"
               "  dense               %12llu bytes\n  file                %12zu bytes (%.1f MB)\n",
               fb_size + 4, static_cast<unsigned long long>(ternary_bytes),
               ternary_weights ? 8.0 * static_cast<double>(ternary_bytes) / static_cast<double>(ternary_weights) : 0.0,
+              ternary_layouts.empty() ? "no ternary tensors" : ternary_layouts.c_str(),
               static_cast<unsigned long long>(dense_bytes), b.file_size(), b.file_size() / 1e6);
   return 0;
 }

@@ -6,14 +6,22 @@
 // computed by the same code tern_model_load() plans with. Uses only the public C API.
 // With a budget it also answers which mode kv_mode "auto" loads (memory_plan.h: the least
 // estimated KL that holds the context), or what each mode would hold instead.
+// With --device pi4|pi5 it also predicts decode tok/s at 1 and 4 threads for the bundle's
+// ternary layout and the other one (kernels/ternary_decode_model.h), and says which is
+// faster there; that part reads the bundle's tensor shapes through the runtime's Bundle.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
-#include "tools/cli_sizes.h"
+#include "kernels/dense_matmul.h"
+#include "kernels/ternary_decode_model.h"
+#include "runtime/bundle.h"
 #include "runtime/include/tern.h"
+#include "runtime/tensor_names.h"
+#include "tools/cli_sizes.h"
 
 namespace {
 
@@ -109,6 +117,87 @@ void print_json_row(const tern_plan_row& r, bool last) {
       static_cast<unsigned long long>(r.kv_bytes), static_cast<unsigned long long>(r.total_bytes),
       static_cast<unsigned long long>(r.minimum_budget_bytes), static_cast<unsigned long long>(r.session_bytes),
       r.sessions_that_fit, last ? "" : ",");
+}
+
+// What a decoded token of this bundle multiplies and reads, with its ternary matrices in
+// each tiled layout.
+struct BundleDecodeWork {
+  bool ok = false;
+  std::string layouts;  // the layouts the bundle's ternary tensors use
+  tern::TernaryLayout layout = tern::TernaryLayout::T2Interleaved16;  // the first one
+  tern::DecodeWork t2i16, t3i16;
+};
+
+BundleDecodeWork bundle_decode_work(const std::string& path) {
+  BundleDecodeWork w;
+  auto b = tern::Bundle::open(path.c_str());
+  if (!b.ok()) return w;
+  double weights = 0, t2_bytes = 0, t3_bytes = 0, other = 0;
+  for (size_t i = 0; i < b->tensor_count(); ++i) {
+    auto v = b->tensor_at(i);
+    if (!v.ok()) return w;
+    const size_t cols = v->shape[v->ndim - 1];
+    size_t rows = 1;
+    for (uint32_t d = 0; d + 1 < v->ndim; ++d) rows *= v->shape[d];
+    if (v->type == tern::TensorType::Ternary) {
+      const std::string name = tern::to_string(v->layout);
+      if (w.layouts.empty()) w.layout = v->layout;
+      if ((" " + w.layouts + " ").find(" " + name + " ") == std::string::npos) {
+        w.layouts += (w.layouts.empty() ? "" : " ") + name;
+      }
+      weights += static_cast<double>(rows) * static_cast<double>(cols);
+      t2_bytes += static_cast<double>(tern::ternary_packed_size(tern::TernaryLayout::T2Interleaved16, rows, cols));
+      t3_bytes += static_cast<double>(tern::ternary_packed_size(tern::TernaryLayout::T3Interleaved16, rows, cols));
+      continue;
+    }
+    // A token reads one row of tok_embeddings, unless it is also the classifier.
+    if (std::strcmp(v->name, tern::tensor_names::kTokEmbeddings) == 0 && !b->config().tied_embeddings) continue;
+    other += static_cast<double>(v->size_bytes);
+    if (v->group_scales != nullptr) {
+      other += static_cast<double>(tern::dense_scale_count(v->dense_type, rows, cols, v->group) * sizeof(float));
+    }
+  }
+  w.t2i16 = {weights, t2_bytes, other};
+  w.t3i16 = {weights, t3_bytes, other};
+  w.ok = weights > 0;
+  return w;
+}
+
+// The predicted decode speed on one device per layout, and which layout wins there.
+void print_decode_prediction(const BundleDecodeWork& w, const char* device_name) {
+  const tern::DecodeDevice* d = tern::find_decode_device(device_name);
+  if (d == nullptr) {
+    std::printf("decode speed on %s: no prediction (no kernel cycle counts for its CPU; pi4 and pi5 have them)\n\n",
+                device_name);
+    return;
+  }
+  if (!w.ok) {
+    std::printf("decode speed on %s: no prediction (the bundle has no ternary matrices)\n\n", device_name);
+    return;
+  }
+  std::printf("decode speed on %s, predicted (%s %.1f GHz, %s kernels, %.2f GB/s read; compute or bandwidth bound, "
+              "attention left out: an upper bound)\n",
+              d->name, d->cores, d->clock_ghz, tern::to_string(d->ternary_isa), d->read_gb_per_s);
+  std::printf("  %-18s %12s %16s %17s\n", "layout", "MB / token", "tok/s 1 thread", "tok/s 4 threads");
+  const unsigned kThreads[2] = {1, 4};
+  const tern::TernaryLayout layouts[2] = {tern::TernaryLayout::T2Interleaved16, tern::TernaryLayout::T3Interleaved16};
+  double tok_s[2][2];
+  for (int l = 0; l < 2; ++l) {
+    const tern::DecodeWork& work = l == 0 ? w.t2i16 : w.t3i16;
+    for (int t = 0; t < 2; ++t) tok_s[l][t] = tern::predict_decode_tok_s(*d, layouts[l], work, kThreads[t]);
+    std::printf("  %-18s %12.1f %16.1f %17.1f%s\n", tern::to_string(layouts[l]),
+                (work.ternary_bytes + work.other_bytes) / 1e6, tok_s[l][0], tok_s[l][1],
+                w.layout == layouts[l] ? "   (this bundle)" : "");
+  }
+  for (int t = 0; t < 2; ++t) {
+    const int best = tok_s[1][t] > tok_s[0][t] ? 1 : 0;
+    const char* packing = best == 1 ? "base3" : "2bit";
+    std::printf("  %u thread%s: %s is faster (%.2fx)%s\n", kThreads[t], kThreads[t] == 1 ? "" : "s",
+                tern::to_string(layouts[best]), tok_s[best][t] / tok_s[1 - best][t],
+                w.layout == layouts[best] ? ", this bundle's layout"
+                                          : (std::string(", re-convert with --ternary-packing ") + packing).c_str());
+  }
+  std::printf("\n");
 }
 
 }  // namespace
@@ -207,6 +296,7 @@ int main(int argc, char** argv) {
     if (t.budget > 0) plan_auto(bundle, p, &t);
   }
 
+  const BundleDecodeWork work = device.empty() ? BundleDecodeWork{} : bundle_decode_work(bundle);
   if (json) {
     std::printf("{\n  \"bundle\": \"%s\",\n  \"plans\": [\n", bundle.c_str());
     for (size_t i = 0; i < tables.size(); ++i) {
@@ -219,11 +309,25 @@ int main(int argc, char** argv) {
         std::printf(", \"auto\": {\"kv_mode\": \"%s\", \"status\": \"%s\", \"context_tokens\": %u}",
                     t.auto_row.status == TERN_OK ? t.auto_row.kv_mode : "", tern_status_string(t.auto_row.status),
                     t.auto_row.context_tokens);
+      const tern::DecodeDevice* d = tern::find_decode_device(t.device.c_str());
+      if (d != nullptr && work.ok) {
+        std::printf(", \"decode_tok_s\": {\"bundle_layout\": \"%s\"", tern::to_string(work.layout));
+        for (const tern::TernaryLayout l : {tern::TernaryLayout::T2Interleaved16, tern::TernaryLayout::T3Interleaved16}) {
+          const tern::DecodeWork& dw = l == tern::TernaryLayout::T2Interleaved16 ? work.t2i16 : work.t3i16;
+          std::printf(", \"%s\": {\"bytes_per_token\": %.0f, \"threads_1\": %.3f, \"threads_4\": %.3f}",
+                      tern::to_string(l), dw.ternary_bytes + dw.other_bytes, tern::predict_decode_tok_s(*d, l, dw, 1),
+                      tern::predict_decode_tok_s(*d, l, dw, 4));
+        }
+        std::printf("}");
+      }
       std::printf("}%s\n", i + 1 == tables.size() ? "" : ",");
     }
     std::printf("  ]\n}\n");
   } else {
-    for (const Table& t : tables) print_text(t), print_auto(t);
+    for (const Table& t : tables) {
+      print_text(t), print_auto(t);
+      if (!t.device.empty()) print_decode_prediction(work, t.device.c_str());
+    }
   }
   return 0;
 }

@@ -301,6 +301,37 @@ TEST(Cli, ConvertAndInspect) {
   EXPECT_NE(i.output.find("layers.7.w_up"), std::string::npos);
 }
 
+// --ternary-packing base3 records t3_interleaved16 on every ternary tensor; tern-convert
+// and tern-inspect say so; an unknown packing is refused.
+TEST(Cli, ConvertBase3Packing) {
+  TERN_REQUIRE_SHARED("models/bitllama2c-3M/bit_model.bin");
+  testing::TempFile out(".tern");
+  const std::string model = testing::shared_path("models/bitllama2c-3M/bit_model.bin");
+  const CommandResult c =
+      run(std::string(TERN_CONVERT_EXE) + " -q --ternary-packing base3 " + model + " -o " + out.path());
+  ASSERT_EQ(c.rc, 0) << c.output;
+  EXPECT_NE(c.output.find("ternary: t3_interleaved16"), std::string::npos) << c.output;
+  auto b = Bundle::open(out.path().c_str());
+  ASSERT_TRUE(b.ok()) << last_error_message();
+  size_t ternary = 0;
+  for (size_t i = 0; i < b->tensor_count(); ++i) {
+    auto v = b->tensor_at(i);
+    ASSERT_TRUE(v.ok());
+    if (v->type != TensorType::Ternary) continue;
+    EXPECT_EQ(v->layout, TernaryLayout::T3Interleaved16) << v->name;
+    ++ternary;
+  }
+  EXPECT_GT(ternary, 0u);
+  const CommandResult i = run(std::string(TERN_INSPECT_EXE) + " " + out.path());
+  ASSERT_EQ(i.rc, 0) << i.output;
+  EXPECT_NE(i.output.find("bits/weight, t3_interleaved16)"), std::string::npos) << i.output;
+  EXPECT_NE(i.output.find("layout=t3_interleaved16"), std::string::npos) << i.output;
+  const CommandResult bad =
+      run(std::string(TERN_CONVERT_EXE) + " -q --ternary-packing base4 " + model + " -o " + out.path());
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_NE(bad.output.find("base4"), std::string::npos) << bad.output;
+}
+
 TEST(Cli, BadInputExitsNonZeroNamingTheFile) {
   testing::TempFile junk(".bin");
   junk.write(std::vector<uint8_t>(64, 0x5a));

@@ -24,13 +24,21 @@ TEST(TernaryLayout, PackedSizes) {
   EXPECT_EQ(ternary_packed_size(TernaryLayout::T2Interleaved16, 1, 17), 128u);
   EXPECT_EQ(ternary_packed_size(TernaryLayout::T2Interleaved16, 2560, 6912), 2560u * 6912u / 4u);
   EXPECT_EQ(ternary_packed_size(TernaryLayout::T2Interleaved16, SIZE_MAX / 2, SIZE_MAX / 2), 0u);
+  // Base-3: 16-row blocks x 20-column tiles of 64 bytes.
+  EXPECT_EQ(ternary_packed_size(TernaryLayout::T3Interleaved16, 16, 20), 64u);
+  EXPECT_EQ(ternary_packed_size(TernaryLayout::T3Interleaved16, 16, 21), 128u);
+  EXPECT_EQ(ternary_packed_size(TernaryLayout::T3Interleaved16, 2560, 2560), 2560u / 16u * 128u * 64u);
+  EXPECT_EQ(ternary_packed_size(TernaryLayout::T3Interleaved16, SIZE_MAX / 2, SIZE_MAX / 2), 0u);
 }
 
 TEST(TernaryLayout, DefaultIsInterleaved) {
   EXPECT_EQ(ternary_default_layout(), TernaryLayout::T2Interleaved16);
   EXPECT_TRUE(is_known_layout(static_cast<uint32_t>(ternary_default_layout())));
   EXPECT_FALSE(is_known_layout(0));
-  EXPECT_FALSE(is_known_layout(3));
+  EXPECT_TRUE(is_known_layout(3));  // T3Interleaved16: ids are stored in bundles, never renumbered
+  EXPECT_EQ(static_cast<uint32_t>(TernaryLayout::T3Interleaved16), 3u);
+  EXPECT_STREQ(to_string(TernaryLayout::T3Interleaved16), "t3_interleaved16");
+  EXPECT_FALSE(is_known_layout(4));
 }
 
 // Positions computed by hand from the diagram in ternary_layout.h.
@@ -57,9 +65,10 @@ TEST(TernaryLayout, RowMajorHandFixture) {
   EXPECT_EQ(packed[1], 0b01010100);  // column 4 = -1, three padding zeros
 }
 
-TEST(TernaryLayout, RoundTripsBothLayouts) {
+TEST(TernaryLayout, RoundTripsEveryLayout) {
   const std::pair<size_t, size_t> shapes[] = {{1, 1}, {1, 17}, {15, 15}, {16, 16}, {17, 33}, {33, 100}, {64, 2560}};
-  for (TernaryLayout layout : {TernaryLayout::T2RowMajor, TernaryLayout::T2Interleaved16}) {
+  for (TernaryLayout layout :
+       {TernaryLayout::T2RowMajor, TernaryLayout::T2Interleaved16, TernaryLayout::T3Interleaved16}) {
     for (auto [rows, cols] : shapes) {
       const auto codes = random_codes(rows * cols, static_cast<uint32_t>(rows * 131 + cols));
       std::vector<uint8_t> packed(ternary_packed_size(layout, rows, cols));
@@ -85,6 +94,12 @@ TEST(TernaryLayout, RejectsBadInput) {
   int8_t codes[4];
   EXPECT_EQ(ternary_unpack(TernaryLayout::T2Interleaved16, corrupt, 64, 1, 4, codes), Error::InvalidBundle);
   EXPECT_EQ(ternary_unpack(TernaryLayout::T2Interleaved16, corrupt, 63, 1, 4, codes), Error::Truncated);
+  // Base-3 goes through the same checks (t3i_pack / t3i_unpack).
+  EXPECT_EQ(ternary_pack(TernaryLayout::T3Interleaved16, bad, 1, 4, out, sizeof out), Error::InvalidArgument);
+  EXPECT_EQ(ternary_pack(TernaryLayout::T3Interleaved16, ok, 1, 4, out, 63), Error::InvalidArgument);
+  corrupt[2] = 1;  // no base-3 value encodes to 1
+  EXPECT_EQ(ternary_unpack(TernaryLayout::T3Interleaved16, corrupt, 64, 1, 4, codes), Error::InvalidBundle);
+  EXPECT_EQ(ternary_unpack(TernaryLayout::T3Interleaved16, corrupt, 63, 1, 4, codes), Error::Truncated);
 }
 
 }  // namespace

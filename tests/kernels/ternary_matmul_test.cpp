@@ -81,24 +81,34 @@ std::vector<int32_t> expected_products(const Problem& p) {
 }
 
 const auto& kAllIsas = kIsaLevels;
+// The layouts with SIMD kernels; each has its own kernel table (an ISA level without a
+// kernel of its own for a layout runs the next one down, e.g. AVX-512 the AVX2 base-3 kernel).
+const TernaryLayout kTiledLayouts[] = {TernaryLayout::T2Interleaved16, TernaryLayout::T3Interleaved16};
+const TernaryLayout kAllLayouts[] = {TernaryLayout::T2RowMajor, TernaryLayout::T2Interleaved16,
+                                     TernaryLayout::T3Interleaved16};
+
+std::string layout_name(TernaryLayout layout) {
+  return layout == TernaryLayout::T3Interleaved16 ? "t3i16" : layout == TernaryLayout::T2Interleaved16 ? "t2i16" : "t2";
+}
 
 struct Shape {
   size_t rows, cols, tokens;
 };
 
-// K below, equal to, above and not divisible by the 16-column tile; odd N; token
+// K below, equal to, above and not divisible by the 16- and 20-column tiles; odd N; token
 // counts around each ISA's token tile (2, 4, 8).
 const Shape kShapes[] = {
     {16, 16, 1},  {16, 5, 1},   {1, 1, 1},    {3, 15, 2},   {17, 17, 1},  {33, 31, 3},   {31, 32, 4},
     {16, 48, 5},  {47, 100, 8}, {16, 64, 9},  {5, 333, 17}, {129, 47, 2}, {64, 256, 16}, {7, 1000, 7},
+    {16, 20, 1},  {17, 21, 3},  {18, 39, 5},  {32, 41, 9},
 };
 
-class TernaryKernelTest : public ::testing::TestWithParam<std::tuple<Isa, Shape>> {};
+class TernaryKernelTest : public ::testing::TestWithParam<std::tuple<Isa, TernaryLayout, Shape>> {};
 
 TEST_P(TernaryKernelTest, MatchesPlainDotProduct) {
-  const auto [isa, shape] = GetParam();
+  const auto [isa, layout, shape] = GetParam();
   if (!isa_supported(isa, cpu_features())) GTEST_SKIP() << to_string(isa) << " not supported here";
-  Problem p = make_problem(shape.rows, shape.cols, shape.tokens, TernaryLayout::T2Interleaved16,
+  Problem p = make_problem(shape.rows, shape.cols, shape.tokens, layout,
                            static_cast<uint32_t>(shape.rows * 7919 + shape.cols * 31 + shape.tokens));
   const auto expected = expected_products(p);
   std::vector<int32_t> acc(expected.size(), 12345);
@@ -113,11 +123,13 @@ TEST_P(TernaryKernelTest, MatchesPlainDotProduct) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, TernaryKernelTest,
-                         ::testing::Combine(::testing::ValuesIn(kAllIsas), ::testing::ValuesIn(kShapes)),
+                         ::testing::Combine(::testing::ValuesIn(kAllIsas), ::testing::ValuesIn(kTiledLayouts),
+                                            ::testing::ValuesIn(kShapes)),
                          [](const auto& info) {
-                           const Shape s = std::get<1>(info.param);
-                           return std::string(to_string(std::get<0>(info.param))) + "_" + std::to_string(s.rows) +
-                                  "x" + std::to_string(s.cols) + "_t" + std::to_string(s.tokens);
+                           const Shape s = std::get<2>(info.param);
+                           return std::string(to_string(std::get<0>(info.param))) + "_" +
+                                  layout_name(std::get<1>(info.param)) + "_" + std::to_string(s.rows) + "x" +
+                                  std::to_string(s.cols) + "_t" + std::to_string(s.tokens);
                          });
 
 // The bitnet-b1.58-2B-4T projections (out x in), decode and a short prefill, on two
@@ -139,6 +151,16 @@ TEST_P(TernaryRealShapeTest, BitNet2B4TShapes) {
     ASSERT_EQ(ternary_matmul_int32(isa, p.w, p.x, acc.data(), &*pool), Error::Ok);
     EXPECT_EQ(acc, expected) << s.cols << " -> " << s.rows << " x" << s.tokens;
   }
+  // Base-3: the down projection's K (6912 = 20 * 345 + 12, a partial last tile) cut to
+  // 640 rows, and a prefill; the odd shapes above cover the rest.
+  for (const Shape& s : {Shape{640, 6912, 1}, Shape{640, 2560, 9}}) {
+    Problem p = make_problem(s.rows, s.cols, s.tokens, TernaryLayout::T3Interleaved16,
+                             static_cast<uint32_t>(s.rows + s.cols), 0);
+    const auto expected = expected_products(p);
+    std::vector<int32_t> acc(expected.size());
+    ASSERT_EQ(ternary_matmul_int32(isa, p.w, p.x, acc.data(), &*pool), Error::Ok);
+    EXPECT_EQ(acc, expected) << "t3i16 " << s.cols << " -> " << s.rows << " x" << s.tokens;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, TernaryRealShapeTest, ::testing::ValuesIn(kAllIsas),
@@ -147,14 +169,14 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, TernaryRealShapeTest, ::testing::ValuesIn(kAll
 // Kernels that keep partial sums in int16 (AVX2, NEON) must widen them before they can
 // overflow: every weight +1 (or -1) against every activation at +-127 is the largest
 // sum a lane can reach, over K long enough for many widenings and K % 16 != 0.
-class TernaryExtremeTest : public ::testing::TestWithParam<Isa> {};
+class TernaryExtremeTest : public ::testing::TestWithParam<std::tuple<Isa, TernaryLayout>> {};
 
 TEST_P(TernaryExtremeTest, LargestSumsDoNotOverflow) {
-  const Isa isa = GetParam();
+  const auto [isa, layout] = GetParam();
   if (!isa_supported(isa, cpu_features())) GTEST_SKIP() << to_string(isa) << " not supported here";
   for (size_t cols : {size_t{6912}, size_t{16 * 8 * 3 + 7}}) {
     for (size_t tokens : {size_t{1}, size_t{2}, size_t{5}}) {
-      Problem p = make_problem(32, cols, tokens, TernaryLayout::T2Interleaved16, 1, 0);
+      Problem p = make_problem(32, cols, tokens, layout, 1, 0);
       for (size_t r = 0; r < p.rows; ++r)
         for (size_t c = 0; c < cols; ++c) p.codes[r * cols + c] = r % 2 == 0 ? 1 : -1;
       for (size_t t = 0; t < tokens; ++t) {
@@ -172,11 +194,15 @@ TEST_P(TernaryExtremeTest, LargestSumsDoNotOverflow) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllIsas, TernaryExtremeTest, ::testing::ValuesIn(kAllIsas),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+INSTANTIATE_TEST_SUITE_P(AllIsas, TernaryExtremeTest,
+                         ::testing::Combine(::testing::ValuesIn(kAllIsas), ::testing::ValuesIn(kTiledLayouts)),
+                         [](const auto& info) {
+                           return std::string(to_string(std::get<0>(info.param))) + "_" +
+                                  layout_name(std::get<1>(info.param));
+                         });
 
 TEST(TernaryMatmul, ReferenceAgreesAcrossLayouts) {
-  for (TernaryLayout layout : {TernaryLayout::T2RowMajor, TernaryLayout::T2Interleaved16}) {
+  for (TernaryLayout layout : kAllLayouts) {
     Problem p = make_problem(37, 70, 3, layout, 11);
     std::vector<int32_t> acc(p.tokens * p.rows);
     ternary_matmul_int32_reference(p.w, p.x, acc.data());
@@ -189,7 +215,7 @@ TEST(TernaryMatmul, ReferenceAgreesAcrossLayouts) {
 TEST(TernaryMatmul, FloatOutputIsScaledExactProduct) {
   auto pool = ThreadPool::create(2);
   ASSERT_TRUE(pool.ok());
-  for (TernaryLayout layout : {TernaryLayout::T2RowMajor, TernaryLayout::T2Interleaved16}) {
+  for (TernaryLayout layout : kAllLayouts) {
     const ThreadPool* const pools[] = {nullptr, &*pool};
     for (const ThreadPool* threads : pools) {
       Problem p = make_problem(100, 257, 6, layout, 5);
@@ -215,7 +241,7 @@ TEST(TernaryMatmul, FloatOutputIsScaledExactProduct) {
 TEST(TernaryMatmul, FusedOutputsAreEachScaledExactProduct) {
   auto pool = ThreadPool::create(2);
   ASSERT_TRUE(pool.ok());
-  for (TernaryLayout layout : {TernaryLayout::T2RowMajor, TernaryLayout::T2Interleaved16}) {
+  for (TernaryLayout layout : kAllLayouts) {
     for (size_t tokens : {size_t{1}, size_t{5}}) {
       Problem parts[] = {make_problem(100, 257, tokens, layout, 11), make_problem(33, 257, tokens, layout, 12),
                          make_problem(16, 257, tokens, layout, 13)};
@@ -248,19 +274,22 @@ TEST(TernaryMatmul, FusedOutputsAreEachScaledExactProduct) {
 }
 
 TEST(TernaryMatmul, ForcedIsaFloatOutput) {
-  Problem p = make_problem(40, 90, 3, TernaryLayout::T2Interleaved16, 3);
-  std::vector<int32_t> acc(p.tokens * p.rows);
-  ternary_matmul_int32_reference(p.w, p.x, acc.data());
-  for (Isa isa : kAllIsas) {
-    std::vector<float> y(p.tokens * p.rows);
-    const Error e = ternary_matmul_isa(isa, p.w, p.x, y.data(), p.rows, nullptr);
-    if (!isa_supported(isa, cpu_features())) {
-      EXPECT_EQ(e, Error::UnsupportedCpu);
-      continue;
-    }
-    ASSERT_EQ(e, Error::Ok);
-    for (size_t i = 0; i < y.size(); ++i) {
-      ASSERT_FLOAT_EQ(y[i], p.w.scale * p.scales[i / p.rows] * static_cast<float>(acc[i])) << to_string(isa);
+  for (TernaryLayout layout : kTiledLayouts) {
+    Problem p = make_problem(40, 90, 3, layout, 3);
+    std::vector<int32_t> acc(p.tokens * p.rows);
+    ternary_matmul_int32_reference(p.w, p.x, acc.data());
+    for (Isa isa : kAllIsas) {
+      std::vector<float> y(p.tokens * p.rows);
+      const Error e = ternary_matmul_isa(isa, p.w, p.x, y.data(), p.rows, nullptr);
+      if (!isa_supported(isa, cpu_features())) {
+        EXPECT_EQ(e, Error::UnsupportedCpu);
+        continue;
+      }
+      ASSERT_EQ(e, Error::Ok);
+      for (size_t i = 0; i < y.size(); ++i) {
+        ASSERT_FLOAT_EQ(y[i], p.w.scale * p.scales[i / p.rows] * static_cast<float>(acc[i]))
+            << to_string(isa) << " " << to_string(layout);
+      }
     }
   }
 }
@@ -282,6 +311,31 @@ TEST(TernaryMatmul, ActiveIsaIsSupported) {
     want = f.neon_i8mm && f.neon_dot ? Isa::NeonI8mm : f.neon_dot ? Isa::NeonDot : f.neon ? Isa::Neon : Isa::Scalar;
 #endif
     EXPECT_EQ(isa, want) << to_string(isa);
+    // The base-3 table tops out at AVX2 and dotprod.
+    const Isa want_t3 = want == Isa::Avx512Vnni ? Isa::Avx2 : want == Isa::NeonI8mm ? Isa::NeonDot : want;
+    EXPECT_EQ(ternary_active_isa(TernaryLayout::T3Interleaved16), want_t3);
+  }
+  EXPECT_EQ(ternary_active_isa(TernaryLayout::T2Interleaved16), isa);
+  EXPECT_EQ(ternary_active_isa(TernaryLayout::T2RowMajor), Isa::Scalar);
+}
+
+// A mixed fused call (the two tiled layouts side by side) gives each matrix its own
+// layout's kernel: every output equals its exact product.
+TEST(TernaryMatmul, FusedMixesLayouts) {
+  auto pool = ThreadPool::create(2);
+  ASSERT_TRUE(pool.ok());
+  Problem a = make_problem(48, 61, 3, TernaryLayout::T2Interleaved16, 21);
+  Problem b = make_problem(35, 61, 3, TernaryLayout::T3Interleaved16, 22);
+  b.x = a.x;
+  std::vector<float> ya(3 * a.rows), yb(3 * b.rows);
+  const TernaryMatmulOutput outputs[] = {{&a.w, ya.data(), a.rows}, {&b.w, yb.data(), b.rows}};
+  ternary_matmul_fused(outputs, 2, a.x, &*pool);
+  for (Problem* p : {&a, &b}) {
+    std::vector<int32_t> acc(3 * p->rows);
+    ternary_matmul_int32_reference(p->w, a.x, acc.data());
+    const std::vector<float>& y = p == &a ? ya : yb;
+    for (size_t i = 0; i < acc.size(); ++i)
+      ASSERT_FLOAT_EQ(y[i], p->w.scale * a.scales[i / p->rows] * static_cast<float>(acc[i])) << to_string(p->w.layout);
   }
 }
 
@@ -300,6 +354,16 @@ TEST(TernaryMatmul, ValidateCatchesBadMatrices) {
   w = p.w;
   w.rows = 0;
   EXPECT_EQ(ternary_matrix_validate(w), Error::ShapeMismatch);
+  // Base-3: 20 x 20 is two row blocks of one 20-column tile (128 bytes; 2-bit needs 256).
+  Problem b3 = make_problem(20, 20, 1, TernaryLayout::T3Interleaved16, 1);
+  ASSERT_EQ(b3.packed.size(), 128u);
+  EXPECT_EQ(ternary_matrix_validate(b3.w), Error::Ok);
+  w = b3.w;
+  w.size_bytes = 127;
+  EXPECT_EQ(ternary_matrix_validate(w), Error::Truncated);
+  w = b3.w;
+  w.cols = 21;  // a second tile per block
+  EXPECT_EQ(ternary_matrix_validate(w), Error::Truncated);
 }
 
 }  // namespace

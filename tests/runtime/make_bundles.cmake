@@ -5,10 +5,13 @@ file(MAKE_DIRECTORY "${OUT}")
 # tiny-austen-calibrated carries a calibrated KV profile (adaptive:B modes, the planner's rows).
 # bitllama2c keeps f32 embeddings: they are also its classifier, and f16 rounding moves
 # its logits enough to flip the reference text's 0.021-gap decision.
+# The -base3 bundles are the same models packed 5 weights per byte (t3_interleaved16).
 set(models
   "bitllama2c-3M.tern|models/bitllama2c-3M/bit_model.bin|--embed,f32"
   "tiny-austen-bf16.tern|models/tiny-austen/bf16"
   "tiny-austen-packed.tern|models/tiny-austen/packed"
+  "tiny-austen-base3.tern|models/tiny-austen/packed|--ternary-packing,base3"
+  "bitllama2c-3M-base3.tern|models/bitllama2c-3M/bit_model.bin|--embed,f32,--ternary-packing,base3"
   "tiny-austen-calibrated.tern|models/tiny-austen/packed|--calibrate=${SHARED}/corpus/austen_all.txt"
   "tiny-f16.tern|models/synthetic-tiny-gguf/tiny-f16.gguf"
   "tiny-tq2_0.tern|models/synthetic-tiny-gguf/tiny-tq2_0.gguf"

@@ -128,4 +128,11 @@ TEST(NoAlloc, PrefillDecodeSampleGenerateTwoThreads) {
   run_without_allocating("tiny-austen-packed.tern", "", 2);
 }
 
+// The base-3 layout's kernels and their dispatch; two threads run both the fused products
+// (q/k/v, gate/up) and the single ones (o, down).
+TEST(NoAlloc, Base3BundleTwoThreads) {
+  TERN_REQUIRE_BUNDLE("tiny-austen-base3.tern", "models/tiny-austen/packed/model.safetensors");
+  run_without_allocating("tiny-austen-base3.tern", "", 2);
+}
+
 }  // namespace
