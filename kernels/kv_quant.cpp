@@ -193,6 +193,18 @@ void kv_dequantize_value_row(const uint8_t* row, uint32_t head_dim, uint32_t gro
   }
 }
 
+void kv_requantize_key_block(Isa isa, const uint8_t* block, uint32_t block_tokens, uint32_t head_dim,
+                             uint32_t from_bits, uint32_t to_bits, float* scratch, uint8_t* out) {
+  kv_dequantize_key_block(block, block_tokens, head_dim, from_bits, 0, block_tokens, scratch);
+  kv_quantize_key_block(isa, scratch, block_tokens, head_dim, to_bits, out);
+}
+
+void kv_requantize_value_row(Isa isa, const uint8_t* row, uint32_t head_dim, uint32_t group, uint32_t from_bits,
+                             uint32_t to_bits, float* scratch, uint8_t* out) {
+  kv_dequantize_value_row(row, head_dim, group, from_bits, scratch);
+  kv_quantize_value_row(isa, scratch, head_dim, group, to_bits, out);
+}
+
 void kv_hadamard_rotate(float* x, uint32_t head_dim) {
   for (uint32_t h = 1; h < head_dim; h <<= 1) {
     for (uint32_t i = 0; i < head_dim; i += 2 * h) {

@@ -228,7 +228,10 @@ int main(int argc, char** argv) {
   bool json = false, sweep = false, bos_per_paragraph = false, quiet = false;
   app.add_option("bundle", bundle_path, ".tern bundle")->required();
   app.add_option("--text", text_path, "text file to evaluate on")->required();
-  app.add_option("--kv", kv, "KV mode: fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B, uniform:B");
+  app.add_option("--kv", kv,
+                 "KV mode: fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B, uniform:B; any compressed one + >A@N for "
+                 "aging tiers (blocks more than N tokens past the exact window re-quantized to at most A bits, "
+                 "e.g. q4>2@96)");
   app.add_option("--context", context, "window length in tokens (default: the model's context)");
   app.add_option("--windows", max_windows, "evaluate at most this many windows (default: the whole text)");
   app.add_option("--tail-bytes", tail_bytes, "evaluate only the last N bytes of the text (held-out part)");

@@ -26,14 +26,24 @@ struct KvProfile;
 // A KV mode name, parsed: "fp16" / "f32" (exact), "q8", "q4", "q3", "q2" (every head at that
 // width), "k4v2" (keys and values at different widths), "adaptive:B" (the bundle's
 // calibrated per-head profile at B average bits). The same names in every tool.
+//
+// Aging tiers: any compressed name followed by ">A@N" (e.g. "q4>2@96", "k4v2>2@64",
+// "adaptive:3>2@128"): blocks that are more than N tokens past the exact window (N rounded up
+// to whole blocks of G) are re-quantized from their stored codes to min(width, A) bits per
+// key/value; exact heads and sink tokens stay exact (runtime/kv/kv_policy.h).
 struct KvModeName {
   enum class Kind { Exact, Uniform, Adaptive };
   Kind kind = Kind::Exact;
   KvType exact_type = KvType::F16;
   KvHeadBits bits;            // Uniform
   float average_bits = 0.0f;  // Adaptive
+  uint8_t aged_bits = 0;      // aging: 0 off
+  uint32_t aged_after_tokens = 0;
 };
 Error parse_kv_mode(const char* name, KvModeName* out);
+// The aging suffix alone (">A@N", as in parse_kv_mode); tools with mode names of their own
+// (tern-eval's uniform:B) split it off with std::strchr(name, '>').
+Error parse_kv_aging(const char* suffix, uint8_t* aged_bits, uint32_t* aged_after_tokens);
 
 // kv_mode "auto": the planner picks the mode (plan_memory_auto, runtime/memory_plan.h).
 bool kv_mode_is_auto(const char* name);
