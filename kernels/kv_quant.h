@@ -86,6 +86,19 @@ void kv_requantize_key_block(Isa isa, const uint8_t* block, uint32_t block_token
 void kv_requantize_value_row(Isa isa, const uint8_t* row, uint32_t head_dim, uint32_t group, uint32_t from_bits,
                              uint32_t to_bits, float* scratch, uint8_t* out);
 
+// Aging by truncation (the KV cache's default): each code keeps its top `to_bits` bits,
+// c' = c >> (from - to), i.e. 2^from codes fall into 2^to bins of 2^(from-to) neighbours,
+// each reconstructed at its centre: step' = step * 2^(from-to) (exact in f16) and
+// min' = min + (2^(from-to) - 1)/2 * step (rounded to the nearest f16). Integer work on the
+// stored codes, one scalar implementation, so the same bytes everywhere. Error against the
+// original data <= 2^(from-to-1) * step (+ half an f16 ulp of min'): 4>2 is 2/15 of the
+// block's range where quantizing the original to 2 bits directly is 1/6, and re-quantizing
+// (above) compounds step_from/2 + step_to/2.
+void kv_truncate_key_block(const uint8_t* block, uint32_t block_tokens, uint32_t head_dim, uint32_t from_bits,
+                           uint32_t to_bits, uint8_t* out);
+void kv_truncate_value_row(const uint8_t* row, uint32_t head_dim, uint32_t group, uint32_t from_bits,
+                           uint32_t to_bits, uint8_t* out);
+
 // Normalized Walsh-Hadamard transform: orthonormal and its own inverse, so rotating
 // keys and queries leaves q·k unchanged and rotating the attention output undoes the
 // rotation of the values. Spreads channel outliers over all channels before quantizing.

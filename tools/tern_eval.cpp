@@ -8,7 +8,8 @@
 //   tern-eval BUNDLE --text FILE --stream [--kv MODE | --sweep] [--capacity N | --kv-budget B]
 // One session per mode through the whole text, token by token, with a fixed-capacity evicting
 // cache, against the exact stream under the same eviction and the full-context exact stream
-// (kvq::run_stream): totals, then every --segment tokens.
+// (kvq::run_stream): totals, aging modes ("q4>2@96") against every single-tier mode (paired),
+// then every --segment tokens.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -200,6 +201,24 @@ int run_stream_eval(const Model& model, std::vector<kvq::KvMode>& modes, const s
                 a.delta_ppl_se_percent, 1e3 * a.mean_kl, 100.0 * a.agreement, b.delta_ppl_percent,
                 b.delta_ppl_se_percent, 100.0 * a.exact_fraction, 100.0 * a.compressed_fraction,
                 100.0 * a.evicted_fraction);
+  }
+  // Aging modes ("q4>2@96") against every single-tier mode, position by position: the paired
+  // difference of the two streams' NLL (each the other's reference).
+  bool aging_header = false;
+  for (size_t i = 0; i < modes.size(); ++i) {
+    if (modes[i].name.find('>') == std::string::npos) continue;
+    for (size_t j = 0; j < modes.size(); ++j) {
+      if (modes[j].name.find('>') != std::string::npos) continue;
+      if (!aging_header) {
+        std::printf("\n| aging mode | vs | KV bytes (aging / other) | positions (aging / other) | ΔPPL aging vs other "
+                    "(paired) |\n| --- | --- | ---: | ---: | ---: |\n");
+        aging_header = true;
+      }
+      const kvq::StreamSummary d = kvq::summarize(r->modes[i], r->modes[j], 0, n, false);
+      std::printf("| %s | %s | %zu / %zu | %u / %u | %+.3f ± %.3f %% |\n", modes[i].name.c_str(), modes[j].name.c_str(),
+                  r->modes[i].cache_bytes, r->modes[j].cache_bytes, r->modes[i].capacity, r->modes[j].capacity,
+                  d.delta_ppl_percent, d.delta_ppl_se_percent);
+    }
   }
   for (size_t i = 0; i < modes.size(); ++i) {
     const kvq::StreamTrace& t = r->modes[i];

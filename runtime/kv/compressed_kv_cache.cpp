@@ -1,5 +1,6 @@
 #include "runtime/kv/compressed_kv_cache.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -80,6 +81,8 @@ Result<CompressedKvCache*> CompressedKvCache::create(const KvCacheProfile& profi
                                        kAlign, ArenaPurpose::KvCache));
   auto* cache = new (object) CompressedKvCache(profile, static_cast<uint32_t>(capacity), static_cast<uint32_t>(blocks));
   cache->heads_ = static_cast<HeadState*>(states);
+  const char* requantize = std::getenv("TERN_KV_AGING_REQUANTIZE");
+  cache->aging_requantize_ = requantize != nullptr && requantize[0] == '1';
   cache->flush_ = static_cast<float*>(flush);
   KvHeadBits* table = static_cast<KvHeadBits*>(bits);
   for (uint32_t l = 0; l < s.layers; ++l) {
@@ -104,7 +107,9 @@ uint32_t CompressedKvCache::next_position(uint32_t layer, uint32_t kv_head) cons
 }
 
 // Moves tier 1's oldest block into tier 2 at the aged widths, dropping tier 2's oldest first
-// when it is full (or failing, eviction off).
+// when it is full (or failing, eviction off). The codes are truncated to their top bits
+// (kv_truncate_*); TERN_KV_AGING_REQUANTIZE=1 re-quantizes the reconstruction instead, to
+// measure the difference.
 Error CompressedKvCache::age_block(HeadState& h) {
   const uint32_t D = shape_.head_dim, G = profile_.block_tokens;
   if (h.aged_count == aged_blocks_) {
@@ -122,6 +127,8 @@ Error CompressedKvCache::age_block(HeadState& h) {
   uint8_t* aged_values = h.base + h.layout.aged_values + to * h.layout.aged_value_block_bytes;
   if (h.bits.key_bits == h.aged.key_bits) {
     std::memcpy(aged_keys, keys, h.layout.key_block_bytes);
+  } else if (!aging_requantize_) {
+    kv_truncate_key_block(keys, G, D, h.bits.key_bits, h.aged.key_bits, aged_keys);
   } else {
     kv_requantize_key_block(isa_, keys, G, D, h.bits.key_bits, h.aged.key_bits, flush_, aged_keys);
   }
@@ -130,9 +137,15 @@ Error CompressedKvCache::age_block(HeadState& h) {
   } else {
     const size_t row = kv_value_row_bytes(h.bits.value_bits, D, profile_.value_group);
     const size_t aged_row = kv_value_row_bytes(h.aged.value_bits, D, profile_.value_group);
-    for (uint32_t t = 0; t < G; ++t)
-      kv_requantize_value_row(isa_, values + t * row, D, profile_.value_group, h.bits.value_bits,
-                              h.aged.value_bits, flush_, aged_values + t * aged_row);
+    for (uint32_t t = 0; t < G; ++t) {
+      if (!aging_requantize_) {
+        kv_truncate_value_row(values + t * row, D, profile_.value_group, h.bits.value_bits, h.aged.value_bits,
+                              aged_values + t * aged_row);
+      } else {
+        kv_requantize_value_row(isa_, values + t * row, D, profile_.value_group, h.bits.value_bits,
+                                h.aged.value_bits, flush_, aged_values + t * aged_row);
+      }
+    }
   }
   ++h.aged_count;
   h.middle_start = (h.middle_start + 1) % middle_blocks_;

@@ -101,6 +101,7 @@ class CompressedKvCache final : public KvCache {
   HeadState* heads_ = nullptr;
   float* flush_ = nullptr;  // G x head_dim keys, then values (also the re-quantization scratch)
   uint64_t evicted_blocks_ = 0;
+  bool aging_requantize_ = false;  // TERN_KV_AGING_REQUANTIZE=1: age by re-quantizing, not truncating
 };
 
 }  // namespace tern

@@ -81,10 +81,32 @@ KvCacheProfile aging_profile(KvEviction eviction) {
 }
 const KvHeadBits kHeads[4] = {{4, 4}, {8, 3}, {0, 0}, {2, 2}};
 
+// The reconstruction of code `code >> shift` of a (min, step) pair aged by truncation,
+// written out from its definition: bins of 2^shift codes reconstructed at their centres.
+float truncated_value(uint16_t min_h, uint16_t step_h, uint32_t code, uint32_t shift) {
+  const double mn = f16_to_f32(min_h), st = f16_to_f32(step_h);
+  const float centre = f16_to_f32(f32_to_f16(static_cast<float>(mn + ((1 << shift) - 1) / 2.0 * st)));
+  const float step = static_cast<float>(st * (1 << shift));
+  return centre + static_cast<float>(code >> shift) * step;
+}
+
+uint32_t code_at(const uint8_t* row, uint32_t i, uint32_t bits) {
+  uint32_t code = 0;
+  for (uint32_t b = 0; b < bits; ++b) code |= ((row[(i * bits + b) / 8] >> ((i * bits + b) % 8)) & 1u) << b;
+  return code;
+}
+
+uint16_t u16_at(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
 // What a position reads back, computed from the formats alone: exact, or quantized at the
-// head's width, or that block quantized then re-quantized from its reconstruction.
+// head's width, or that block aged: its codes truncated to 2 bits, or (requantize) its
+// reconstruction quantized again.
 std::vector<float> expected_rows(const std::vector<float>& x, uint32_t D, uint32_t G, uint32_t group, uint32_t first,
-                                 KvHeadBits bits, bool keys, bool aged) {
+                                 KvHeadBits bits, bool keys, bool aged, bool requantize) {
   std::vector<float> out(static_cast<size_t>(G) * D);
   if (bits.exact()) {
     std::memcpy(out.data(), x.data() + static_cast<size_t>(first) * D, out.size() * sizeof(float));
@@ -96,7 +118,13 @@ std::vector<float> expected_rows(const std::vector<float>& x, uint32_t D, uint32
     std::vector<uint8_t> a(kv_key_block_bytes(from, D, G)), b(kv_key_block_bytes(to, D, G));
     kv_quantize_key_block(Isa::Scalar, x.data() + static_cast<size_t>(first) * D, G, D, from, a.data());
     kv_dequantize_key_block(a.data(), G, D, from, 0, G, out.data());
-    if (to != from) {
+    if (to != from && !requantize) {
+      for (uint32_t t = 0; t < G; ++t)
+        for (uint32_t c = 0; c < D; ++c)
+          out[static_cast<size_t>(t) * D + c] =
+              truncated_value(u16_at(&a[2 * c]), u16_at(&a[2 * (D + c)]),
+                              code_at(a.data() + 4 * D + t * kv_packed_bytes(from, D), c, from), from - to);
+    } else if (to != from) {
       kv_quantize_key_block(Isa::Scalar, out.data(), G, D, to, b.data());
       kv_dequantize_key_block(b.data(), G, D, to, 0, G, out.data());
     }
@@ -107,7 +135,12 @@ std::vector<float> expected_rows(const std::vector<float>& x, uint32_t D, uint32
     float* row = out.data() + static_cast<size_t>(t) * D;
     kv_quantize_value_row(Isa::Scalar, x.data() + static_cast<size_t>(first + t) * D, D, group, from, a.data());
     kv_dequantize_value_row(a.data(), D, group, from, row);
-    if (to != from) {
+    const uint32_t groups = (D + group - 1) / group;
+    if (to != from && !requantize) {
+      for (uint32_t c = 0; c < D; ++c)
+        row[c] = truncated_value(u16_at(&a[4 * (c / group)]), u16_at(&a[4 * (c / group) + 2]),
+                                 code_at(a.data() + 4 * groups, c, from), from - to);
+    } else if (to != from) {
       kv_quantize_value_row(Isa::Scalar, row, D, group, to, b.data());
       kv_dequantize_value_row(b.data(), D, group, to, row);
     }
@@ -118,7 +151,7 @@ std::vector<float> expected_rows(const std::vector<float>& x, uint32_t D, uint32
 // Writes `written` positions to every head and checks each resident position reads back as
 // the tier its age puts it in (window exact, then T1 blocks at the width, the rest aged),
 // evicted positions as zeros, and attention over the cache against the rows it reads back.
-void check_tiers(CompressedKvCache& cache, uint32_t written) {
+void check_tiers(CompressedKvCache& cache, uint32_t written, bool requantize = false) {
   const KvCacheProfile& p = cache.profile();
   const uint32_t D = p.shape.head_dim, G = p.block_tokens, S = p.sink_tokens, ring = p.recent_window + G;
   const uint32_t capacity = cache.resident_capacity();
@@ -160,7 +193,7 @@ void check_tiers(CompressedKvCache& cache, uint32_t written) {
         const uint32_t block = (pos - kept_from) / G;  // 0 = oldest resident block
         const bool aged = in_blocks - block > t1;
         const uint32_t first = kept_from + block * G;
-        const auto want = expected_rows(x, D, G, p.value_group, first, kHeads[h], k, aged);
+        const auto want = expected_rows(x, D, G, p.value_group, first, kHeads[h], k, aged, requantize);
         for (uint32_t c = 0; c < D; ++c)
           ASSERT_EQ(row[c], want[static_cast<size_t>(pos - first) * D + c])
               << "head " << h << (k ? " keys" : " values") << " pos " << pos << (aged ? " aged" : "");
@@ -208,6 +241,19 @@ TEST(KvAgingCacheTest, OldBlocksAreRequantizedAndEvictedLast) {
     SCOPED_TRACE(written);
     check_tiers(**cache, written);
   }
+}
+
+// TERN_KV_AGING_REQUANTIZE=1: aged blocks are the reconstruction quantized again.
+TEST(KvAgingCacheTest, RequantizingInsteadOfTruncatingOnRequest) {
+  KvCacheProfile p = aging_profile(KvEviction::Streaming);
+  p.head_bits = kHeads;
+  const uint32_t tokens = static_cast<uint32_t>(kv_tokens_for_blocks(p, 5));
+  Arena a(kv_bytes_for_tokens(p, tokens));
+  setenv("TERN_KV_AGING_REQUANTIZE", "1", 1);
+  auto cache = CompressedKvCache::create(p, tokens, a.arena);
+  unsetenv("TERN_KV_AGING_REQUANTIZE");
+  ASSERT_TRUE(cache.ok());
+  check_tiers(**cache, 123, true);
 }
 
 TEST(KvAgingCacheTest, FullWithoutEvictionOnlyWhenBothTiersAre) {

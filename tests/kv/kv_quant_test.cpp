@@ -252,8 +252,90 @@ TEST_P(KvQuantIsaTest, RequantizedValueRowEqualsScalarQuantizeOfStoredValues) {
   }
 }
 
-// Integer-generated data (exact floats on every machine) re-quantized 8>4, 4>2 and 3>2:
-// the bytes' FNV-1a hash is pinned, so x86 and AArch64 (qemu) must produce the same bytes.
+// Truncation written out from its definition: code c keeps c >> s; the pair becomes
+// (f16(min + (2^s - 1)/2 * step), step * 2^s). Every original element then lies within
+// 2^(s-1) steps of the aged reconstruction (plus half an f16 ulp of the new minimum).
+struct TruncatedPair {
+  uint16_t min, step;
+};
+TruncatedPair truncated_pair(const uint8_t* min_at, const uint8_t* step_at, uint32_t shift) {
+  uint16_t mh, sh;
+  std::memcpy(&mh, min_at, 2);
+  std::memcpy(&sh, step_at, 2);
+  const double mn = f16_to_f32(mh), st = f16_to_f32(sh);
+  return {f32_to_f16(static_cast<float>(mn + ((1 << shift) - 1) / 2.0 * st)),
+          f32_to_f16(static_cast<float>(st * (1 << shift)))};
+}
+
+uint32_t read_code(const uint8_t* row, uint32_t i, uint32_t bits) {
+  uint32_t code = 0;
+  for (uint32_t b = 0; b < bits; ++b) code |= ((row[(i * bits + b) / 8] >> ((i * bits + b) % 8)) & 1u) << b;
+  return code;
+}
+
+TEST(KvTruncateTest, KeyBlocksMatchTheDefinitionAndStayWithinTheBin) {
+  uint32_t seed = 600;
+  for (const Shape& s : kShapes) {
+    for (const Aging& a : kAgings) {
+      if (a.to == a.from) continue;
+      const uint32_t shift = a.from - a.to, D = s.head_dim, G = s.block_tokens;
+      const auto keys = kv_random_rows(G, D, seed++);
+      std::vector<uint8_t> stored(kv_key_block_bytes(a.from, D, G)), got(kv_key_block_bytes(a.to, D, G), 0xAB);
+      kv_quantize_key_block(Isa::Scalar, keys.data(), G, D, a.from, stored.data());
+      kv_truncate_key_block(stored.data(), G, D, a.from, a.to, got.data());
+      std::vector<uint8_t> want(got.size(), 0);
+      for (uint32_t c = 0; c < D; ++c) {
+        const TruncatedPair p = truncated_pair(&stored[2 * c], &stored[2 * (D + c)], shift);
+        std::memcpy(&want[2 * c], &p.min, 2);
+        std::memcpy(&want[2 * (D + c)], &p.step, 2);
+        uint16_t sh;
+        std::memcpy(&sh, &stored[2 * (D + c)], 2);
+        for (uint32_t t = 0; t < G; ++t) {
+          const uint32_t code = read_code(stored.data() + 4 * D + t * kv_packed_bytes(a.from, D), c, a.from) >> shift;
+          uint8_t* row = want.data() + 4 * D + t * kv_packed_bytes(a.to, D);
+          for (uint32_t b = 0; b < a.to; ++b) row[(c * a.to + b) / 8] |= ((code >> b) & 1u) << ((c * a.to + b) % 8);
+          const double rec = f16_to_f32(p.min) + code * static_cast<double>(f16_to_f32(p.step));
+          const double bound = (1 << (shift - 1)) * static_cast<double>(f16_to_f32(sh)) * (1 + 1e-5) +
+                               std::fabs(f16_to_f32(p.min)) / 2048 + 1e-6;
+          ASSERT_LE(std::fabs(keys[t * D + c] - rec), bound) << "dim " << D << " " << a.from << ">" << a.to;
+        }
+      }
+      ASSERT_EQ(want, got) << "dim " << D << " block " << G << " " << a.from << ">" << a.to;
+    }
+  }
+}
+
+TEST(KvTruncateTest, ValueRowsMatchTheDefinition) {
+  uint32_t seed = 700;
+  for (const Shape& s : kShapes) {
+    for (const Aging& a : kAgings) {
+      if (a.to == a.from) continue;
+      const uint32_t shift = a.from - a.to, D = s.head_dim, groups = (D + s.group - 1) / s.group;
+      const auto rows = kv_random_rows(3, D, seed++);
+      for (uint32_t r = 0; r < 3; ++r) {
+        std::vector<uint8_t> stored(kv_value_row_bytes(a.from, D, s.group)), got(kv_value_row_bytes(a.to, D, s.group));
+        kv_quantize_value_row(Isa::Scalar, rows.data() + r * D, D, s.group, a.from, stored.data());
+        kv_truncate_value_row(stored.data(), D, s.group, a.from, a.to, got.data());
+        std::vector<uint8_t> want(got.size(), 0);
+        for (uint32_t g = 0; g < groups; ++g) {
+          const TruncatedPair p = truncated_pair(&stored[4 * g], &stored[4 * g + 2], shift);
+          std::memcpy(&want[4 * g], &p.min, 2);
+          std::memcpy(&want[4 * g + 2], &p.step, 2);
+        }
+        for (uint32_t c = 0; c < D; ++c) {
+          const uint32_t code = read_code(stored.data() + 4 * groups, c, a.from) >> shift;
+          for (uint32_t b = 0; b < a.to; ++b)
+            want[4 * groups + (c * a.to + b) / 8] |= ((code >> b) & 1u) << ((c * a.to + b) % 8);
+        }
+        ASSERT_EQ(want, got) << "dim " << D << " group " << s.group << " " << a.from << ">" << a.to;
+      }
+    }
+  }
+}
+
+// Integer-generated data (exact floats on every machine) aged 8>4, 4>2 and 3>2 both ways
+// (re-quantized and truncated): the bytes' FNV-1a hash is pinned, so x86 and AArch64 (qemu)
+// must produce the same bytes.
 TEST_P(KvQuantIsaTest, RequantizedBytesArePinnedAcrossArchitectures) {
   const uint32_t dim = 64, tokens = 32, group = 32;
   std::vector<float> x(static_cast<size_t>(tokens) * dim);
@@ -278,9 +360,13 @@ TEST_P(KvQuantIsaTest, RequantizedBytesArePinnedAcrossArchitectures) {
       kv_quantize_value_row(GetParam(), x.data() + t * dim, dim, group, a.from, row.data());
       kv_requantize_value_row(GetParam(), row.data(), dim, group, a.from, a.to, scratch.data(), aged_row.data());
       mix(aged_row);
+      kv_truncate_value_row(row.data(), dim, group, a.from, a.to, aged_row.data());
+      mix(aged_row);
     }
+    kv_truncate_key_block(stored.data(), tokens, dim, a.from, a.to, aged.data());
+    mix(aged);
   }
-  EXPECT_EQ(hash, 0x03c33009ae1d87ceull) << std::hex << hash;
+  EXPECT_EQ(hash, 0xe7f5f7496215ea94ull) << std::hex << hash;
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, KvQuantIsaTest, ::testing::ValuesIn(testing::all_kv_isas()), testing::kv_isa_name);
