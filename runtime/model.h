@@ -40,7 +40,7 @@ struct ModelParams {
   // KV mode by parse_kv_mode name: "f32", "fp16" (dense, exact), "q8", "q4", "q3", "q2",
   // "k4v2" (compressed, every head alike), "adaptive:B" (the bundle's calibrated per-head
   // widths at B average bits); any compressed mode + ">A@N" (aging tiers: blocks more than N
-  // tokens past the exact window re-quantized to at most A bits, e.g. "q4>2@96"). Null or
+  // tokens past the exact window truncated to at most A bits, e.g. "q4>2@96"). Null or
   // "": the dense kv_type cache (the default). Copied
   // at load; the string need not outlive the call.
   const char* kv_mode = nullptr;

@@ -176,6 +176,17 @@ int run_stream_eval(const Model& model, std::vector<kvq::KvMode>& modes, const s
       for (size_t b = 0; b < n; b += segment)
         m["segments"].push_back({{"vs_same_eviction_exact", summary_json(kvq::summarize(t, same, b, b + segment, false))},
                                  {"vs_full_context_exact", summary_json(kvq::summarize(t, r->full, b, b + segment, true))}});
+      if (t.name.find('>') != std::string::npos) {
+        // Aging modes against every single-tier mode, paired per position.
+        m["vs_single_tier_modes"] = nlohmann::json::array();
+        for (size_t j = 0; j < modes.size(); ++j) {
+          if (r->modes[j].name.find('>') != std::string::npos) continue;
+          const kvq::StreamSummary d = kvq::summarize(t, r->modes[j], 0, n, false);
+          m["vs_single_tier_modes"].push_back({{"mode", r->modes[j].name},
+                                               {"delta_ppl_percent", d.delta_ppl_percent},
+                                               {"delta_ppl_se_percent", d.delta_ppl_se_percent}});
+        }
+      }
       out["modes"].push_back(m);
     }
     std::printf("%s\n", out.dump(2).c_str());
@@ -249,7 +260,7 @@ int main(int argc, char** argv) {
   app.add_option("--text", text_path, "text file to evaluate on")->required();
   app.add_option("--kv", kv,
                  "KV mode: fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B, uniform:B; any compressed one + >A@N for "
-                 "aging tiers (blocks more than N tokens past the exact window re-quantized to at most A bits, "
+                 "aging tiers (blocks more than N tokens past the exact window stored at most A bits wide, "
                  "e.g. q4>2@96)");
   app.add_option("--context", context, "window length in tokens (default: the model's context)");
   app.add_option("--windows", max_windows, "evaluate at most this many windows (default: the whole text)");

@@ -104,8 +104,8 @@ typedef struct tern_model_params {
    * (compressed per-head cache, quantized blocks of 32 tokens, exact sinks and recent
    * window); "adaptive:B" (the bundle's calibrated per-head widths at B average bits;
    * TERN_NOT_FOUND lists the averages the bundle holds). A compressed mode followed by
-   * ">A@N" ages its blocks: more than N tokens past the exact window they are re-quantized
-   * to at most A bits ("q4>2@96", "adaptive:3>2@128"; runtime/kv/README.md).
+   * ">A@N" ages its blocks: more than N tokens past the exact window their codes are
+   * truncated to at most A bits ("q4>2@96", "adaptive:3>2@128"; runtime/kv/README.md).
    * NULL or "": kv_type, dense. */
   const char* kv_mode;
   int32_t kv_sink_tokens;   /* -1: the mode's default (4, adaptive: the bundle's) */

@@ -12,7 +12,8 @@
 
 namespace tern {
 
-Error parse_kv_aging(const char* suffix, uint8_t* aged_bits, uint32_t* aged_after_tokens) {
+Error parse_kv_aging(const char* suffix, uint8_t* aged_bits, uint32_t* aged_after_tokens,
+                     uint8_t* aged_after_percent) {
   TERN_CHECK_OR_RETURN(suffix != nullptr && suffix[0] == '>', Error::InvalidArgument, "KV aging: '>A@N' expected");
   char* end = nullptr;
   const long bits = std::strtol(suffix + 1, &end, 10);
@@ -22,11 +23,16 @@ Error parse_kv_aging(const char* suffix, uint8_t* aged_bits, uint32_t* aged_afte
     const char* n = end + 1;
     tokens = (*n >= '0' && *n <= '9') ? std::strtoll(n, &end, 10) : -1;
   }
-  TERN_CHECK_OR_RETURN(bits_ok && tokens > 0 && tokens <= 0x7fffffff && *end == '\0', Error::InvalidArgument,
-                       "KV aging '%s': >A@N with A in 2, 3, 4, 8 (bits of aged blocks) and N > 0 (tokens past the "
-                       "exact window kept at full width), e.g. q4>2@96", suffix);
+  const bool percent = bits_ok && *end == '%';
+  if (percent) ++end;
+  TERN_CHECK_OR_RETURN(bits_ok && tokens > 0 && tokens <= (percent ? 100 : 0x7fffffff) && *end == '\0',
+                       Error::InvalidArgument,
+                       "KV aging '%s': >A@N or >A@P%% with A in 2, 3, 4, 8 (bits of aged blocks), N > 0 tokens past "
+                       "the exact window or 1 <= P <= 100 %% of the middle blocks kept at full width, e.g. q4>2@96, "
+                       "q3>2@50%%", suffix);
   *aged_bits = static_cast<uint8_t>(bits);
-  *aged_after_tokens = static_cast<uint32_t>(tokens);
+  *aged_after_tokens = percent ? 0 : static_cast<uint32_t>(tokens);
+  *aged_after_percent = percent ? static_cast<uint8_t>(tokens) : 0;
   return Error::Ok;
 }
 
@@ -43,7 +49,7 @@ Error parse_kv_mode(const char* full_name, KvModeName* out) {
     std::memcpy(base, full_name, n);
     base[n] = '\0';
     name = base;
-    TERN_RETURN_IF_ERROR(parse_kv_aging(aging, &spec.aged_bits, &spec.aged_after_tokens));
+    TERN_RETURN_IF_ERROR(parse_kv_aging(aging, &spec.aged_bits, &spec.aged_after_tokens, &spec.aged_after_percent));
   }
   auto width = [](const char* s, char** end) -> uint8_t {
     const long v = std::strtol(s, end, 10);
@@ -129,6 +135,7 @@ Error make_kv_cache_spec(const KvModeRequest& request, const ModelConfig& config
   p.eviction = request.eviction == 0 ? KvEviction::None : KvEviction::Streaming;
   p.aged_bits = mode.aged_bits;
   p.aged_after_tokens = mode.aged_after_tokens;
+  p.aged_after_percent = mode.aged_after_percent;
   if (request.sink_tokens >= 0) p.sink_tokens = static_cast<uint32_t>(request.sink_tokens);
   if (request.recent_window >= 0) p.recent_window = static_cast<uint32_t>(request.recent_window);
   TERN_RETURN_IF_ERROR(kv_profile_validate(p));
@@ -274,7 +281,7 @@ uint64_t kv_layout_identity(const KvCacheSpec& spec, uint32_t capacity) {
     const KvCacheProfile& p = spec.profile;
     mix(static_cast<uint64_t>(p.exact_type)), mix(p.sink_tokens), mix(p.recent_window), mix(p.block_tokens);
     mix(p.value_group), mix(p.rotate), mix(static_cast<uint64_t>(p.eviction));
-    if (p.aging()) mix(p.aged_bits), mix(p.tier1_blocks(UINT64_MAX));
+    if (p.aging()) mix(p.aged_bits), mix(p.aged_after_tokens), mix(p.aged_after_percent);
     for (uint32_t l = 0; l < shape.layers; ++l)
       for (uint32_t k = 0; k < shape.kv_heads; ++k) mix(p.bits_of(l, k).key_bits), mix(p.bits_of(l, k).value_bits);
   }

@@ -28,9 +28,10 @@ struct KvProfile;
 // calibrated per-head profile at B average bits). The same names in every tool.
 //
 // Aging tiers: any compressed name followed by ">A@N" (e.g. "q4>2@96", "k4v2>2@64",
-// "adaptive:3>2@128"): blocks that are more than N tokens past the exact window (N rounded up
-// to whole blocks of G) are re-quantized from their stored codes to min(width, A) bits per
-// key/value; exact heads and sink tokens stay exact (runtime/kv/kv_policy.h).
+// "adaptive:3>2@128") or ">A@P%" ("q3>2@50%"): blocks that are more than N tokens past the
+// exact window (N rounded up to whole blocks of G), or older than the newest P % of the
+// middle blocks the cache holds (rounded down, at least one) keep the top min(width, A) bits of their stored codes, keys and
+// values (kv_truncate_*); exact heads and sink tokens stay exact (runtime/kv/kv_policy.h).
 struct KvModeName {
   enum class Kind { Exact, Uniform, Adaptive };
   Kind kind = Kind::Exact;
@@ -39,11 +40,13 @@ struct KvModeName {
   float average_bits = 0.0f;  // Adaptive
   uint8_t aged_bits = 0;      // aging: 0 off
   uint32_t aged_after_tokens = 0;
+  uint8_t aged_after_percent = 0;  // ">A@P%": the newest P % of the middle blocks stay at full width
 };
 Error parse_kv_mode(const char* name, KvModeName* out);
 // The aging suffix alone (">A@N", as in parse_kv_mode); tools with mode names of their own
 // (tern-eval's uniform:B) split it off with std::strchr(name, '>').
-Error parse_kv_aging(const char* suffix, uint8_t* aged_bits, uint32_t* aged_after_tokens);
+Error parse_kv_aging(const char* suffix, uint8_t* aged_bits, uint32_t* aged_after_tokens,
+                     uint8_t* aged_after_percent);
 
 // kv_mode "auto": the planner picks the mode (plan_memory_auto, runtime/memory_plan.h).
 bool kv_mode_is_auto(const char* name);

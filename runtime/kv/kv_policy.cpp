@@ -35,8 +35,10 @@ Error kv_profile_validate(const KvCacheProfile& p) {
   if (p.aging()) {
     TERN_CHECK_OR_RETURN(kv_bits_supported(p.aged_bits), Error::InvalidArgument,
                          "KV aging to %u bits (supported: 2, 3, 4, 8)", p.aged_bits);
-    TERN_CHECK_OR_RETURN(p.aged_after_tokens > 0, Error::InvalidArgument,
-                         "KV aging after 0 tokens: keep at least one block at the head's width");
+    TERN_CHECK_OR_RETURN((p.aged_after_tokens > 0) != (p.aged_after_percent > 0) && p.aged_after_percent <= 100,
+                         Error::InvalidArgument,
+                         "KV aging after %u tokens / %u %%: one of them, tokens > 0 or 1..100 %% of the middle",
+                         p.aged_after_tokens, p.aged_after_percent);
   }
   return Error::Ok;
 }

@@ -9,8 +9,9 @@
 //
 // Aging (optional second tier): the middle is two rings, [tier 2: M2 aged blocks] [tier 1:
 // M1 blocks]. A block leaving the window enters tier 1 at the head's width; when tier 1 is
-// full (T1 = ceil(aged_after_tokens / G) blocks) its oldest block is re-quantized from its
-// stored codes to the head's aged width (min(width, aged_bits) for keys and values; exact
+// full (T1 = ceil(aged_after_tokens / G) blocks, or aged_after_percent of the middle's M
+// blocks rounded down, at least 1) its oldest block's stored codes are truncated
+// to the head's aged width (kernels/kv_quant.h, kv_truncate_*) (min(width, aged_bits) for keys and values; exact
 // heads and sink tokens stay as they are) and enters tier 2. Of M middle blocks, tier 1 holds
 // min(M, T1) and tier 2 the rest, so capacity is still S + M*G + W + G and the byte function
 // counts each tier at its own width.
@@ -70,9 +71,11 @@ struct KvCacheProfile {
   const KvHeadBits* head_bits = nullptr;
   KvHeadBits uniform;
   // Aging: 0 = off; else blocks older than the exact window plus `aged_after_tokens` tokens
-  // (rounded up to whole blocks) are kept at most `aged_bits` wide.
+  // (rounded up to whole blocks), or past the newest `aged_after_percent` % of the middle
+  // blocks (when non-zero), are kept at most `aged_bits` wide.
   uint8_t aged_bits = 0;
   uint32_t aged_after_tokens = 0;
+  uint8_t aged_after_percent = 0;
 
   KvHeadBits bits_of(uint32_t layer, uint32_t kv_head) const {
     return head_bits ? head_bits[static_cast<size_t>(layer) * shape.kv_heads + kv_head] : uniform;
@@ -87,7 +90,13 @@ struct KvCacheProfile {
   // Tier-1 blocks (T1): all middle blocks when aging is off.
   uint64_t tier1_blocks(uint64_t middle_blocks) const {
     if (!aging()) return middle_blocks;
-    const uint64_t t1 = (static_cast<uint64_t>(aged_after_tokens) + block_tokens - 1) / block_tokens;
+    uint64_t t1 = (static_cast<uint64_t>(aged_after_tokens) + block_tokens - 1) / block_tokens;
+    if (aged_after_percent != 0) {
+      // Rounded down so the middle averages at most the share at full width; at least one
+      // block (a block enters tier 1 before it can age).
+      t1 = middle_blocks / 100 * aged_after_percent + middle_blocks % 100 * aged_after_percent / 100;
+      if (t1 == 0) t1 = 1;
+    }
     return middle_blocks < t1 ? middle_blocks : t1;
   }
 };

@@ -41,10 +41,15 @@ TEST(KvAgingModeTest, ParsesTheSuffixOnEveryCompressedMode) {
   EXPECT_EQ(m.kind, KvModeName::Kind::Adaptive);
   EXPECT_FLOAT_EQ(m.average_bits, 2.5f);
   EXPECT_EQ(m.aged_bits, 2);
+  ASSERT_EQ(parse_kv_mode("q3>2@50%", &m), Error::Ok);
+  EXPECT_EQ(m.aged_bits, 2);
+  EXPECT_EQ(m.aged_after_tokens, 0u);
+  EXPECT_EQ(m.aged_after_percent, 50);
   ASSERT_EQ(parse_kv_mode("q4", &m), Error::Ok);
   EXPECT_EQ(m.aged_bits, 0);
   for (const char* bad : {"q4>", "q4>2", "q4>2@", "q4>2@0", "q4>5@64", "q4>2@-3", "q4>2@64x", "q4>>2@64",
-                          "fp16>2@64", "f32>4@32", ">2@64", "q4>2@99999999999"})
+                          "fp16>2@64", "f32>4@32", ">2@64", "q4>2@99999999999", "q3>2@0%", "q3>2@101%",
+                          "q3>2@50%%", "q3>2@%", "q3>2@50%x"})
     EXPECT_EQ(parse_kv_mode(bad, &m), Error::InvalidArgument) << bad;
 
   KvModeRequest request;
@@ -62,6 +67,13 @@ TEST(KvAgingModeTest, ParsesTheSuffixOnEveryCompressedMode) {
   request.mode = "q4";
   ASSERT_EQ(make_kv_cache_spec(request, config, nullptr, nullptr, &plain), Error::Ok);
   EXPECT_NE(kv_layout_identity(spec, 484), kv_layout_identity(plain, 484));
+  // A share of the middle: 13 blocks at 50 % keep 6 at full width; one block is always kept.
+  request.mode = "q3>2@50%";
+  ASSERT_EQ(make_kv_cache_spec(request, config, nullptr, nullptr, &spec), Error::Ok);
+  EXPECT_EQ(spec.profile.tier1_blocks(13), 6u);
+  EXPECT_EQ(spec.profile.tier1_blocks(1), 1u);
+  EXPECT_EQ(spec.profile.tier1_blocks(0), 0u);
+  EXPECT_EQ(spec.profile.tier1_blocks(200), 100u);
 }
 
 // S 4, W 8, G 4, T1 = 2 blocks; heads: 4-bit, 8/3-bit, exact, 2-bit (aged to min(width, 2)).
@@ -229,11 +241,17 @@ void check_tiers(CompressedKvCache& cache, uint32_t written, bool requantize = f
   }
 }
 
-TEST(KvAgingCacheTest, OldBlocksAreRequantizedAndEvictedLast) {
-  // 5 middle blocks: 2 at the width, 3 aged; 200 positions evict many times over.
+TEST(KvAgingCacheTest, OldBlocksAgeAndAreEvictedLast) {
+  // 5 middle blocks: 2 at the width, 3 aged; 200 positions evict many times over. The same
+  // with the boundary as a share of the middle: 50 % of 5 blocks is 2.
   KvCacheProfile p = aging_profile(KvEviction::Streaming);
   p.head_bits = kHeads;
-  for (uint32_t written : {3u, 20u, 28u, 36u, 41u, 200u, 203u}) {
+  KvCacheProfile share = p;
+  share.aged_after_tokens = 0;
+  share.aged_after_percent = 50;
+  ASSERT_EQ(share.tier1_blocks(5), 2u);
+  for (uint32_t written : {3u, 20u, 28u, 36u, 41u, 200u, 203u, 1200u}) {
+    if (written == 1200u) p = share;
     const uint32_t tokens = static_cast<uint32_t>(kv_tokens_for_blocks(p, 5));
     Arena a(kv_bytes_for_tokens(p, tokens));
     auto cache = CompressedKvCache::create(p, tokens, a.arena);
@@ -318,7 +336,8 @@ struct IndependentCount {
   }
   size_t heads(uint64_t m) const {
     const size_t row = static_cast<size_t>(p.shape.head_dim) * (p.exact_type == KvType::F16 ? 2 : 4);
-    const uint64_t t1 = p.aging() ? std::min<uint64_t>(m, (p.aged_after_tokens + p.block_tokens - 1) / p.block_tokens) : m;
+    uint64_t t1 = p.aging() ? std::min<uint64_t>(m, (p.aged_after_tokens + p.block_tokens - 1) / p.block_tokens) : m;
+    if (p.aging() && p.aged_after_percent) t1 = std::min<uint64_t>(m, std::max<uint64_t>(1, m * p.aged_after_percent / 100));
     size_t total = 0;
     for (uint32_t l = 0; l < p.shape.layers; ++l)
       for (uint32_t h = 0; h < p.shape.kv_heads; ++h) {
@@ -357,7 +376,11 @@ TEST(KvAgingBudgetTest, CapacityIsTheMostThatFitsAndNeverExceedsTheBudget) {
     p.block_tokens = 8u << (rng() % 3);
     p.value_group = 8u << (rng() % 3);
     p.aged_bits = widths[1 + rng() % 4];
-    p.aged_after_tokens = 1 + rng() % 200;
+    if (rng() % 2) {
+      p.aged_after_tokens = 1 + rng() % 200;
+    } else {
+      p.aged_after_percent = static_cast<uint8_t>(1 + rng() % 100);
+    }
     std::vector<KvHeadBits> bits(p.shape.layers * p.shape.kv_heads);
     for (auto& b : bits) {
       const uint8_t w = widths[rng() % 5];
