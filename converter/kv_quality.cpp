@@ -131,7 +131,7 @@ Result<KvMode> mode_by_name(const Model& model, const std::string& name, const K
     TERN_RETURN_IF_ERROR(parse_kv_aging(name.c_str() + aging, &aged_bits, &aged_after, &aged_percent));
     TERN_ASSIGN_OR_RETURN(KvMode m, mode_by_name(model, name.substr(0, aging), settings));
     TERN_CHECK_OR_RETURN(m.spec.compressed, Error::InvalidArgument,
-                         "KV mode '%s': exact modes have nothing to re-quantize", name.c_str());
+                         "KV mode '%s': exact modes have nothing to age", name.c_str());
     m.name = name;
     std::snprintf(m.spec.name, sizeof m.spec.name, "%s", name.c_str());
     m.spec.profile.aged_bits = aged_bits;

@@ -208,9 +208,9 @@ void kv_requantize_value_row(Isa isa, const uint8_t* row, uint32_t head_dim, uin
 namespace {
 
 // The aged (min, step) of one channel or group: bins of 2^shift codes, centred.
-void truncated_params(const uint8_t* min_step_min, const uint8_t* min_step_step, uint32_t shift, uint8_t* out_min,
+void truncated_params(const uint8_t* min_at, const uint8_t* step_at, uint32_t shift, uint8_t* out_min,
                       uint8_t* out_step) {
-  const float mn = f16_to_f32(load_u16(min_step_min)), st = f16_to_f32(load_u16(min_step_step));
+  const float mn = f16_to_f32(load_u16(min_at)), st = f16_to_f32(load_u16(step_at));
   // (2^shift - 1)/2 * step is exact in f32 (a few bits times an f16), so the sum rounds once.
   const float centre = mn + static_cast<float>((1u << shift) - 1) * 0.5f * st;
   const float wide = std::fmin(st * static_cast<float>(1u << shift), kF16Max);
@@ -220,7 +220,8 @@ void truncated_params(const uint8_t* min_step_min, const uint8_t* min_step_step,
 
 void truncate_codes(const uint8_t* packed, uint32_t count, uint32_t from_bits, uint32_t to_bits, uint8_t* out) {
   uint8_t codes[kKvMaxHeadDim];
-  for (uint32_t i = 0; i < count; ++i) codes[i] = static_cast<uint8_t>(kv_code_at(packed, i, from_bits) >> (from_bits - to_bits));
+  for (uint32_t i = 0; i < count; ++i)
+    codes[i] = static_cast<uint8_t>(kv_code_at(packed, i, from_bits) >> (from_bits - to_bits));
   kv_pack_codes(codes, count, to_bits, out);
 }
 
@@ -243,7 +244,8 @@ void kv_truncate_value_row(const uint8_t* row, uint32_t head_dim, uint32_t group
   const uint32_t groups = kv_value_groups(head_dim, group);
   for (uint32_t g = 0; g < groups; ++g)
     truncated_params(row + 4 * g, row + 4 * g + 2, from_bits - to_bits, out + 4 * g, out + 4 * g + 2);
-  truncate_codes(row + 4 * static_cast<size_t>(groups), head_dim, from_bits, to_bits, out + 4 * static_cast<size_t>(groups));
+  const size_t params = 4 * static_cast<size_t>(groups);
+  truncate_codes(row + params, head_dim, from_bits, to_bits, out + params);
 }
 
 void kv_hadamard_rotate(float* x, uint32_t head_dim) {

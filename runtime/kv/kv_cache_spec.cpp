@@ -88,7 +88,7 @@ Error parse_kv_mode(const char* full_name, KvModeName* out) {
                 "unknown KV mode '%s' (fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B, auto; aging: q4>2@96)", name);
   }
   TERN_CHECK_OR_RETURN(aging == nullptr || spec.kind != KvModeName::Kind::Exact, Error::InvalidArgument,
-                       "KV mode '%s': exact modes have nothing to re-quantize (age a quantized one, e.g. q4>2@96)",
+                       "KV mode '%s': exact modes have nothing to age (age a quantized one, e.g. q4>2@96)",
                        full_name);
   *out = spec;
   return Error::Ok;

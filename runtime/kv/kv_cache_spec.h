@@ -30,8 +30,9 @@ struct KvProfile;
 // Aging tiers: any compressed name followed by ">A@N" (e.g. "q4>2@96", "k4v2>2@64",
 // "adaptive:3>2@128") or ">A@P%" ("q3>2@50%"): blocks that are more than N tokens past the
 // exact window (N rounded up to whole blocks of G), or older than the newest P % of the
-// middle blocks the cache holds (rounded down, at least one) keep the top min(width, A) bits of their stored codes, keys and
-// values (kv_truncate_*); exact heads and sink tokens stay exact (runtime/kv/kv_policy.h).
+// middle blocks the cache holds (rounded down, at least one), keep the top min(width, A)
+// bits of their stored key and value codes (kv_truncate_*); exact heads and sink tokens stay
+// exact (runtime/kv/kv_policy.h).
 struct KvModeName {
   enum class Kind { Exact, Uniform, Adaptive };
   Kind kind = Kind::Exact;

@@ -10,14 +10,15 @@
 // Aging (optional second tier): the middle is two rings, [tier 2: M2 aged blocks] [tier 1:
 // M1 blocks]. A block leaving the window enters tier 1 at the head's width; when tier 1 is
 // full (T1 = ceil(aged_after_tokens / G) blocks, or aged_after_percent of the middle's M
-// blocks rounded down, at least 1) its oldest block's stored codes are truncated
-// to the head's aged width (kernels/kv_quant.h, kv_truncate_*) (min(width, aged_bits) for keys and values; exact
-// heads and sink tokens stay as they are) and enters tier 2. Of M middle blocks, tier 1 holds
-// min(M, T1) and tier 2 the rest, so capacity is still S + M*G + W + G and the byte function
-// counts each tier at its own width.
+// blocks rounded down, at least 1) its oldest block's stored codes are truncated to the
+// head's aged width, min(width, aged_bits) for keys and values (kernels/kv_quant.h,
+// kv_truncate_*), and it enters tier 2. Exact heads and sink tokens stay as they are. Of M
+// middle blocks, tier 1 holds min(M, T1) and tier 2 the rest, so capacity is still
+// S + M*G + W + G and the byte function counts each tier at its own width.
 //
-// Eviction (StreamingLLM): when a block must enter a full middle (with aging: the full tier 2;
-// or tier 1 when tier 2 has no room at all), the oldest block is dropped. Sinks (positions 0..S-1) are never dropped, so position 0 always stays.
+// Eviction (StreamingLLM): when a block must enter a full middle (with aging: a full tier 2;
+// tier 1 when tier 2 has no room at all), the oldest block is dropped. Sinks (positions
+// 0..S-1) are never dropped, so position 0 always stays.
 // Keys are cached after RoPE at their original positions: relative distances between
 // the query and every kept middle/window token stay right after eviction (and are bounded
 // by the capacity), with nothing to re-rotate.

@@ -337,7 +337,8 @@ struct IndependentCount {
   size_t heads(uint64_t m) const {
     const size_t row = static_cast<size_t>(p.shape.head_dim) * (p.exact_type == KvType::F16 ? 2 : 4);
     uint64_t t1 = p.aging() ? std::min<uint64_t>(m, (p.aged_after_tokens + p.block_tokens - 1) / p.block_tokens) : m;
-    if (p.aging() && p.aged_after_percent) t1 = std::min<uint64_t>(m, std::max<uint64_t>(1, m * p.aged_after_percent / 100));
+    if (p.aging() && p.aged_after_percent)
+      t1 = std::min<uint64_t>(m, std::max<uint64_t>(1, m * p.aged_after_percent / 100));
     size_t total = 0;
     for (uint32_t l = 0; l < p.shape.layers; ++l)
       for (uint32_t h = 0; h < p.shape.kv_heads; ++h) {
