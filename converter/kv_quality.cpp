@@ -123,6 +123,22 @@ Result<KvMode> mode_by_name(const Model& model, const std::string& name, const K
   const ModelConfig& c = model.config();
   const size_t heads = static_cast<size_t>(c.layers) * c.kv_heads;
   const schema::KvProfile* bundle_profile = model.bundle() ? model.bundle()->kv_profile() : nullptr;
+  if (const size_t aging = name.find('>'); aging != std::string::npos) {
+    // Any compressed mode with aging tiers: "q4>2@96", "uniform:2.5>2@64", ...
+    uint8_t aged_bits = 0;
+    uint32_t aged_after = 0;
+    uint8_t aged_percent = 0;
+    TERN_RETURN_IF_ERROR(parse_kv_aging(name.c_str() + aging, &aged_bits, &aged_after, &aged_percent));
+    TERN_ASSIGN_OR_RETURN(KvMode m, mode_by_name(model, name.substr(0, aging), settings));
+    TERN_CHECK_OR_RETURN(m.spec.compressed, Error::InvalidArgument,
+                         "KV mode '%s': exact modes have nothing to age", name.c_str());
+    m.name = name;
+    std::snprintf(m.spec.name, sizeof m.spec.name, "%s", name.c_str());
+    m.spec.profile.aged_bits = aged_bits;
+    m.spec.profile.aged_after_tokens = aged_after;
+    m.spec.profile.aged_after_percent = aged_percent;
+    return m;
+  }
   if (name.rfind("uniform:", 0) == 0) {
     char* end = nullptr;
     const double avg = std::strtod(name.c_str() + 8, &end);

@@ -193,6 +193,61 @@ void kv_dequantize_value_row(const uint8_t* row, uint32_t head_dim, uint32_t gro
   }
 }
 
+void kv_requantize_key_block(Isa isa, const uint8_t* block, uint32_t block_tokens, uint32_t head_dim,
+                             uint32_t from_bits, uint32_t to_bits, float* scratch, uint8_t* out) {
+  kv_dequantize_key_block(block, block_tokens, head_dim, from_bits, 0, block_tokens, scratch);
+  kv_quantize_key_block(isa, scratch, block_tokens, head_dim, to_bits, out);
+}
+
+void kv_requantize_value_row(Isa isa, const uint8_t* row, uint32_t head_dim, uint32_t group, uint32_t from_bits,
+                             uint32_t to_bits, float* scratch, uint8_t* out) {
+  kv_dequantize_value_row(row, head_dim, group, from_bits, scratch);
+  kv_quantize_value_row(isa, scratch, head_dim, group, to_bits, out);
+}
+
+namespace {
+
+// The aged (min, step) of one channel or group: bins of 2^shift codes, centred.
+void truncated_params(const uint8_t* min_at, const uint8_t* step_at, uint32_t shift, uint8_t* out_min,
+                      uint8_t* out_step) {
+  const float mn = f16_to_f32(load_u16(min_at)), st = f16_to_f32(load_u16(step_at));
+  // (2^shift - 1)/2 * step is exact in f32 (a few bits times an f16), so the sum rounds once.
+  const float centre = mn + static_cast<float>((1u << shift) - 1) * 0.5f * st;
+  const float wide = std::fmin(st * static_cast<float>(1u << shift), kF16Max);
+  store_u16(out_min, f32_to_f16(std::fmax(std::fmin(centre, kF16Max), -kF16Max)));
+  store_u16(out_step, f32_to_f16(wide));
+}
+
+void truncate_codes(const uint8_t* packed, uint32_t count, uint32_t from_bits, uint32_t to_bits, uint8_t* out) {
+  uint8_t codes[kKvMaxHeadDim];
+  for (uint32_t i = 0; i < count; ++i)
+    codes[i] = static_cast<uint8_t>(kv_code_at(packed, i, from_bits) >> (from_bits - to_bits));
+  kv_pack_codes(codes, count, to_bits, out);
+}
+
+}  // namespace
+
+void kv_truncate_key_block(const uint8_t* block, uint32_t block_tokens, uint32_t head_dim, uint32_t from_bits,
+                           uint32_t to_bits, uint8_t* out) {
+  const uint32_t shift = from_bits - to_bits;
+  for (uint32_t c = 0; c < head_dim; ++c)
+    truncated_params(block + 2 * c, block + 2 * (head_dim + c), shift, out + 2 * c, out + 2 * (head_dim + c));
+  const size_t from_row = kv_packed_bytes(from_bits, head_dim), to_row = kv_packed_bytes(to_bits, head_dim);
+  const uint8_t* rows = block + 4 * static_cast<size_t>(head_dim);
+  uint8_t* out_rows = out + 4 * static_cast<size_t>(head_dim);
+  for (uint32_t t = 0; t < block_tokens; ++t)
+    truncate_codes(rows + t * from_row, head_dim, from_bits, to_bits, out_rows + t * to_row);
+}
+
+void kv_truncate_value_row(const uint8_t* row, uint32_t head_dim, uint32_t group, uint32_t from_bits,
+                           uint32_t to_bits, uint8_t* out) {
+  const uint32_t groups = kv_value_groups(head_dim, group);
+  for (uint32_t g = 0; g < groups; ++g)
+    truncated_params(row + 4 * g, row + 4 * g + 2, from_bits - to_bits, out + 4 * g, out + 4 * g + 2);
+  const size_t params = 4 * static_cast<size_t>(groups);
+  truncate_codes(row + params, head_dim, from_bits, to_bits, out + params);
+}
+
 void kv_hadamard_rotate(float* x, uint32_t head_dim) {
   for (uint32_t h = 1; h < head_dim; h <<= 1) {
     for (uint32_t i = 0; i < head_dim; i += 2 * h) {

@@ -73,6 +73,32 @@ void kv_dequantize_key_block(const uint8_t* block, uint32_t block_tokens, uint32
                              uint32_t first_token, uint32_t tokens, float* out);
 void kv_dequantize_value_row(const uint8_t* row, uint32_t head_dim, uint32_t group, uint32_t bits, float* out);
 
+// Re-quantization (the KV cache's aging tier): a stored block or row at `from_bits` becomes
+// one at `to_bits`, computed from the stored codes (no original is kept): the scalar
+// reconstruction min + code*step, quantized again with `isa`'s kernels. The same bytes on
+// every ISA and architecture: code*step is exact in f32 (code < 2^8, step an f16 of 11
+// significant bits), so the reconstruction rounds once with or without FMA contraction, and
+// quantization gives the same bytes on every ISA (kernels test). Error against the original
+// data adds up: at most step_from/2 + step_to/2 per element. `scratch` holds
+// block_tokens * head_dim floats (keys) or head_dim floats (values).
+void kv_requantize_key_block(Isa isa, const uint8_t* block, uint32_t block_tokens, uint32_t head_dim,
+                             uint32_t from_bits, uint32_t to_bits, float* scratch, uint8_t* out);
+void kv_requantize_value_row(Isa isa, const uint8_t* row, uint32_t head_dim, uint32_t group, uint32_t from_bits,
+                             uint32_t to_bits, float* scratch, uint8_t* out);
+
+// Aging by truncation (the KV cache's default): each code keeps its top `to_bits` bits,
+// c' = c >> (from - to), i.e. 2^from codes fall into 2^to bins of 2^(from-to) neighbours,
+// each reconstructed at its centre: step' = step * 2^(from-to) (exact in f16) and
+// min' = min + (2^(from-to) - 1)/2 * step (rounded to the nearest f16). Integer work on the
+// stored codes, one scalar implementation, so the same bytes everywhere. Error against the
+// original data <= 2^(from-to-1) * step (+ half an f16 ulp of min'): 4>2 is 2/15 of the
+// block's range where quantizing the original to 2 bits directly is 1/6, and re-quantizing
+// (above) compounds step_from/2 + step_to/2.
+void kv_truncate_key_block(const uint8_t* block, uint32_t block_tokens, uint32_t head_dim, uint32_t from_bits,
+                           uint32_t to_bits, uint8_t* out);
+void kv_truncate_value_row(const uint8_t* row, uint32_t head_dim, uint32_t group, uint32_t from_bits,
+                           uint32_t to_bits, uint8_t* out);
+
 // Normalized Walsh-Hadamard transform: orthonormal and its own inverse, so rotating
 // keys and queries leaves q·k unchanged and rotating the attention output undoes the
 // rotation of the values. Spreads channel outliers over all channels before quantizing.

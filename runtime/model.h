@@ -39,7 +39,9 @@ struct ModelParams {
   KvType kv_type = KvType::F32;  // deprecated: kv_mode "f32" / "fp16" say the same
   // KV mode by parse_kv_mode name: "f32", "fp16" (dense, exact), "q8", "q4", "q3", "q2",
   // "k4v2" (compressed, every head alike), "adaptive:B" (the bundle's calibrated per-head
-  // widths at B average bits). Null or "": the dense kv_type cache (the default). Copied
+  // widths at B average bits); any compressed mode + ">A@N" (aging tiers: blocks more than N
+  // tokens past the exact window truncated to at most A bits, e.g. "q4>2@96"). Null or
+  // "": the dense kv_type cache (the default). Copied
   // at load; the string need not outlive the call.
   const char* kv_mode = nullptr;
   int32_t kv_sink_tokens = -1;    // -1: the mode's default (4; adaptive: the bundle's)

@@ -8,7 +8,8 @@
 //   tern-eval BUNDLE --text FILE --stream [--kv MODE | --sweep] [--capacity N | --kv-budget B]
 // One session per mode through the whole text, token by token, with a fixed-capacity evicting
 // cache, against the exact stream under the same eviction and the full-context exact stream
-// (kvq::run_stream): totals, then every --segment tokens.
+// (kvq::run_stream): totals, aging modes ("q4>2@96") against every single-tier mode (paired),
+// then every --segment tokens.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -175,6 +176,17 @@ int run_stream_eval(const Model& model, std::vector<kvq::KvMode>& modes, const s
       for (size_t b = 0; b < n; b += segment)
         m["segments"].push_back({{"vs_same_eviction_exact", summary_json(kvq::summarize(t, same, b, b + segment, false))},
                                  {"vs_full_context_exact", summary_json(kvq::summarize(t, r->full, b, b + segment, true))}});
+      if (t.name.find('>') != std::string::npos) {
+        // Aging modes against every single-tier mode, paired per position.
+        m["vs_single_tier_modes"] = nlohmann::json::array();
+        for (size_t j = 0; j < modes.size(); ++j) {
+          if (r->modes[j].name.find('>') != std::string::npos) continue;
+          const kvq::StreamSummary d = kvq::summarize(t, r->modes[j], 0, n, false);
+          m["vs_single_tier_modes"].push_back({{"mode", r->modes[j].name},
+                                               {"delta_ppl_percent", d.delta_ppl_percent},
+                                               {"delta_ppl_se_percent", d.delta_ppl_se_percent}});
+        }
+      }
       out["modes"].push_back(m);
     }
     std::printf("%s\n", out.dump(2).c_str());
@@ -200,6 +212,24 @@ int run_stream_eval(const Model& model, std::vector<kvq::KvMode>& modes, const s
                 a.delta_ppl_se_percent, 1e3 * a.mean_kl, 100.0 * a.agreement, b.delta_ppl_percent,
                 b.delta_ppl_se_percent, 100.0 * a.exact_fraction, 100.0 * a.compressed_fraction,
                 100.0 * a.evicted_fraction);
+  }
+  // Aging modes ("q4>2@96") against every single-tier mode, position by position: the paired
+  // difference of the two streams' NLL (each the other's reference).
+  bool aging_header = false;
+  for (size_t i = 0; i < modes.size(); ++i) {
+    if (modes[i].name.find('>') == std::string::npos) continue;
+    for (size_t j = 0; j < modes.size(); ++j) {
+      if (modes[j].name.find('>') != std::string::npos) continue;
+      if (!aging_header) {
+        std::printf("\n| aging mode | vs | KV bytes (aging / other) | positions (aging / other) | ΔPPL aging vs other "
+                    "(paired) |\n| --- | --- | ---: | ---: | ---: |\n");
+        aging_header = true;
+      }
+      const kvq::StreamSummary d = kvq::summarize(r->modes[i], r->modes[j], 0, n, false);
+      std::printf("| %s | %s | %zu / %zu | %u / %u | %+.3f ± %.3f %% |\n", modes[i].name.c_str(), modes[j].name.c_str(),
+                  r->modes[i].cache_bytes, r->modes[j].cache_bytes, r->modes[i].capacity, r->modes[j].capacity,
+                  d.delta_ppl_percent, d.delta_ppl_se_percent);
+    }
   }
   for (size_t i = 0; i < modes.size(); ++i) {
     const kvq::StreamTrace& t = r->modes[i];
@@ -228,7 +258,10 @@ int main(int argc, char** argv) {
   bool json = false, sweep = false, bos_per_paragraph = false, quiet = false;
   app.add_option("bundle", bundle_path, ".tern bundle")->required();
   app.add_option("--text", text_path, "text file to evaluate on")->required();
-  app.add_option("--kv", kv, "KV mode: fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B, uniform:B");
+  app.add_option("--kv", kv,
+                 "KV mode: fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B, uniform:B; any compressed one + >A@N for "
+                 "aging tiers (blocks more than N tokens past the exact window stored at most A bits wide, "
+                 "e.g. q4>2@96)");
   app.add_option("--context", context, "window length in tokens (default: the model's context)");
   app.add_option("--windows", max_windows, "evaluate at most this many windows (default: the whole text)");
   app.add_option("--tail-bytes", tail_bytes, "evaluate only the last N bytes of the text (held-out part)");

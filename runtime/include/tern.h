@@ -103,7 +103,10 @@ typedef struct tern_model_params {
   /* KV mode (copied at load): "f32", "fp16" (dense, exact); "q8", "q4", "q3", "q2", "k4v2"
    * (compressed per-head cache, quantized blocks of 32 tokens, exact sinks and recent
    * window); "adaptive:B" (the bundle's calibrated per-head widths at B average bits;
-   * TERN_NOT_FOUND lists the averages the bundle holds). NULL or "": kv_type, dense. */
+   * TERN_NOT_FOUND lists the averages the bundle holds). A compressed mode followed by
+   * ">A@N" ages its blocks: more than N tokens past the exact window their codes are
+   * truncated to at most A bits ("q4>2@96", "adaptive:3>2@128"; runtime/kv/README.md).
+   * NULL or "": kv_type, dense. */
   const char* kv_mode;
   int32_t kv_sink_tokens;   /* -1: the mode's default (4, adaptive: the bundle's) */
   int32_t kv_recent_window; /* exact recent tokens; -1: the default (32, adaptive: the bundle's) */

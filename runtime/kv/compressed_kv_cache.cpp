@@ -1,5 +1,6 @@
 #include "runtime/kv/compressed_kv_cache.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -16,8 +17,11 @@ struct CompressedKvCache::HeadState {
   uint32_t next_pos = 0;
   uint32_t window_start = 0;  // ring index of the oldest window token
   uint32_t window_count = 0;
-  uint32_t middle_start = 0;  // ring index of the oldest middle block
+  uint32_t middle_start = 0;  // ring index of the oldest tier-1 block
   uint32_t middle_count = 0;
+  KvHeadBits aged;            // tier 2's widths
+  uint32_t aged_start = 0;    // ring index of the oldest tier-2 block
+  uint32_t aged_count = 0;
 };
 
 size_t kv_compressed_object_bytes() { return sizeof(CompressedKvCache); }
@@ -50,7 +54,9 @@ void load_exact(KvType type, const uint8_t* src, uint32_t n, float* out) {
 }  // namespace
 
 CompressedKvCache::CompressedKvCache(const KvCacheProfile& profile, uint32_t capacity, uint32_t middle_blocks)
-    : KvCache(profile.shape, capacity), profile_(profile), isa_(active_isa_level()), middle_blocks_(middle_blocks) {
+    : KvCache(profile.shape, capacity), profile_(profile), isa_(active_isa_level()),
+      middle_blocks_(static_cast<uint32_t>(profile.tier1_blocks(middle_blocks))),
+      aged_blocks_(middle_blocks - static_cast<uint32_t>(profile.tier1_blocks(middle_blocks))) {
   layout_.block_tokens = profile.block_tokens;
   layout_.value_group = profile.value_group;
 }
@@ -75,6 +81,8 @@ Result<CompressedKvCache*> CompressedKvCache::create(const KvCacheProfile& profi
                                        kAlign, ArenaPurpose::KvCache));
   auto* cache = new (object) CompressedKvCache(profile, static_cast<uint32_t>(capacity), static_cast<uint32_t>(blocks));
   cache->heads_ = static_cast<HeadState*>(states);
+  const char* requantize = std::getenv("TERN_KV_AGING_REQUANTIZE");
+  cache->aging_requantize_ = requantize != nullptr && requantize[0] == '1';
   cache->flush_ = static_cast<float*>(flush);
   KvHeadBits* table = static_cast<KvHeadBits*>(bits);
   for (uint32_t l = 0; l < s.layers; ++l) {
@@ -83,6 +91,7 @@ Result<CompressedKvCache*> CompressedKvCache::create(const KvCacheProfile& profi
       table[i] = profile.bits_of(l, h);
       HeadState* st = new (&cache->heads_[i]) HeadState();
       st->bits = table[i];
+      st->aged = profile.aged_bits_of(table[i]);
       st->rotated = profile.rotate && !table[i].exact() && kv_rotation_supported(s.head_dim);
       st->layout = kv_head_layout(profile, table[i], blocks);
       TERN_ASSIGN_OR_RETURN(void* base, arena.allocate(st->layout.total, kAlign, ArenaPurpose::KvCache));
@@ -97,10 +106,59 @@ uint32_t CompressedKvCache::next_position(uint32_t layer, uint32_t kv_head) cons
   return heads_[static_cast<size_t>(layer) * shape_.kv_heads + kv_head].next_pos;
 }
 
+// Moves tier 1's oldest block into tier 2 at the aged widths, dropping tier 2's oldest first
+// when it is full (or failing, eviction off). The codes are truncated to their top bits
+// (kv_truncate_*); TERN_KV_AGING_REQUANTIZE=1 re-quantizes the reconstruction instead, to
+// measure the difference.
+Error CompressedKvCache::age_block(HeadState& h) {
+  const uint32_t D = shape_.head_dim, G = profile_.block_tokens;
+  if (h.aged_count == aged_blocks_) {
+    if (profile_.eviction == KvEviction::None) {
+      return fail(Error::ContextFull, "KV cache full at %u positions (eviction off)", capacity_);
+    }
+    ++evicted_blocks_;
+    h.aged_start = (h.aged_start + 1) % aged_blocks_;
+    --h.aged_count;
+  }
+  const size_t from = h.middle_start, to = (h.aged_start + h.aged_count) % aged_blocks_;
+  const uint8_t* keys = h.base + h.layout.middle_keys + from * h.layout.key_block_bytes;
+  const uint8_t* values = h.base + h.layout.middle_values + from * h.layout.value_block_bytes;
+  uint8_t* aged_keys = h.base + h.layout.aged_keys + to * h.layout.aged_key_block_bytes;
+  uint8_t* aged_values = h.base + h.layout.aged_values + to * h.layout.aged_value_block_bytes;
+  if (h.bits.key_bits == h.aged.key_bits) {
+    std::memcpy(aged_keys, keys, h.layout.key_block_bytes);
+  } else if (!aging_requantize_) {
+    kv_truncate_key_block(keys, G, D, h.bits.key_bits, h.aged.key_bits, aged_keys);
+  } else {
+    kv_requantize_key_block(isa_, keys, G, D, h.bits.key_bits, h.aged.key_bits, flush_, aged_keys);
+  }
+  if (h.bits.value_bits == h.aged.value_bits) {
+    std::memcpy(aged_values, values, h.layout.value_block_bytes);
+  } else {
+    const size_t row = kv_value_row_bytes(h.bits.value_bits, D, profile_.value_group);
+    const size_t aged_row = kv_value_row_bytes(h.aged.value_bits, D, profile_.value_group);
+    for (uint32_t t = 0; t < G; ++t) {
+      if (!aging_requantize_) {
+        kv_truncate_value_row(values + t * row, D, profile_.value_group, h.bits.value_bits, h.aged.value_bits,
+                              aged_values + t * aged_row);
+      } else {
+        kv_requantize_value_row(isa_, values + t * row, D, profile_.value_group, h.bits.value_bits,
+                                h.aged.value_bits, flush_, aged_values + t * aged_row);
+      }
+    }
+  }
+  ++h.aged_count;
+  h.middle_start = (h.middle_start + 1) % middle_blocks_;
+  --h.middle_count;
+  return Error::Ok;
+}
+
 Error CompressedKvCache::flush_block(HeadState& h) {
   const uint32_t D = shape_.head_dim, G = profile_.block_tokens, ring = profile_.recent_window + G;
   const size_t row = static_cast<size_t>(D) * exact_bytes(profile_.exact_type);
-  if (h.middle_count == middle_blocks_) {
+  if (h.middle_count == middle_blocks_ && aged_blocks_ > 0) {
+    TERN_RETURN_IF_ERROR(age_block(h));
+  } else if (h.middle_count == middle_blocks_) {
     if (profile_.eviction == KvEviction::None) {
       return fail(Error::ContextFull, "KV cache full at %u positions (eviction off)", capacity_);
     }
@@ -179,9 +237,19 @@ void CompressedKvCache::for_each_segment(const HeadState& h, uint32_t end_pos, F
   const KvSegmentKind exact = profile_.exact_type == KvType::F16 ? KvSegmentKind::ExactF16 : KvSegmentKind::ExactF32;
   const uint32_t limit = end_pos < h.next_pos ? end_pos : h.next_pos;
   const uint32_t sinks = limit < profile_.sink_tokens ? limit : profile_.sink_tokens;
-  if (sinks > 0) fn(KvSegment{exact, sinks, h.base + h.layout.sink_keys, h.base + h.layout.sink_values}, 0u);
+  if (sinks > 0) fn(KvSegment{exact, sinks, h.base + h.layout.sink_keys, h.base + h.layout.sink_values}, 0u, false);
   const uint32_t window_first = h.next_pos - h.window_count;
   const uint32_t middle_first = window_first - h.middle_count * G;
+  const uint32_t aged_first = middle_first - h.aged_count * G;
+  for (uint32_t i = 0; i < h.aged_count; ++i) {
+    const uint32_t first = aged_first + i * G;
+    if (first >= limit) return;
+    const uint32_t n = limit - first < G ? limit - first : G;
+    const size_t slot = (h.aged_start + i) % aged_blocks_;
+    const uint8_t* keys = h.base + h.layout.aged_keys + slot * h.layout.aged_key_block_bytes;
+    const uint8_t* values = h.base + h.layout.aged_values + slot * h.layout.aged_value_block_bytes;
+    fn(KvSegment{h.aged.exact() ? exact : KvSegmentKind::Quantized, n, keys, values}, first, true);
+  }
   for (uint32_t i = 0; i < h.middle_count; ++i) {
     const uint32_t first = middle_first + i * G;
     if (first >= limit) return;
@@ -189,24 +257,25 @@ void CompressedKvCache::for_each_segment(const HeadState& h, uint32_t end_pos, F
     const size_t slot = (h.middle_start + i) % middle_blocks_;
     const uint8_t* keys = h.base + h.layout.middle_keys + slot * h.layout.key_block_bytes;
     const uint8_t* values = h.base + h.layout.middle_values + slot * h.layout.value_block_bytes;
-    fn(KvSegment{h.bits.exact() ? exact : KvSegmentKind::Quantized, n, keys, values}, first);
+    fn(KvSegment{h.bits.exact() ? exact : KvSegmentKind::Quantized, n, keys, values}, first, false);
   }
   if (limit <= window_first) return;
   const uint32_t n = limit - window_first;
   const uint32_t first_part = n < ring - h.window_start ? n : ring - h.window_start;
   fn(KvSegment{exact, first_part, h.base + h.layout.window_keys + h.window_start * row,
                h.base + h.layout.window_values + h.window_start * row},
-     window_first);
+     window_first, false);
   if (n > first_part) {
     fn(KvSegment{exact, n - first_part, h.base + h.layout.window_keys, h.base + h.layout.window_values},
-       window_first + first_part);
+       window_first + first_part, false);
   }
 }
 
 uint32_t CompressedKvCache::evicted_positions(uint32_t layer, uint32_t kv_head) const {
   const HeadState& h = heads_[static_cast<size_t>(layer) * shape_.kv_heads + kv_head];
   if (h.next_pos <= profile_.sink_tokens) return 0;
-  return h.next_pos - profile_.sink_tokens - (h.middle_count * profile_.block_tokens + h.window_count);
+  return h.next_pos - profile_.sink_tokens -
+         ((h.middle_count + h.aged_count) * profile_.block_tokens + h.window_count);
 }
 
 void CompressedKvCache::reset() {
@@ -214,6 +283,7 @@ void CompressedKvCache::reset() {
   for (size_t i = 0; i < heads; ++i) {
     HeadState& h = heads_[i];
     h.next_pos = h.window_start = h.window_count = h.middle_start = h.middle_count = 0;
+    h.aged_start = h.aged_count = 0;
   }
   evicted_blocks_ = 0;
 }
@@ -268,8 +338,9 @@ bool CompressedKvCache::rollback_is_exact(uint32_t pos) const {
 
 namespace {
 
+// aged_count: tier-2 blocks (caches without aging write 0 there, as states before aging did).
 struct HeadCounters {
-  uint32_t next_pos, window_start, window_count, middle_start, middle_count;
+  uint32_t next_pos, window_start, window_count, aged_count, middle_count;
 };
 
 }  // namespace
@@ -283,7 +354,8 @@ size_t CompressedKvCache::state_bytes(uint32_t) const {
     const HeadState& h = heads_[i];
     const size_t sinks = h.next_pos < profile_.sink_tokens ? h.next_pos : profile_.sink_tokens;
     bytes += sizeof(HeadCounters) + 2 * (sinks + ring) * row +
-             static_cast<size_t>(h.middle_count) * (h.layout.key_block_bytes + h.layout.value_block_bytes);
+             static_cast<size_t>(h.middle_count) * (h.layout.key_block_bytes + h.layout.value_block_bytes) +
+             static_cast<size_t>(h.aged_count) * (h.layout.aged_key_block_bytes + h.layout.aged_value_block_bytes);
   }
   return bytes;
 }
@@ -299,13 +371,21 @@ void CompressedKvCache::save_state(uint32_t, uint8_t* out) const {
   const size_t heads = static_cast<size_t>(shape_.layers) * shape_.kv_heads;
   for (size_t i = 0; i < heads; ++i) {
     const HeadState& h = heads_[i];
-    const HeadCounters c{h.next_pos, h.window_start, h.window_count, 0, h.middle_count};
+    const HeadCounters c{h.next_pos, h.window_start, h.window_count, h.aged_count, h.middle_count};
     put(&c, sizeof c);
     const size_t sinks = h.next_pos < profile_.sink_tokens ? h.next_pos : profile_.sink_tokens;
     put(h.base + h.layout.sink_keys, sinks * row);
     put(h.base + h.layout.sink_values, sinks * row);
     put(h.base + h.layout.window_keys, ring * row);
     put(h.base + h.layout.window_values, ring * row);
+    for (uint32_t b = 0; b < h.aged_count; ++b) {
+      const size_t slot = (h.aged_start + b) % aged_blocks_;
+      put(h.base + h.layout.aged_keys + slot * h.layout.aged_key_block_bytes, h.layout.aged_key_block_bytes);
+    }
+    for (uint32_t b = 0; b < h.aged_count; ++b) {
+      const size_t slot = (h.aged_start + b) % aged_blocks_;
+      put(h.base + h.layout.aged_values + slot * h.layout.aged_value_block_bytes, h.layout.aged_value_block_bytes);
+    }
     for (uint32_t b = 0; b < h.middle_count; ++b) {
       const size_t slot = (h.middle_start + b) % middle_blocks_;
       put(h.base + h.layout.middle_keys + slot * h.layout.key_block_bytes, h.layout.key_block_bytes);
@@ -340,8 +420,11 @@ Error CompressedKvCache::load_state(uint32_t position, const uint8_t* in, size_t
       break;
     }
     const uint32_t sinks = c.next_pos < profile_.sink_tokens ? c.next_pos : profile_.sink_tokens;
-    const uint64_t kept = static_cast<uint64_t>(sinks) + uint64_t{c.middle_count} * profile_.block_tokens + c.window_count;
+    const uint64_t kept = static_cast<uint64_t>(sinks) +
+                          (uint64_t{c.middle_count} + c.aged_count) * profile_.block_tokens + c.window_count;
+    // Tier 2 only fills once tier 1 is full.
     if (c.next_pos != position || c.window_count > ring || c.window_start >= ring || c.middle_count > middle_blocks_ ||
+        c.aged_count > aged_blocks_ || (c.aged_count > 0 && c.middle_count != middle_blocks_) ||
         kept > c.next_pos || (profile_.eviction == KvEviction::None && kept != c.next_pos)) {
       e = fail(Error::CorruptFile, "compressed KV state: head %zu's counters (position %u, window %u at %u, %u blocks) "
                "do not fit this cache at position %u", i, c.next_pos, c.window_count, c.window_start, c.middle_count,
@@ -354,6 +437,10 @@ Error CompressedKvCache::load_state(uint32_t position, const uint8_t* in, size_t
       break;
     }
     bool ok = true;
+    for (uint32_t b = 0; b < c.aged_count && ok; ++b)
+      ok = take(h.base + h.layout.aged_keys + b * h.layout.aged_key_block_bytes, h.layout.aged_key_block_bytes);
+    for (uint32_t b = 0; b < c.aged_count && ok; ++b)
+      ok = take(h.base + h.layout.aged_values + b * h.layout.aged_value_block_bytes, h.layout.aged_value_block_bytes);
     for (uint32_t b = 0; b < c.middle_count && ok; ++b)
       ok = take(h.base + h.layout.middle_keys + b * h.layout.key_block_bytes, h.layout.key_block_bytes);
     for (uint32_t b = 0; b < c.middle_count && ok; ++b)
@@ -367,6 +454,8 @@ Error CompressedKvCache::load_state(uint32_t position, const uint8_t* in, size_t
     h.window_count = c.window_count;
     h.middle_start = 0;
     h.middle_count = c.middle_count;
+    h.aged_start = 0;
+    h.aged_count = c.aged_count;
   }
   if (e == Error::Ok && in != end) e = fail(Error::CorruptFile, "compressed KV state has %zu bytes too many", size_t(end - in));
   if (e != Error::Ok) {
@@ -392,9 +481,11 @@ void CompressedKvCache::attend(uint32_t layer, uint32_t kv_head, const float* q,
                                uint32_t query_heads, uint32_t end_pos, float scale, float* scores, float* out) const {
   const HeadState& h = heads_[static_cast<size_t>(layer) * shape_.kv_heads + kv_head];
   const uint32_t D = shape_.head_dim;
-  KvQuantLayout layout = layout_;
+  KvQuantLayout layout = layout_, aged_layout = layout_;
   layout.key_bits = h.bits.exact() ? 8 : h.bits.key_bits;
   layout.value_bits = h.bits.exact() ? 8 : h.bits.value_bits;
+  aged_layout.key_bits = h.aged.exact() ? 8 : h.aged.key_bits;
+  aged_layout.value_bits = h.aged.exact() ? 8 : h.aged.value_bits;
   const size_t stride = capacity_;
   float qr[kKvMaxQueries * kKvMaxHeadDim];
   float qs[kKvMaxQueries * kKvMaxHeadDim];
@@ -418,17 +509,17 @@ void CompressedKvCache::attend(uint32_t layer, uint32_t kv_head, const float* q,
       }
     }
     size_t total = 0;
-    for_each_segment(h, end_pos, [&](const KvSegment& seg, uint32_t first) {
+    for_each_segment(h, end_pos, [&](const KvSegment& seg, uint32_t first, bool aged) {
       // Only the sink segment starts below sink_tokens.
       const float* qq = first < profile_.sink_tokens ? sink_query : query;
-      kv_segment_scores_multi(isa_, seg, layout, D, qq, n, scale, scores + total, stride);
+      kv_segment_scores_multi(isa_, seg, aged ? aged_layout : layout, D, qq, n, scale, scores + total, stride);
       total += seg.tokens;
     });
     for (uint32_t i = 0; i < n; ++i) kv_softmax(scores + i * stride, total);
     std::memset(o, 0, static_cast<size_t>(n) * D * sizeof(float));
     total = 0;
-    for_each_segment(h, end_pos, [&](const KvSegment& seg, uint32_t) {
-      kv_segment_accumulate_multi(isa_, seg, layout, D, scores + total, stride, n, o);
+    for_each_segment(h, end_pos, [&](const KvSegment& seg, uint32_t, bool aged) {
+      kv_segment_accumulate_multi(isa_, seg, aged ? aged_layout : layout, D, scores + total, stride, n, o);
       total += seg.tokens;
     });
     if (h.rotated)
@@ -439,7 +530,7 @@ void CompressedKvCache::attend(uint32_t layer, uint32_t kv_head, const float* q,
 uint32_t CompressedKvCache::resident_positions(uint32_t layer, uint32_t kv_head, uint32_t* out) const {
   const HeadState& h = heads_[static_cast<size_t>(layer) * shape_.kv_heads + kv_head];
   uint32_t n = 0;
-  for_each_segment(h, UINT32_MAX, [&](const KvSegment& seg, uint32_t first) {
+  for_each_segment(h, UINT32_MAX, [&](const KvSegment& seg, uint32_t first, bool) {
     for (uint32_t t = 0; t < seg.tokens; ++t) out[n++] = first + t;
   });
   return n;
@@ -452,7 +543,8 @@ void CompressedKvCache::read_rows(uint32_t layer, uint32_t kv_head, uint32_t beg
   std::memset(out, 0, static_cast<size_t>(count) * D * sizeof(float));
   const size_t row = static_cast<size_t>(D) * exact_bytes(profile_.exact_type);
   const uint32_t end = begin + count;
-  for_each_segment(h, end, [&](const KvSegment& seg, uint32_t first) {
+  for_each_segment(h, end, [&](const KvSegment& seg, uint32_t first, bool aged) {
+    const KvHeadBits bits = aged ? h.aged : h.bits;
     for (uint32_t t = 0; t < seg.tokens; ++t) {
       const uint32_t pos = first + t;
       if (pos < begin) continue;
@@ -461,11 +553,11 @@ void CompressedKvCache::read_rows(uint32_t layer, uint32_t kv_head, uint32_t beg
       if (seg.kind != KvSegmentKind::Quantized) {
         load_exact(profile_.exact_type, static_cast<const uint8_t*>(base) + t * row, D, dst);
       } else if (keys) {
-        kv_dequantize_key_block(static_cast<const uint8_t*>(base), G, D, h.bits.key_bits, t, 1, dst);
+        kv_dequantize_key_block(static_cast<const uint8_t*>(base), G, D, bits.key_bits, t, 1, dst);
       } else {
-        kv_dequantize_value_row(static_cast<const uint8_t*>(base) + t * kv_value_row_bytes(h.bits.value_bits, D,
+        kv_dequantize_value_row(static_cast<const uint8_t*>(base) + t * kv_value_row_bytes(bits.value_bits, D,
                                                                                           profile_.value_group),
-                                D, profile_.value_group, h.bits.value_bits, dst);
+                                D, profile_.value_group, bits.value_bits, dst);
       }
       if (h.rotated) kv_hadamard_rotate(dst, D);
     }

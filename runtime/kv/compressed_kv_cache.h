@@ -64,7 +64,8 @@ class CompressedKvCache final : public KvCache {
   uint32_t exact_append_room() const override;
   void reset() override;
   // Per head: its counters, the sink rows, the exact window ring and the middle blocks in
-  // use (oldest first; they load into slots 0.. of a cache with the same profile).
+  // use (tier 2's, then tier 1's, oldest first; they load into slots 0.. of a cache with the
+  // same profile).
   size_t state_bytes(uint32_t position) const override;
   void save_state(uint32_t position, uint8_t* out) const override;
   Error load_state(uint32_t position, const uint8_t* in, size_t size) override;
@@ -90,14 +91,17 @@ class CompressedKvCache final : public KvCache {
   void for_each_segment(const HeadState& h, uint32_t end_pos, Fn&& fn) const;
   void read_rows(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, bool keys, float* out) const;
   Error flush_block(HeadState& h);
+  Error age_block(HeadState& h);
 
   KvCacheProfile profile_;
   KvQuantLayout layout_;
   Isa isa_;
-  uint32_t middle_blocks_;
+  uint32_t middle_blocks_;  // tier 1's ring (all middle blocks without aging)
+  uint32_t aged_blocks_;    // tier 2's ring (aging)
   HeadState* heads_ = nullptr;
-  float* flush_ = nullptr;  // G x head_dim keys, then values
+  float* flush_ = nullptr;  // G x head_dim keys, then values (also the re-quantization scratch)
   uint64_t evicted_blocks_ = 0;
+  bool aging_requantize_ = false;  // TERN_KV_AGING_REQUANTIZE=1: age by re-quantizing, not truncating
 };
 
 }  // namespace tern

@@ -12,9 +12,45 @@
 
 namespace tern {
 
-Error parse_kv_mode(const char* name, KvModeName* out) {
-  TERN_CHECK_OR_RETURN(name != nullptr && out != nullptr, Error::InvalidArgument, "KV mode: null argument");
+Error parse_kv_aging(const char* suffix, uint8_t* aged_bits, uint32_t* aged_after_tokens,
+                     uint8_t* aged_after_percent) {
+  TERN_CHECK_OR_RETURN(suffix != nullptr && suffix[0] == '>', Error::InvalidArgument, "KV aging: '>A@N' expected");
+  char* end = nullptr;
+  const long bits = std::strtol(suffix + 1, &end, 10);
+  const bool bits_ok = end != suffix + 1 && kv_bits_supported(static_cast<uint32_t>(bits)) && *end == '@';
+  long long tokens = 0;
+  if (bits_ok) {
+    const char* n = end + 1;
+    tokens = (*n >= '0' && *n <= '9') ? std::strtoll(n, &end, 10) : -1;
+  }
+  const bool percent = bits_ok && *end == '%';
+  if (percent) ++end;
+  TERN_CHECK_OR_RETURN(bits_ok && tokens > 0 && tokens <= (percent ? 100 : 0x7fffffff) && *end == '\0',
+                       Error::InvalidArgument,
+                       "KV aging '%s': >A@N or >A@P%% with A in 2, 3, 4, 8 (bits of aged blocks), N > 0 tokens past "
+                       "the exact window or 1 <= P <= 100 %% of the middle blocks kept at full width, e.g. q4>2@96, "
+                       "q3>2@50%%", suffix);
+  *aged_bits = static_cast<uint8_t>(bits);
+  *aged_after_tokens = percent ? 0 : static_cast<uint32_t>(tokens);
+  *aged_after_percent = percent ? static_cast<uint8_t>(tokens) : 0;
+  return Error::Ok;
+}
+
+Error parse_kv_mode(const char* full_name, KvModeName* out) {
+  TERN_CHECK_OR_RETURN(full_name != nullptr && out != nullptr, Error::InvalidArgument, "KV mode: null argument");
   KvModeName spec;
+  // "base>A@N": parse the base name, then the aging suffix.
+  char base[64];
+  const char* name = full_name;
+  const char* aging = std::strchr(full_name, '>');
+  if (aging != nullptr) {
+    const size_t n = static_cast<size_t>(aging - full_name);
+    TERN_CHECK_OR_RETURN(n < sizeof base, Error::InvalidArgument, "KV mode '%s': name too long", full_name);
+    std::memcpy(base, full_name, n);
+    base[n] = '\0';
+    name = base;
+    TERN_RETURN_IF_ERROR(parse_kv_aging(aging, &spec.aged_bits, &spec.aged_after_tokens, &spec.aged_after_percent));
+  }
   auto width = [](const char* s, char** end) -> uint8_t {
     const long v = std::strtol(s, end, 10);
     return (*end != s && kv_bits_supported(static_cast<uint32_t>(v))) ? static_cast<uint8_t>(v) : 0;
@@ -48,8 +84,12 @@ Error parse_kv_mode(const char* name, KvModeName* out) {
   } else {
     if (kv_mode_is_auto(name))
       return fail(Error::InvalidArgument, "KV mode 'auto' is resolved by the planner (plan_memory_auto), not here");
-    return fail(Error::InvalidArgument, "unknown KV mode '%s' (fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B, auto)", name);
+    return fail(Error::InvalidArgument,
+                "unknown KV mode '%s' (fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B, auto; aging: q4>2@96)", name);
   }
+  TERN_CHECK_OR_RETURN(aging == nullptr || spec.kind != KvModeName::Kind::Exact, Error::InvalidArgument,
+                       "KV mode '%s': exact modes have nothing to age (age a quantized one, e.g. q4>2@96)",
+                       full_name);
   *out = spec;
   return Error::Ok;
 }
@@ -93,6 +133,9 @@ Error make_kv_cache_spec(const KvModeRequest& request, const ModelConfig& config
       break;
   }
   p.eviction = request.eviction == 0 ? KvEviction::None : KvEviction::Streaming;
+  p.aged_bits = mode.aged_bits;
+  p.aged_after_tokens = mode.aged_after_tokens;
+  p.aged_after_percent = mode.aged_after_percent;
   if (request.sink_tokens >= 0) p.sink_tokens = static_cast<uint32_t>(request.sink_tokens);
   if (request.recent_window >= 0) p.recent_window = static_cast<uint32_t>(request.recent_window);
   TERN_RETURN_IF_ERROR(kv_profile_validate(p));
@@ -238,6 +281,7 @@ uint64_t kv_layout_identity(const KvCacheSpec& spec, uint32_t capacity) {
     const KvCacheProfile& p = spec.profile;
     mix(static_cast<uint64_t>(p.exact_type)), mix(p.sink_tokens), mix(p.recent_window), mix(p.block_tokens);
     mix(p.value_group), mix(p.rotate), mix(static_cast<uint64_t>(p.eviction));
+    if (p.aging()) mix(p.aged_bits), mix(p.aged_after_tokens), mix(p.aged_after_percent);
     for (uint32_t l = 0; l < shape.layers; ++l)
       for (uint32_t k = 0; k < shape.kv_heads; ++k) mix(p.bits_of(l, k).key_bits), mix(p.bits_of(l, k).value_bits);
   }

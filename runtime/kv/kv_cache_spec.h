@@ -26,14 +26,28 @@ struct KvProfile;
 // A KV mode name, parsed: "fp16" / "f32" (exact), "q8", "q4", "q3", "q2" (every head at that
 // width), "k4v2" (keys and values at different widths), "adaptive:B" (the bundle's
 // calibrated per-head profile at B average bits). The same names in every tool.
+//
+// Aging tiers: any compressed name followed by ">A@N" (e.g. "q4>2@96", "k4v2>2@64",
+// "adaptive:3>2@128") or ">A@P%" ("q3>2@50%"): blocks that are more than N tokens past the
+// exact window (N rounded up to whole blocks of G), or older than the newest P % of the
+// middle blocks the cache holds (rounded down, at least one), keep the top min(width, A)
+// bits of their stored key and value codes (kv_truncate_*); exact heads and sink tokens stay
+// exact (runtime/kv/kv_policy.h).
 struct KvModeName {
   enum class Kind { Exact, Uniform, Adaptive };
   Kind kind = Kind::Exact;
   KvType exact_type = KvType::F16;
   KvHeadBits bits;            // Uniform
   float average_bits = 0.0f;  // Adaptive
+  uint8_t aged_bits = 0;      // aging: 0 off
+  uint32_t aged_after_tokens = 0;
+  uint8_t aged_after_percent = 0;  // ">A@P%": the newest P % of the middle blocks stay at full width
 };
 Error parse_kv_mode(const char* name, KvModeName* out);
+// The aging suffix alone (">A@N", as in parse_kv_mode); tools with mode names of their own
+// (tern-eval's uniform:B) split it off with std::strchr(name, '>').
+Error parse_kv_aging(const char* suffix, uint8_t* aged_bits, uint32_t* aged_after_tokens,
+                     uint8_t* aged_after_percent);
 
 // kv_mode "auto": the planner picks the mode (plan_memory_auto, runtime/memory_plan.h).
 bool kv_mode_is_auto(const char* name);

@@ -32,6 +32,14 @@ Error kv_profile_validate(const KvCacheProfile& p) {
                            b.value_bits);
     }
   }
+  if (p.aging()) {
+    TERN_CHECK_OR_RETURN(kv_bits_supported(p.aged_bits), Error::InvalidArgument,
+                         "KV aging to %u bits (supported: 2, 3, 4, 8)", p.aged_bits);
+    TERN_CHECK_OR_RETURN((p.aged_after_tokens > 0) != (p.aged_after_percent > 0) && p.aged_after_percent <= 100,
+                         Error::InvalidArgument,
+                         "KV aging after %u tokens / %u %%: one of them, tokens > 0 or 1..100 %% of the middle",
+                         p.aged_after_tokens, p.aged_after_percent);
+  }
   return Error::Ok;
 }
 
@@ -54,16 +62,26 @@ KvHeadLayout kv_head_layout(const KvCacheProfile& p, KvHeadBits bits, uint64_t m
   l.window_values = at;
   at += (static_cast<size_t>(p.recent_window) + p.block_tokens) * row;
   const uint32_t D = p.shape.head_dim, G = p.block_tokens;
-  if (bits.exact()) {
-    l.key_block_bytes = l.value_block_bytes = static_cast<size_t>(G) * row;
-  } else {
-    l.key_block_bytes = kv_key_block_bytes(bits.key_bits, D, G);
-    l.value_block_bytes = G * kv_value_row_bytes(bits.value_bits, D, p.value_group);
-  }
+  auto block_bytes = [&](KvHeadBits b, size_t* keys, size_t* values) {
+    if (b.exact()) {
+      *keys = *values = static_cast<size_t>(G) * row;
+    } else {
+      *keys = kv_key_block_bytes(b.key_bits, D, G);
+      *values = G * kv_value_row_bytes(b.value_bits, D, p.value_group);
+    }
+  };
+  block_bytes(bits, &l.key_block_bytes, &l.value_block_bytes);
+  block_bytes(p.aged_bits_of(bits), &l.aged_key_block_bytes, &l.aged_value_block_bytes);
+  l.tier1_blocks = p.tier1_blocks(middle_blocks);
+  l.tier2_blocks = middle_blocks - l.tier1_blocks;
   l.middle_keys = at;
-  at += middle_blocks * l.key_block_bytes;
+  at += l.tier1_blocks * l.key_block_bytes;
   l.middle_values = at;
-  at += middle_blocks * l.value_block_bytes;
+  at += l.tier1_blocks * l.value_block_bytes;
+  l.aged_keys = at;
+  at += l.tier2_blocks * l.aged_key_block_bytes;
+  l.aged_values = at;
+  at += l.tier2_blocks * l.aged_value_block_bytes;
   l.total = align_up(at + kKvReadPadding, kAlign);
   return l;
 }
@@ -104,8 +122,21 @@ size_t kv_bytes_for_tokens(const KvCacheProfile& p, uint64_t tokens) {
 double kv_bytes_per_token(const KvCacheProfile& p) {
   double total = 0;
   for (uint32_t l = 0; l < p.shape.layers; ++l)
-    for (uint32_t h = 0; h < p.shape.kv_heads; ++h) total += static_cast<double>(kv_head_block_bytes(p, p.bits_of(l, h)));
+    for (uint32_t h = 0; h < p.shape.kv_heads; ++h)
+      total += static_cast<double>(kv_head_block_bytes(p, p.aged_bits_of(p.bits_of(l, h))));
   return total / p.block_tokens;
+}
+
+double kv_middle_bytes_per_token(const KvCacheProfile& p, uint64_t middle_blocks) {
+  if (!p.aging() || middle_blocks == 0) return kv_bytes_per_token(p);
+  const uint64_t t1 = p.tier1_blocks(middle_blocks), t2 = middle_blocks - t1;
+  double total = 0;
+  for (uint32_t l = 0; l < p.shape.layers; ++l)
+    for (uint32_t h = 0; h < p.shape.kv_heads; ++h) {
+      const KvHeadBits b = p.bits_of(l, h);
+      total += static_cast<double>(t1 * kv_head_block_bytes(p, b) + t2 * kv_head_block_bytes(p, p.aged_bits_of(b)));
+    }
+  return total / (static_cast<double>(middle_blocks) * p.block_tokens);
 }
 
 double kv_average_bits(const KvCacheProfile& p) {

@@ -7,8 +7,18 @@
 // A token enters the window; when a write finds the window full (W+G tokens), the oldest
 // G leave it as one quantized block, so the most recent W..W+G tokens are always exact.
 //
-// Eviction (StreamingLLM): when a block must enter a full middle, the oldest middle block
-// is dropped. Sinks (positions 0..S-1) are never dropped, so position 0 always stays.
+// Aging (optional second tier): the middle is two rings, [tier 2: M2 aged blocks] [tier 1:
+// M1 blocks]. A block leaving the window enters tier 1 at the head's width; when tier 1 is
+// full (T1 = ceil(aged_after_tokens / G) blocks, or aged_after_percent of the middle's M
+// blocks rounded down, at least 1) its oldest block's stored codes are truncated to the
+// head's aged width, min(width, aged_bits) for keys and values (kernels/kv_quant.h,
+// kv_truncate_*), and it enters tier 2. Exact heads and sink tokens stay as they are. Of M
+// middle blocks, tier 1 holds min(M, T1) and tier 2 the rest, so capacity is still
+// S + M*G + W + G and the byte function counts each tier at its own width.
+//
+// Eviction (StreamingLLM): when a block must enter a full middle (with aging: a full tier 2;
+// tier 1 when tier 2 has no room at all), the oldest block is dropped. Sinks (positions
+// 0..S-1) are never dropped, so position 0 always stays.
 // Keys are cached after RoPE at their original positions: relative distances between
 // the query and every kept middle/window token stay right after eviction (and are bounded
 // by the capacity), with nothing to re-rotate.
@@ -61,9 +71,34 @@ struct KvCacheProfile {
   // layers * kv_heads entries, [layer][kv_head]; null: every head at `uniform`.
   const KvHeadBits* head_bits = nullptr;
   KvHeadBits uniform;
+  // Aging: 0 = off; else blocks older than the exact window plus `aged_after_tokens` tokens
+  // (rounded up to whole blocks), or past the newest `aged_after_percent` % of the middle
+  // blocks (when non-zero), are kept at most `aged_bits` wide.
+  uint8_t aged_bits = 0;
+  uint32_t aged_after_tokens = 0;
+  uint8_t aged_after_percent = 0;
 
   KvHeadBits bits_of(uint32_t layer, uint32_t kv_head) const {
     return head_bits ? head_bits[static_cast<size_t>(layer) * shape.kv_heads + kv_head] : uniform;
+  }
+  bool aging() const { return aged_bits != 0; }
+  // The width a head's blocks take in tier 2 (its own width when aging is off or it is exact).
+  KvHeadBits aged_bits_of(KvHeadBits bits) const {
+    if (!aging() || bits.exact()) return bits;
+    return KvHeadBits{bits.key_bits < aged_bits ? bits.key_bits : aged_bits,
+                      bits.value_bits < aged_bits ? bits.value_bits : aged_bits};
+  }
+  // Tier-1 blocks (T1): all middle blocks when aging is off.
+  uint64_t tier1_blocks(uint64_t middle_blocks) const {
+    if (!aging()) return middle_blocks;
+    uint64_t t1 = (static_cast<uint64_t>(aged_after_tokens) + block_tokens - 1) / block_tokens;
+    if (aged_after_percent != 0) {
+      // Rounded down so the middle averages at most the share at full width; at least one
+      // block (a block enters tier 1 before it can age).
+      t1 = middle_blocks / 100 * aged_after_percent + middle_blocks % 100 * aged_after_percent / 100;
+      if (t1 == 0) t1 = 1;
+    }
+    return middle_blocks < t1 ? middle_blocks : t1;
   }
 };
 
@@ -80,8 +115,12 @@ uint64_t kv_blocks_for_tokens(const KvCacheProfile& profile, uint64_t tokens);
 // `tokens` positions without eviction: creating it in an arena with this many free
 // bytes always succeeds, whatever the arena's alignment.
 size_t kv_bytes_for_tokens(const KvCacheProfile& profile, uint64_t tokens);
-// Marginal bytes per position over all layers and heads (middle storage / G).
+// Marginal bytes per position over all layers and heads (middle storage / G; with aging,
+// tier 2's: what one more block costs past the tier-1 region).
 double kv_bytes_per_token(const KvCacheProfile& profile);
+// Mean bytes per middle position of a cache with `middle_blocks` blocks (tier 1 and tier 2
+// at their widths; without aging, kv_bytes_per_token).
+double kv_middle_bytes_per_token(const KvCacheProfile& profile, uint64_t middle_blocks);
 // Marginal bits per stored element (keys and values, scales included).
 double kv_average_bits(const KvCacheProfile& profile);
 
@@ -93,6 +132,10 @@ struct KvHeadLayout {
   // stream one contiguous region (interleaving them halved the streamed bandwidth).
   size_t middle_keys = 0, middle_values = 0;
   size_t key_block_bytes = 0, value_block_bytes = 0;
+  // Tier 2 (aging): its key blocks, then its value blocks, after tier 1.
+  size_t aged_keys = 0, aged_values = 0;
+  size_t aged_key_block_bytes = 0, aged_value_block_bytes = 0;
+  uint64_t tier1_blocks = 0, tier2_blocks = 0;
   size_t total = 0;                           // padded for SIMD over-reads, 64-aligned
 };
 KvHeadLayout kv_head_layout(const KvCacheProfile& profile, KvHeadBits bits, uint64_t middle_blocks);

@@ -170,6 +170,205 @@ TEST_P(KvQuantIsaTest, ValueErrorWithinHalfStep) {
   }
 }
 
+// The stored codes read back by this test's own bit reader: min + code*step, summed in
+// double (exact here) and rounded once to float, as the library's reconstruction must be.
+std::vector<float> reference_dequantize_key_block(const std::vector<uint8_t>& block, uint32_t tokens, uint32_t dim,
+                                                  uint32_t bits) {
+  std::vector<float> out(static_cast<size_t>(tokens) * dim);
+  const size_t row_bytes = kv_packed_bytes(bits, dim);
+  for (uint32_t c = 0; c < dim; ++c) {
+    uint16_t mh, sh;
+    std::memcpy(&mh, &block[2 * c], 2);
+    std::memcpy(&sh, &block[2 * (dim + c)], 2);
+    for (uint32_t t = 0; t < tokens; ++t) {
+      const uint8_t* row = block.data() + 4 * dim + t * row_bytes;
+      uint32_t code = 0;
+      for (uint32_t b = 0; b < bits; ++b) code |= ((row[(c * bits + b) / 8] >> ((c * bits + b) % 8)) & 1u) << b;
+      out[static_cast<size_t>(t) * dim + c] =
+          static_cast<float>(static_cast<double>(f16_to_f32(mh)) + code * static_cast<double>(f16_to_f32(sh)));
+    }
+  }
+  return out;
+}
+
+std::vector<float> reference_dequantize_value_row(const std::vector<uint8_t>& row, uint32_t dim, uint32_t group,
+                                                  uint32_t bits) {
+  std::vector<float> out(dim);
+  const uint8_t* codes = row.data() + 4 * ((dim + group - 1) / group);
+  for (uint32_t c = 0; c < dim; ++c) {
+    uint16_t mh, sh;
+    std::memcpy(&mh, &row[4 * (c / group)], 2);
+    std::memcpy(&sh, &row[4 * (c / group) + 2], 2);
+    uint32_t code = 0;
+    for (uint32_t b = 0; b < bits; ++b) code |= ((codes[(c * bits + b) / 8] >> ((c * bits + b) % 8)) & 1u) << b;
+    out[c] = static_cast<float>(static_cast<double>(f16_to_f32(mh)) + code * static_cast<double>(f16_to_f32(sh)));
+  }
+  return out;
+}
+
+struct Aging {
+  uint32_t from, to;
+};
+const Aging kAgings[] = {{8, 4}, {8, 2}, {4, 2}, {4, 3}, {3, 2}, {2, 2}, {8, 8}};
+
+// Re-quantizing a stored block equals quantizing its stored values with the scalar path.
+TEST_P(KvQuantIsaTest, RequantizedKeyBlockEqualsScalarQuantizeOfStoredValues) {
+  uint32_t seed = 400;
+  for (const Shape& s : kShapes) {
+    for (const Aging& a : kAgings) {
+      const auto keys = kv_random_rows(s.block_tokens, s.head_dim, seed++);
+      std::vector<uint8_t> stored(kv_key_block_bytes(a.from, s.head_dim, s.block_tokens));
+      kv_quantize_key_block(Isa::Scalar, keys.data(), s.block_tokens, s.head_dim, a.from, stored.data());
+      const auto values = reference_dequantize_key_block(stored, s.block_tokens, s.head_dim, a.from);
+      const size_t bytes = kv_key_block_bytes(a.to, s.head_dim, s.block_tokens);
+      std::vector<uint8_t> want(bytes), got(bytes, 0xAB);
+      kv_quantize_key_block(Isa::Scalar, values.data(), s.block_tokens, s.head_dim, a.to, want.data());
+      std::vector<float> scratch(static_cast<size_t>(s.block_tokens) * s.head_dim);
+      kv_requantize_key_block(GetParam(), stored.data(), s.block_tokens, s.head_dim, a.from, a.to, scratch.data(),
+                              got.data());
+      ASSERT_EQ(want, got) << "dim " << s.head_dim << " block " << s.block_tokens << " " << a.from << ">" << a.to;
+    }
+  }
+}
+
+TEST_P(KvQuantIsaTest, RequantizedValueRowEqualsScalarQuantizeOfStoredValues) {
+  uint32_t seed = 500;
+  for (const Shape& s : kShapes) {
+    for (const Aging& a : kAgings) {
+      const auto rows = kv_random_rows(5, s.head_dim, seed++);
+      for (uint32_t r = 0; r < 5; ++r) {
+        std::vector<uint8_t> stored(kv_value_row_bytes(a.from, s.head_dim, s.group));
+        kv_quantize_value_row(Isa::Scalar, rows.data() + r * s.head_dim, s.head_dim, s.group, a.from, stored.data());
+        const auto values = reference_dequantize_value_row(stored, s.head_dim, s.group, a.from);
+        const size_t bytes = kv_value_row_bytes(a.to, s.head_dim, s.group);
+        std::vector<uint8_t> want(bytes), got(bytes, 0xCD);
+        kv_quantize_value_row(Isa::Scalar, values.data(), s.head_dim, s.group, a.to, want.data());
+        std::vector<float> scratch(s.head_dim);
+        kv_requantize_value_row(GetParam(), stored.data(), s.head_dim, s.group, a.from, a.to, scratch.data(),
+                                got.data());
+        ASSERT_EQ(want, got) << "dim " << s.head_dim << " group " << s.group << " " << a.from << ">" << a.to;
+      }
+    }
+  }
+}
+
+// Truncation written out from its definition: code c keeps c >> s; the pair becomes
+// (f16(min + (2^s - 1)/2 * step), step * 2^s). Every original element then lies within
+// 2^(s-1) steps of the aged reconstruction (plus half an f16 ulp of the new minimum).
+struct TruncatedPair {
+  uint16_t min, step;
+};
+TruncatedPair truncated_pair(const uint8_t* min_at, const uint8_t* step_at, uint32_t shift) {
+  uint16_t mh, sh;
+  std::memcpy(&mh, min_at, 2);
+  std::memcpy(&sh, step_at, 2);
+  const double mn = f16_to_f32(mh), st = f16_to_f32(sh);
+  return {f32_to_f16(static_cast<float>(mn + ((1 << shift) - 1) / 2.0 * st)),
+          f32_to_f16(static_cast<float>(st * (1 << shift)))};
+}
+
+uint32_t read_code(const uint8_t* row, uint32_t i, uint32_t bits) {
+  uint32_t code = 0;
+  for (uint32_t b = 0; b < bits; ++b) code |= ((row[(i * bits + b) / 8] >> ((i * bits + b) % 8)) & 1u) << b;
+  return code;
+}
+
+TEST(KvTruncateTest, KeyBlocksMatchTheDefinitionAndStayWithinTheBin) {
+  uint32_t seed = 600;
+  for (const Shape& s : kShapes) {
+    for (const Aging& a : kAgings) {
+      if (a.to == a.from) continue;
+      const uint32_t shift = a.from - a.to, D = s.head_dim, G = s.block_tokens;
+      const auto keys = kv_random_rows(G, D, seed++);
+      std::vector<uint8_t> stored(kv_key_block_bytes(a.from, D, G)), got(kv_key_block_bytes(a.to, D, G), 0xAB);
+      kv_quantize_key_block(Isa::Scalar, keys.data(), G, D, a.from, stored.data());
+      kv_truncate_key_block(stored.data(), G, D, a.from, a.to, got.data());
+      std::vector<uint8_t> want(got.size(), 0);
+      for (uint32_t c = 0; c < D; ++c) {
+        const TruncatedPair p = truncated_pair(&stored[2 * c], &stored[2 * (D + c)], shift);
+        std::memcpy(&want[2 * c], &p.min, 2);
+        std::memcpy(&want[2 * (D + c)], &p.step, 2);
+        uint16_t sh;
+        std::memcpy(&sh, &stored[2 * (D + c)], 2);
+        for (uint32_t t = 0; t < G; ++t) {
+          const uint32_t code = read_code(stored.data() + 4 * D + t * kv_packed_bytes(a.from, D), c, a.from) >> shift;
+          uint8_t* row = want.data() + 4 * D + t * kv_packed_bytes(a.to, D);
+          for (uint32_t b = 0; b < a.to; ++b) row[(c * a.to + b) / 8] |= ((code >> b) & 1u) << ((c * a.to + b) % 8);
+          const double rec = f16_to_f32(p.min) + code * static_cast<double>(f16_to_f32(p.step));
+          const double bound = (1 << (shift - 1)) * static_cast<double>(f16_to_f32(sh)) * (1 + 1e-5) +
+                               std::fabs(f16_to_f32(p.min)) / 2048 + 1e-6;
+          ASSERT_LE(std::fabs(keys[t * D + c] - rec), bound) << "dim " << D << " " << a.from << ">" << a.to;
+        }
+      }
+      ASSERT_EQ(want, got) << "dim " << D << " block " << G << " " << a.from << ">" << a.to;
+    }
+  }
+}
+
+TEST(KvTruncateTest, ValueRowsMatchTheDefinition) {
+  uint32_t seed = 700;
+  for (const Shape& s : kShapes) {
+    for (const Aging& a : kAgings) {
+      if (a.to == a.from) continue;
+      const uint32_t shift = a.from - a.to, D = s.head_dim, groups = (D + s.group - 1) / s.group;
+      const auto rows = kv_random_rows(3, D, seed++);
+      for (uint32_t r = 0; r < 3; ++r) {
+        std::vector<uint8_t> stored(kv_value_row_bytes(a.from, D, s.group)), got(kv_value_row_bytes(a.to, D, s.group));
+        kv_quantize_value_row(Isa::Scalar, rows.data() + r * D, D, s.group, a.from, stored.data());
+        kv_truncate_value_row(stored.data(), D, s.group, a.from, a.to, got.data());
+        std::vector<uint8_t> want(got.size(), 0);
+        for (uint32_t g = 0; g < groups; ++g) {
+          const TruncatedPair p = truncated_pair(&stored[4 * g], &stored[4 * g + 2], shift);
+          std::memcpy(&want[4 * g], &p.min, 2);
+          std::memcpy(&want[4 * g + 2], &p.step, 2);
+        }
+        for (uint32_t c = 0; c < D; ++c) {
+          const uint32_t code = read_code(stored.data() + 4 * groups, c, a.from) >> shift;
+          for (uint32_t b = 0; b < a.to; ++b)
+            want[4 * groups + (c * a.to + b) / 8] |= ((code >> b) & 1u) << ((c * a.to + b) % 8);
+        }
+        ASSERT_EQ(want, got) << "dim " << D << " group " << s.group << " " << a.from << ">" << a.to;
+      }
+    }
+  }
+}
+
+// Integer-generated data (exact floats on every machine) aged 8>4, 4>2 and 3>2 both ways
+// (re-quantized and truncated): the bytes' FNV-1a hash is pinned, so x86 and AArch64 (qemu)
+// must produce the same bytes.
+TEST_P(KvQuantIsaTest, RequantizedBytesArePinnedAcrossArchitectures) {
+  const uint32_t dim = 64, tokens = 32, group = 32;
+  std::vector<float> x(static_cast<size_t>(tokens) * dim);
+  uint32_t state = 12345;
+  for (size_t i = 0; i < x.size(); ++i) {
+    state = state * 1664525u + 1013904223u;
+    const float boost = (i % dim) % 17 == 3 ? 8.0f : 1.0f;
+    x[i] = static_cast<float>(static_cast<int32_t>((state >> 8) % 2001) - 1000) / 256.0f * boost;
+  }
+  uint64_t hash = 0xcbf29ce484222325ull;
+  auto mix = [&](const std::vector<uint8_t>& bytes) {
+    for (uint8_t b : bytes) hash = (hash ^ b) * 0x100000001b3ull;
+  };
+  std::vector<float> scratch(x.size());
+  for (const Aging a : {Aging{8, 4}, Aging{4, 2}, Aging{3, 2}}) {
+    std::vector<uint8_t> stored(kv_key_block_bytes(a.from, dim, tokens)), aged(kv_key_block_bytes(a.to, dim, tokens));
+    kv_quantize_key_block(GetParam(), x.data(), tokens, dim, a.from, stored.data());
+    kv_requantize_key_block(GetParam(), stored.data(), tokens, dim, a.from, a.to, scratch.data(), aged.data());
+    mix(aged);
+    for (uint32_t t = 0; t < tokens; ++t) {
+      std::vector<uint8_t> row(kv_value_row_bytes(a.from, dim, group)), aged_row(kv_value_row_bytes(a.to, dim, group));
+      kv_quantize_value_row(GetParam(), x.data() + t * dim, dim, group, a.from, row.data());
+      kv_requantize_value_row(GetParam(), row.data(), dim, group, a.from, a.to, scratch.data(), aged_row.data());
+      mix(aged_row);
+      kv_truncate_value_row(row.data(), dim, group, a.from, a.to, aged_row.data());
+      mix(aged_row);
+    }
+    kv_truncate_key_block(stored.data(), tokens, dim, a.from, a.to, aged.data());
+    mix(aged);
+  }
+  EXPECT_EQ(hash, 0xe7f5f7496215ea94ull) << std::hex << hash;
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, KvQuantIsaTest, ::testing::ValuesIn(testing::all_kv_isas()), testing::kv_isa_name);
 
 TEST(KvRotationTest, MatchesExplicitSylvesterMatrixAndInvertsItself) {

@@ -123,6 +123,46 @@ TEST(NoAlloc, GenerateWithDraftingAllocatesNothing) {
   }
 }
 
+// Aging tiers: blocks leave the window at 4 bits, are re-quantized to 2 bits once they are
+// 32 tokens older, and the oldest aged ones are evicted, all inside the cache's arena. 132
+// positions = 4 sinks + 1 block at 4 bits + 1 aged block + the 32 + 32 window slots: blocks
+// age from position 100 and are evicted from 132; prompt + 140 tokens pass every stage.
+TEST(NoAlloc, DecodeWithAgingTiersAllocatesNothing) {
+  TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern", "models/tiny-austen/packed/model.safetensors");
+  const std::string path = tern::testing::bundle_path("tiny-austen-packed.tern");
+  tern_model_params mp = tern_model_default_params();
+  mp.kv_mode = "q4>2@32";
+  mp.n_ctx = 132;
+  mp.n_batch = 8;
+  tern_model* model = nullptr;
+  ASSERT_EQ(tern_model_load(path.c_str(), &mp, &model), TERN_OK) << tern_last_error_message();
+  tern_session_params sp = tern_session_default_params();
+  sp.sampler.temperature = 0.9f;
+  tern_session* session = nullptr;
+  ASSERT_EQ(tern_session_create(model, &sp, &session), TERN_OK) << tern_last_error_message();
+  std::vector<int32_t> prompt(40);
+  size_t n = 0;
+  const char text[] = "It is a truth universally acknowledged, that a single man";
+  ASSERT_EQ(tern_tokenize(model, text, sizeof text - 1, 1, 0, prompt.data(), prompt.size(), &n), TERN_OK);
+  long calls = 0;
+  int decoded = 0;
+  {
+    Counting counting;
+    tern_status s = tern_prefill(session, prompt.data(), n);
+    for (; decoded < 140 && s == TERN_OK; ++decoded) {
+      int32_t token = 0;
+      s = tern_sample(session, &token);
+      if (s == TERN_OK) s = tern_decode(session, token);
+    }
+    EXPECT_EQ(s, TERN_OK) << tern_last_error_message();
+    calls = counting.calls();
+  }
+  EXPECT_EQ(calls, 0) << "heap calls while decoding through the aging tiers";
+  EXPECT_EQ(decoded, 140);
+  tern_session_free(session);
+  tern_model_free(model);
+}
+
 TEST(NoAlloc, PrefillDecodeSampleGenerateTwoThreads) {
   TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern", "models/tiny-austen/packed/model.safetensors");
   run_without_allocating("tiny-austen-packed.tern", "", 2);
