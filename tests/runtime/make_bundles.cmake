@@ -7,6 +7,7 @@ file(MAKE_DIRECTORY "${OUT}")
 # its logits enough to flip the reference text's 0.021-gap decision.
 set(models
   "bitllama2c-3M.tern|models/bitllama2c-3M/bit_model.bin|--embed,f32"
+  "bitllama2c-1M.tern|models/bitllama2c-1M/bit_model.bin|--embed,f32"
   "tiny-austen-bf16.tern|models/tiny-austen/bf16"
   "tiny-austen-packed.tern|models/tiny-austen/packed"
   "tiny-austen-calibrated.tern|models/tiny-austen/packed|--calibrate=${SHARED}/corpus/austen_all.txt"
