@@ -365,11 +365,14 @@ uint32_t Session::draft_model_drafts(int32_t token, uint32_t max, bool sampling)
 }
 
 Error Session::set_draft_model(Model* draft) {
-  if (draft_ != nullptr) {
-    draft_->model().destroy_session(draft_);
+  auto release = [this] {
+    if (draft_ != nullptr) draft_->model().destroy_session(draft_);
     draft_ = nullptr;
+  };
+  if (draft == nullptr) {
+    release();
+    return Error::Ok;
   }
-  if (draft == nullptr) return Error::Ok;
   TERN_CHECK_OR_RETURN(draft != model_, Error::InvalidArgument,
                        "the draft model is the session's own model (load a smaller one to draft)");
   const Tokenizer* mine = model_->tokenizer();
@@ -393,6 +396,7 @@ Error Session::set_draft_model(Model* draft) {
   }
   SamplerParams greedy;  // the draft's own sampler is not used: drafts come from this session's
   greedy.temperature = 0.0f;
+  release();  // checked: now its slot may go to the new draft (the same model again)
   TERN_ASSIGN_OR_RETURN(Session* d, draft->create_session(greedy));
   if (d->sampler_.vocab() != sampler_.vocab()) {
     const uint32_t theirs_vocab = d->sampler_.vocab();
