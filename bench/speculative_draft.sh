@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Acceptance and end-to-end decode speed of speculative decoding with a draft model
+# (bitllama2c-1M drafting for bitllama2c-3M) against plain decoding and prompt lookup, on the
+# three kinds of text of docs/perf/2026-11-24-speculative.md. Prints a markdown table.
+#   bench/speculative_draft.sh BUILD_DIR [SHARED_DIR] [TEMPERATURE]
+# Bundles: BUILD_DIR/test-bundles/bitllama2c-{3M,1M}.tern (the runtime_make_bundles fixture).
+set -euo pipefail
+build=${1:?build dir}
+shared=${2:-$(dirname "$0")/../../shared}
+temp=${3:-0}
+run="$build/tools/tern-run"
+target="$build/test-bundles/bitllama2c-3M.tern"
+draft="$build/test-bundles/bitllama2c-1M.tern"
+repeats=3
+tokens=128
+# 800 characters of TinyStories from character 20,000, cut back to a whole word.
+passage=$(python3 -c "import sys; t=open(sys.argv[1]).read()[20000:20800]; print(t[:t.rfind(' ')].strip())" \
+  "$shared/corpus/tinystories-sample-a.txt")
+declare -A prompts=(
+  [story]="$passage"
+  [summarize]="$passage
+
+Summarize this story.
+"
+  [rewrite]="$passage
+
+Rewrite this story.
+")
+
+# Best decode tok/s of $repeats runs; the last run's draft line and text.
+measure() {  # name text args...
+  local text=$1; shift
+  local best=0 line="" out
+  for _ in $(seq $repeats); do
+    out=$("$run" "$target" -p "$text" -n $tokens --temp "$temp" --seed 1 --kv f32 -c 512 -t 1 "$@" 2>&1 >/tmp/spec_text.$$)
+    local tps=$(sed -n 's/^decode: [0-9]* tokens, \([0-9.]*\) tok\/s$/\1/p' <<<"$out")
+    best=$(python3 -c "print(max($best, $tps))")
+    line=$(grep '^draft:' <<<"$out" || true)
+  done
+  echo "$best|$line"
+}
+
+echo "| text | drafts | K | drafted | accepted | acceptance | passes | tok/s | x plain | x lookup (same K) | same text as plain |"
+echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+for kind in story summarize rewrite; do
+  text=${prompts[$kind]}
+  IFS='|' read -r plain_tps _ <<<"$(measure "$text")"
+  cp /tmp/spec_text.$$ /tmp/spec_plain.$$
+  echo "| $kind | none (plain) | - | - | - | - | - | $plain_tps | 1.00x | - | - |"
+  declare -A lookup_tps=()
+  for source in lookup draft; do
+    for k in 2 4; do
+      if [[ $source == lookup ]]; then args=(--draft lookup --draft-max $k); else args=(--draft "$draft" --draft-max $k); fi
+      IFS='|' read -r tps line <<<"$(measure "$text" "${args[@]}")"
+      same=$(cmp -s /tmp/spec_text.$$ /tmp/spec_plain.$$ && echo yes || echo no)
+      [[ $temp != 0 ]] && same="(sampled)"
+      read -r drafted accepted passes < <(sed -n 's/^draft: \([0-9]*\) drafted, \([0-9]*\) accepted .*, \([0-9]*\) verification passes$/\1 \2 \3/p' <<<"$line")
+      drafted=${drafted:-0} accepted=${accepted:-0} passes=${passes:-0}
+      acc=$(python3 -c "print(f'{100*$accepted/max($drafted,1):.1f} %')")
+      xp=$(python3 -c "print(f'{$tps/$plain_tps:.2f}x')")
+      if [[ $source == lookup ]]; then lookup_tps[$k]=$tps; xl="-"; name="prompt lookup"
+      else xl=$(python3 -c "print(f'{$tps/${lookup_tps[$k]}:.2f}x')"); name="bitllama2c-1M"; fi
+      echo "| $kind | $name | $k | $drafted | $accepted | $acc | $passes | $tps | $xp | $xl | $same |"
+    done
+  done
+done
+rm -f /tmp/spec_text.$$ /tmp/spec_plain.$$
