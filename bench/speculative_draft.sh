@@ -11,7 +11,7 @@ temp=${3:-0}
 run="$build/tools/tern-run"
 target="$build/test-bundles/bitllama2c-3M.tern"
 draft="$build/test-bundles/bitllama2c-1M.tern"
-repeats=3
+repeats=${REPEATS:-5}
 tokens=128
 # 800 characters of TinyStories from character 20,000, cut back to a whole word.
 passage=$(python3 -c "import sys; t=open(sys.argv[1]).read()[20000:20800]; print(t[:t.rfind(' ')].strip())" \
@@ -27,31 +27,36 @@ Summarize this story.
 Rewrite this story.
 ")
 
-# Best decode tok/s of $repeats runs; the last run's draft line and text.
-measure() {  # name text args...
+# Over $repeats runs: the best decode tok/s, the least prefill + decode seconds, the last
+# run's draft line (the same in every run: greedy, or the same seed) and text.
+measure() {  # text args...
   local text=$1; shift
-  local best=0 line="" out
+  local best=0 least=1e9 line="" out
   for _ in $(seq $repeats); do
     out=$("$run" "$target" -p "$text" -n $tokens --temp "$temp" --seed 1 --kv f32 -c 512 -t 1 "$@" 2>&1 >/tmp/spec_text.$$)
     local tps=$(sed -n 's/^decode: [0-9]* tokens, \([0-9.]*\) tok\/s$/\1/p' <<<"$out")
+    local dn=$(sed -n 's/^decode: \([0-9]*\) tokens.*/\1/p' <<<"$out")
+    local pn=$(sed -n 's/^prefill: \([0-9]*\) tokens.*/\1/p' <<<"$out")
+    local pps=$(sed -n 's/^prefill: [0-9]* tokens, \([0-9.]*\) tok\/s$/\1/p' <<<"$out")
     best=$(python3 -c "print(max($best, $tps))")
+    least=$(python3 -c "print(min($least, $pn / $pps + $dn / $tps))")
     line=$(grep '^draft:' <<<"$out" || true)
   done
-  echo "$best|$line"
+  echo "$best|$least|$line"
 }
 
-echo "| text | drafts | K | drafted | accepted | acceptance | passes | tok/s | x plain | x lookup (same K) | same text as plain |"
-echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+echo "| text | drafts | K | drafted | accepted | acceptance | passes | decode tok/s | x plain | x lookup (same K) | prefill + decode ms | x plain | same text as plain |"
+echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
 for kind in story summarize rewrite; do
   text=${prompts[$kind]}
-  IFS='|' read -r plain_tps _ <<<"$(measure "$text")"
+  IFS='|' read -r plain_tps plain_s _ <<<"$(measure "$text")"
   cp /tmp/spec_text.$$ /tmp/spec_plain.$$
-  echo "| $kind | none (plain) | - | - | - | - | - | $plain_tps | 1.00x | - | - |"
+  echo "| $kind | none (plain) | - | - | - | - | - | $plain_tps | 1.00x | - | $(python3 -c "print(f'{1000*$plain_s:.1f}')") | 1.00x | - |"
   declare -A lookup_tps=()
   for source in lookup draft; do
     for k in 2 4; do
       if [[ $source == lookup ]]; then args=(--draft lookup --draft-max $k); else args=(--draft "$draft" --draft-max $k); fi
-      IFS='|' read -r tps line <<<"$(measure "$text" "${args[@]}")"
+      IFS='|' read -r tps secs line <<<"$(measure "$text" "${args[@]}")"
       same=$(cmp -s /tmp/spec_text.$$ /tmp/spec_plain.$$ && echo yes || echo no)
       [[ $temp != 0 ]] && same="(sampled)"
       read -r drafted accepted passes < <(sed -n 's/^draft: \([0-9]*\) drafted, \([0-9]*\) accepted .*, \([0-9]*\) verification passes$/\1 \2 \3/p' <<<"$line")
@@ -60,7 +65,9 @@ for kind in story summarize rewrite; do
       xp=$(python3 -c "print(f'{$tps/$plain_tps:.2f}x')")
       if [[ $source == lookup ]]; then lookup_tps[$k]=$tps; xl="-"; name="prompt lookup"
       else xl=$(python3 -c "print(f'{$tps/${lookup_tps[$k]}:.2f}x')"); name="bitllama2c-1M"; fi
-      echo "| $kind | $name | $k | $drafted | $accepted | $acc | $passes | $tps | $xp | $xl | $same |"
+      ms=$(python3 -c "print(f'{1000*$secs:.1f}')")
+      xt=$(python3 -c "print(f'{$plain_s/$secs:.2f}x')")
+      echo "| $kind | $name | $k | $drafted | $accepted | $acc | $passes | $tps | $xp | $xl | $ms | $xt | $same |"
     done
   done
 done

@@ -317,27 +317,35 @@ void Session::drop_after(uint32_t n) {
   reset();
 }
 
-uint32_t Session::draft_model_drafts(int32_t token, uint32_t max, bool sampling) {
+bool Session::draft_catch_up(const int32_t* token) {
   Session& d = *draft_;
   if (d.needs_reset_ || d.position_ > position_) d.reset();
   // The draft holds a prefix of our text; it runs what it lacks (from our history) and `token`.
+  const uint32_t extra = token != nullptr ? 1 : 0;
   const uint32_t behind = position_ - d.position_;
-  if (behind > history_len_) return 0;  // our history no longer holds what it lacks
-  if (!d.evicting_ && behind + 1 > d.context_ - d.position_) return 0;  // its context is full
+  if (behind > history_len_) return false;  // our history no longer holds what it lacks
+  if (behind + extra == 0) return true;
+  if (!d.evicting_ && behind + extra > d.context_ - d.position_) return false;  // its context is full
   const int32_t* missing = history_ + (history_len_ - behind);
   Error e = Error::Ok;
-  if (behind + 1 <= d.context_) {
+  if (behind + extra <= d.context_) {
     std::memcpy(d.prompt_, missing, behind * sizeof(int32_t));
-    d.prompt_[behind] = token;
-    e = d.prefill(d.prompt_, behind + 1);
+    if (token != nullptr) d.prompt_[behind] = *token;
+    e = d.prefill(d.prompt_, behind + extra);
   } else {
     e = d.prefill(missing, behind);
-    if (e == Error::Ok) e = d.decode(token);
+    if (e == Error::Ok && token != nullptr) e = d.decode(*token);
   }
   if (e != Error::Ok) {
     d.reset();
-    return 0;
+    return false;
   }
+  return true;
+}
+
+uint32_t Session::draft_model_drafts(int32_t token, uint32_t max, bool sampling) {
+  Session& d = *draft_;
+  if (!draft_catch_up(&token)) return 0;
   // The first k - 1 drafts run through the draft model (the last is only chosen); rolling
   // them back must be exact.
   uint32_t k = max;
@@ -683,6 +691,8 @@ Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOp
   TERN_CHECK_OR_RETURN(prompt_tokens > 0 || position_ > 0, Error::InvalidArgument,
                        "empty prompt on an empty session: nothing to condition on");
   TERN_RETURN_IF_ERROR(prefill(prompt_, prompt_tokens));
+  // A draft model runs the prompt now, with the target's (counted as prefill time).
+  if (draft_ != nullptr && drafting()) (void)draft_catch_up(nullptr);
   st.prompt_tokens = static_cast<uint32_t>(prompt_tokens);
   const uint64_t t1 = monotonic_ns();
   st.prefill_seconds = seconds_between(t0, t1);

@@ -179,6 +179,9 @@ class Session {
   // into verify_tokens_ + 1; with `sampling` each one's distribution into draft_probs_).
   // Drafting is optional: a draft that cannot run (full, out of sync, failing) proposes 0.
   uint32_t draft_model_drafts(int32_t token, uint32_t max, bool sampling);
+  // Runs in the draft session what it lacks of our text (and `token` when not null); false
+  // when it cannot (its context is full, our history no longer reaches back, it failed).
+  bool draft_catch_up(const int32_t* token);
   // verify_drafts with speculative sampling: q_rows holds the drafts' distributions (null:
   // prompt lookup's deterministic drafts). A rejected draft's replacement goes to forced_next_.
   Result<uint32_t> verify_batch(int32_t token, const int32_t* drafts, uint32_t k, bool sampling, const float* q_rows);
