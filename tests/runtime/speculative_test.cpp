@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ constexpr const char* kSmallLlamaSource = "models/bitllama2c-1M/bit_model.bin";
 const char* kLilyPrompt = "Once upon a time, there was a little girl named Lily. She loved to play outside. One day, Lily";
 
 std::string message() { return tern_last_error_message(); }
+// Under qemu (CI sets this) the draft-model cases run fewer KV modes, draft sizes and lengths:
+// their kernels are checked exactly per CPU elsewhere; what is left checks the draft's logic.
+bool emulated() { return std::getenv("TERN_SLOW_EMULATION") != nullptr; }
 
 struct GenerateRun {
   std::string text;
@@ -197,17 +201,23 @@ TEST(Speculative, DraftModelGreedyTextIsTheOneTokenAtATimeTextInEveryKvMode) {
   TERN_REQUIRE_BUNDLE(kSmallLlama, kSmallLlamaSource);
   // Target and draft with the same KV mode: both caches roll back, the draft's past the
   // drafts the target rejected.
-  for (const char* mode : {"f32", "fp16", "q8", "q4", "q3", "q2", "k4v2"}) {
+  const std::vector<const char*> modes = emulated() ? std::vector<const char*>{"f32", "q4", "k4v2"}
+                                                    : std::vector<const char*>{"f32", "fp16", "q8", "q4", "q3", "q2", "k4v2"};
+  for (const char* mode : modes) {
     Request r;
     r.mode = mode;
+    r.max_new = 60;
     r.draft_bundle = kSmallLlama;
     r.prompts = {kLilyPrompt};
     expect_same_as_plain(kLlama, r, 4);
   }
   Request r;
+  r.max_new = 60;
   r.draft_bundle = kSmallLlama;
   r.prompts = {kLilyPrompt};
-  for (uint32_t k : {1u, 2u, 15u}) expect_same_as_plain(kLlama, r, k);
+  for (uint32_t k : emulated() ? std::vector<uint32_t>{15} : std::vector<uint32_t>{1, 2, 15}) {
+    expect_same_as_plain(kLlama, r, k);
+  }
 }
 
 TEST(Speculative, DraftModelStopsTurnsAndEviction) {
@@ -221,16 +231,16 @@ TEST(Speculative, DraftModelStopsTurnsAndEviction) {
   r.stops = {"said, \""};
   expect_same_as_plain(kLlama, r, 4);
   r.stops.clear();
-  for (uint32_t max_new : {2u, 5u, 17u}) {
+  for (uint32_t max_new : {2u, 17u}) {
     r.max_new = max_new;
     expect_same_as_plain(kLlama, r, 4, max_new > 2);
   }
-  // A 100-position evicting cache for both and 250 new tokens.
+  // A 100-position evicting cache for both and 150 new tokens.
   r.prompts = {kLilyPrompt};
   r.mode = "q4";
   r.ctx = 100;
   r.eviction = 1;
-  r.max_new = 250;
+  r.max_new = 150;
   expect_same_as_plain(kLlama, r, 4);
 }
 
@@ -317,6 +327,7 @@ TEST(Speculative, SamplingWithTopK1IsTheGreedyTextThroughTheSamplingPath) {
     Request r;
     r.temperature = 0.8f;
     r.top_k = 1;
+    r.max_new = 48;
     r.draft_bundle = draft;
     r.prompts = {kLilyPrompt};
     expect_same_as_plain(kLlama, r, 4);
@@ -333,7 +344,7 @@ TEST(Speculative, SamplingDraftsAndVerifies) {
     r.temperature = 0.8f;
     r.draft_bundle = draft;
     r.n_draft = 4;
-    r.max_new = 100;
+    r.max_new = 50;
     r.prompts = {kLilyPrompt, " Then"};
     const GenerateRun spec = run(kLlama, r);
     SCOPED_TRACE(draft != nullptr ? draft : "lookup");
