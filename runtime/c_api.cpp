@@ -179,6 +179,7 @@ tern_session_params tern_session_default_params(void) {
   tern_session_params p;
   p.sampler = tern_sampler_default_params();
   p.n_draft = 0;
+  p.draft_model = nullptr;
   return p;
 }
 
@@ -355,7 +356,9 @@ tern_status tern_session_create(tern_model* model, const tern_session_params* pa
   const tern_session_params p = params != nullptr ? *params : tern_session_default_params();
   auto session = as_model(model)->create_session(to_cpp(p.sampler));
   if (!session.ok()) return status(session.error());
-  if (const Error e = (*session)->set_draft_tokens(p.n_draft); e != Error::Ok) {
+  Error e = (*session)->set_draft_tokens(p.n_draft);
+  if (e == Error::Ok && p.draft_model != nullptr) e = (*session)->set_draft_model(as_model(p.draft_model));
+  if (e != Error::Ok) {
     as_model(model)->destroy_session(*session);
     return status(e);
   }
@@ -378,6 +381,11 @@ tern_status tern_session_reset(tern_session* session) {
 tern_status tern_session_set_draft(tern_session* session, uint32_t n_draft) {
   TERN_C_REQUIRE_(session);
   return status(as_session(session)->set_draft_tokens(n_draft));
+}
+
+tern_status tern_session_set_draft_model(tern_session* session, tern_model* draft_model) {
+  TERN_C_REQUIRE_(session);
+  return status(as_session(session)->set_draft_model(draft_model != nullptr ? as_model(draft_model) : nullptr));
 }
 
 tern_status tern_session_set_sampler(tern_session* session, const tern_sampler_params* params) {

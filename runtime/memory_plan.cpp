@@ -14,7 +14,10 @@ namespace tern {
 
 size_t session_draft_bytes(const ModelConfig& config, uint32_t draft_tokens) {
   if (draft_tokens == 0) return 0;
-  return align_up((static_cast<size_t>(draft_tokens) + 1) * sizeof(int32_t), 64) + 64;
+  // The verified tokens, and one distribution per draft for speculative sampling with a
+  // draft model (which draft source a session uses is decided after load).
+  return align_up((static_cast<size_t>(draft_tokens) + 1) * sizeof(int32_t), 64) + 64 +
+         align_up(static_cast<size_t>(draft_tokens) * config.vocab * sizeof(float), 64) + 64;
 }
 
 size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, const KvCacheSpec& kv,

@@ -80,7 +80,8 @@ size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t c
                            size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes,
                            uint32_t draft_tokens = 0);
 // A verification step's tokens (the drafts and the token before them; its logits are
-// scored one row at a time into the session's logits); 0 without drafting.
+// scored one row at a time into the session's logits) and the drafts' distributions
+// (draft_tokens x vocab floats, speculative sampling with a draft model); 0 without drafting.
 size_t session_draft_bytes(const ModelConfig& config, uint32_t draft_tokens);
 // Token history a session keeps: the context without eviction; twice that with it (a
 // sliding buffer that always holds at least the last `context` tokens).

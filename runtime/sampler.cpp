@@ -85,7 +85,7 @@ Error Sampler::configure(const SamplerParams& params) {
   return Error::Ok;
 }
 
-int32_t Sampler::sample(const float* logits, const int32_t* history, size_t history_len) {
+void Sampler::load_candidates(const float* logits, const int32_t* history, size_t history_len) {
   const size_t n_vocab = vocab_;
   for (size_t i = 0; i < n_vocab; ++i) candidates_[i] = Candidate{logits[i], static_cast<int32_t>(i)};
 
@@ -108,15 +108,18 @@ int32_t Sampler::sample(const float* logits, const int32_t* history, size_t hist
       counts_[id] = 0;
     }
   }
+}
 
-  if (params_.temperature == 0.0f) {
-    size_t best = 0;
-    for (size_t i = 1; i < n_vocab; ++i) {
-      if (candidates_[i].logit > candidates_[best].logit) best = i;  // ties: lowest id
-    }
-    return candidates_[best].id;
+int32_t Sampler::argmax() const {
+  size_t best = 0;
+  for (size_t i = 1; i < vocab_; ++i) {
+    if (candidates_[i].logit > candidates_[best].logit) best = i;  // ties: lowest id
   }
+  return candidates_[best].id;
+}
 
+size_t Sampler::keep_survivors() {
+  const size_t n_vocab = vocab_;
   auto by_logit = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };
@@ -154,7 +157,13 @@ int32_t Sampler::sample(const float* logits, const int32_t* history, size_t hist
     }
     n = keep;
   }
+  return n;
+}
 
+int32_t Sampler::sample(const float* logits, const int32_t* history, size_t history_len) {
+  load_candidates(logits, history, history_len);
+  if (params_.temperature == 0.0f) return argmax();
+  const size_t n = keep_survivors();
   float mass = 0.0f;
   for (size_t i = 0; i < n; ++i) mass += candidates_[i].logit;
   const float r = rng_.next_float() * mass;
@@ -164,6 +173,65 @@ int32_t Sampler::sample(const float* logits, const int32_t* history, size_t hist
     if (r < acc) return candidates_[i].id;
   }
   return candidates_[n - 1].id;
+}
+
+void Sampler::probabilities(const float* logits, const int32_t* history, size_t history_len, float* out) {
+  load_candidates(logits, history, history_len);  // reads all of `logits` before `out` is written
+  if (params_.temperature == 0.0f) {
+    const int32_t best = argmax();
+    for (size_t i = 0; i < vocab_; ++i) out[i] = 0.0f;
+    out[best] = 1.0f;
+    return;
+  }
+  const size_t n = keep_survivors();
+  double mass = 0.0;
+  for (size_t i = 0; i < n; ++i) mass += candidates_[i].logit;
+  for (size_t i = 0; i < vocab_; ++i) out[i] = 0.0f;
+  for (size_t i = 0; i < n; ++i) out[candidates_[i].id] = static_cast<float>(candidates_[i].logit / mass);
+}
+
+int32_t draw_from(const float* probs, size_t n, Rng& rng) {
+  double mass = 0.0;
+  for (size_t i = 0; i < n; ++i) mass += probs[i];
+  const double r = rng.next_float() * mass;
+  double acc = 0.0;
+  size_t last = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (probs[i] <= 0.0f) continue;
+    acc += probs[i];
+    last = i;
+    if (r < acc) return static_cast<int32_t>(i);
+  }
+  return static_cast<int32_t>(last);  // rounding left r at the very top
+}
+
+int32_t speculative_accept(const float* p, const float* q, size_t n, int32_t draft, Rng& rng) {
+  const bool in_range = draft >= 0 && static_cast<size_t>(draft) < n;
+  const float px = in_range ? p[draft] : 0.0f;
+  const float qx = q == nullptr ? 1.0f : (in_range ? q[draft] : 0.0f);
+  // u < p/q without the division: q(x) = 0 with p(x) > 0 (a draft q could not have drawn) keeps it.
+  if (rng.next_float() * qx < px) return draft;
+  // The residual max(0, p - q); with q one-hot it is p without the draft.
+  auto residual = [&](size_t i) -> double {
+    const float qi = q != nullptr ? q[i] : (static_cast<int32_t>(i) == draft ? 1.0f : 0.0f);
+    return p[i] > qi ? static_cast<double>(p[i]) - qi : 0.0;
+  };
+  double mass = 0.0;
+  for (size_t i = 0; i < n; ++i) mass += residual(i);
+  // A rejection has probability 1 - sum(min(p, q)) = mass: it is > 0 whenever we get here,
+  // but float sums may round it to 0 when p and q (nearly) agree; p itself is then the residual.
+  if (!(mass > 0.0)) return draw_from(p, n, rng);
+  const double r = rng.next_float() * mass;
+  double acc = 0.0;
+  size_t last = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = residual(i);
+    if (d <= 0.0) continue;
+    acc += d;
+    last = i;
+    if (r < acc) return static_cast<int32_t>(i);
+  }
+  return static_cast<int32_t>(last);
 }
 
 }  // namespace tern

@@ -55,17 +55,36 @@ class Sampler {
   // `logits` (vocab floats) are not modified. `history` are the tokens so far, oldest first
   // (the last repeat_last_n of them are penalized).
   int32_t sample(const float* logits, const int32_t* history, size_t history_len);
+  // The distribution sample() draws from, as vocab() probabilities into `out` (which may be
+  // `logits`): the same penalties, temperature, top-k, min-p and top-p, the survivors
+  // renormalized and every other token 0; greedy gives 1 at the argmax. Uses no RNG draw.
+  void probabilities(const float* logits, const int32_t* history, size_t history_len, float* out);
+  uint32_t vocab() const { return vocab_; }
 
  private:
   struct Candidate {
     float logit;
     int32_t id;
   };
+  void load_candidates(const float* logits, const int32_t* history, size_t history_len);
+  int32_t argmax() const;
+  size_t keep_survivors();  // temperature > 0: candidates_[0, n) then hold probabilities
   uint32_t vocab_ = 0;
   Candidate* candidates_ = nullptr;
   int32_t* counts_ = nullptr;  // occurrences per id in the penalty window, zero between calls
   SamplerParams params_;
   Rng rng_;
 };
+
+// A draw from `n` probabilities (their sum need not be exactly 1; zeros are never drawn).
+int32_t draw_from(const float* probs, size_t n, Rng& rng);
+
+// Speculative sampling's accept rule for one drafted token. `draft` was drawn from q; the
+// target's distribution is p (n probabilities each, after the same sampler transforms).
+// Returns `draft` with probability min(1, p[draft] / q[draft]); otherwise a token drawn from
+// max(0, p - q) renormalized, which is never `draft`. Either way the returned token is
+// distributed as p. q null: a deterministic draft (prompt lookup, q one-hot at `draft`), so
+// it is kept with probability p[draft] and otherwise replaced by a draw from p without it.
+int32_t speculative_accept(const float* p, const float* q, size_t n, int32_t draft, Rng& rng);
 
 }  // namespace tern

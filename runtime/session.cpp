@@ -35,6 +35,8 @@ Error Session::init(Model& model, const SamplerParams& sampler, ArenaAllocator& 
   if (draft_room_ > 0) {  // as session_draft_bytes counts them
     TERN_ASSIGN_OR_RETURN(verify_tokens_,
                           arena.allocate_array<int32_t>(static_cast<size_t>(draft_room_) + 1, ArenaPurpose::Scratch, 64));
+    TERN_ASSIGN_OR_RETURN(draft_probs_, arena.allocate_array<float>(static_cast<size_t>(draft_room_) * model.config().vocab,
+                                                                    ArenaPurpose::Scratch, 64));
   }
   TERN_RETURN_IF_ERROR(validate(sampler));
   SamplerParams checked = sampler;
@@ -46,6 +48,10 @@ Error Session::init(Model& model, const SamplerParams& sampler, ArenaAllocator& 
   }
   TERN_RETURN_IF_ERROR(sampler_.init(sample_vocab, arena));
   return sampler_.configure(checked);
+}
+
+Session::~Session() {
+  if (draft_ != nullptr) draft_->model().destroy_session(draft_);
 }
 
 void Session::append_history(const int32_t* tokens, uint32_t n) {
@@ -139,6 +145,8 @@ Error Session::set_logit_bias(const LogitBias* entries, size_t count) {
 
 void Session::reset() {
   pending_count_ = pending_next_ = 0;
+  forced_next_ = -1;
+  if (draft_ != nullptr) draft_->reset();
   position_ = 0;
   history_len_ = 0;
   needs_reset_ = false;
@@ -172,11 +180,11 @@ Error Session::set_draft_tokens(uint32_t k) {
 }
 
 bool Session::drafting() const {
-  // Verification compares drafts with the greedy choice from each position's logits; that
-  // choice must not depend on tokens not yet accepted (penalties, a hook reading history).
+  // Verification scores each position's logits as they are before any draft is accepted;
+  // the choice must not depend on tokens not yet accepted (penalties, a hook reading history).
   const SamplerParams& p = sampler_.params();
-  return draft_max_ > 0 && p.temperature == 0.0f && p.repeat_penalty == 1.0f && p.presence_penalty == 0.0f &&
-         p.frequency_penalty == 0.0f && hook_ == nullptr;
+  return draft_max_ > 0 && p.repeat_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f &&
+         hook_ == nullptr;
 }
 
 uint32_t Session::lookup_drafts(int32_t token, uint32_t max, int32_t* out) const {
@@ -207,18 +215,29 @@ Error Session::decode_drafting(int32_t token, uint32_t max_drafts, GenerateStats
   const uint32_t room = kv_->exact_append_room();
   if (limit + 1 > room) limit = room > 0 ? room - 1 : 0;
   if (!evicting_ && limit + 1 > context_ - p0) limit = context_ - p0 - 1;
-  const uint32_t k = limit > 0 ? lookup_drafts(token, limit, verify_tokens_ + 1) : 0;
+  const bool sampling = sampler_.params().temperature > 0.0f;
+  uint32_t k = 0;
+  if (limit > 0) {
+    k = draft_ != nullptr ? draft_model_drafts(token, limit, sampling) : lookup_drafts(token, limit, verify_tokens_ + 1);
+  }
   if (k == 0) return decode(token);
-  TERN_ASSIGN_OR_RETURN(const uint32_t accepted, verify_drafts(token, verify_tokens_ + 1, k));
-  pending_count_ = accepted;
+  auto accepted = verify_batch(token, verify_tokens_ + 1, k, sampling, draft_ != nullptr ? draft_probs_ : nullptr);
+  if (draft_ != nullptr) draft_->drop_after(position_);  // the draft ran drafts the target may have rejected
+  if (!accepted.ok()) return accepted.error();
+  pending_count_ = *accepted;
   pending_next_ = 0;
   stats.drafted_tokens += k;
-  stats.accepted_tokens += accepted;
+  stats.accepted_tokens += *accepted;
   ++stats.verify_steps;
   return Error::Ok;
 }
 
 Result<uint32_t> Session::verify_drafts(int32_t token, const int32_t* drafts, uint32_t k) {
+  return verify_batch(token, drafts, k, false, nullptr);
+}
+
+Result<uint32_t> Session::verify_batch(int32_t token, const int32_t* drafts, uint32_t k, bool sampling,
+                                       const float* q_rows) {
   TERN_CHECK_OR_RETURN(!needs_reset_, Error::InvalidState,
                        "an earlier failed batch left the KV cache inconsistent; reset the session");
   TERN_CHECK_OR_RETURN(k > 0 && k <= draft_max_ && k + 1 <= scratch_.batch && drafts != nullptr, Error::InvalidArgument,
@@ -234,27 +253,49 @@ Result<uint32_t> Session::verify_drafts(int32_t token, const int32_t* drafts, ui
   }
   if (drafts != verify_tokens_ + 1) std::memmove(verify_tokens_ + 1, drafts, k * sizeof(int32_t));
   verify_tokens_[0] = token;
+  forced_next_ = -1;
   const Error e = forward(*model_, *kv_, scratch_, verify_tokens_, k + 1, p0, false, &abort_);
   if (e != Error::Ok) {
     has_logits_ = false;
     if (kv_->rollback_to(p0) != Error::Ok) needs_reset_ = true;
     return e;
   }
-  // Row i's logits follow verify_tokens_[i]: draft i + 1 stands if it is their choice. Rows
-  // are scored one at a time up to the first rejection, so the lm_head (the largest matrix)
-  // runs once per token kept, as decoding them one by one would, plus once for the row that
-  // decides the next token; the last scored row's logits are the session's.
+  // Row i's logits follow verify_tokens_[i]. Rows are scored one at a time up to the first
+  // rejection, so the lm_head (the largest matrix) runs once per token kept, as decoding them
+  // one by one would, plus once for the row that decides the next token; the last scored
+  // row's logits are the session's. Greedy: draft i + 1 stands if it is the row's choice.
+  // Sampling: speculative_accept on the row's distribution p (the sampler's, after the logit
+  // bias) and the draft's q; a rejection draws the next token, which generate() emits.
+  const uint32_t sample_vocab = sampler_.vocab();
   uint32_t accepted = 0;
   for (;;) {
     forward_row_logits(*model_, scratch_, accepted, scratch_.logits);
     if (accepted == k) break;
-    auto choice = sample_from(scratch_.logits);
-    if (!choice.ok()) {
-      has_logits_ = false;
-      if (kv_->rollback_to(p0) != Error::Ok) needs_reset_ = true;
-      return choice.error();
+    const int32_t draft = verify_tokens_[1 + accepted];
+    if (sampling) {
+      const float* logits = scratch_.logits;
+      if (bias_count_ > 0) {
+        std::memcpy(biased_logits_, logits, vocab * sizeof(float));
+        for (size_t i = 0; i < bias_count_; ++i) biased_logits_[bias_[i].token] += bias_[i].bias;
+        logits = biased_logits_;
+      }
+      float* p = biased_logits_;
+      sampler_.probabilities(logits, history_, history_len_, p);
+      const float* q = q_rows != nullptr ? q_rows + static_cast<size_t>(accepted) * sample_vocab : nullptr;
+      const int32_t kept = speculative_accept(p, q, sample_vocab, draft, sampler_.rng());
+      if (kept != draft) {
+        forced_next_ = kept;
+        break;
+      }
+    } else {
+      auto choice = sample_from(scratch_.logits);
+      if (!choice.ok()) {
+        has_logits_ = false;
+        if (kv_->rollback_to(p0) != Error::Ok) needs_reset_ = true;
+        return choice.error();
+      }
+      if (*choice != draft) break;
     }
-    if (*choice != verify_tokens_[1 + accepted]) break;
     ++accepted;
   }
   TERN_RETURN_IF_ERROR(kv_->rollback_to(p0 + 1 + accepted));
@@ -264,12 +305,124 @@ Result<uint32_t> Session::verify_drafts(int32_t token, const int32_t* drafts, ui
   return accepted;
 }
 
+void Session::drop_after(uint32_t n) {
+  if (n >= position_) return;
+  pending_count_ = pending_next_ = 0;
+  if (!needs_reset_ && kv_->rollback_is_exact(n) && n >= position_ - history_len_ && kv_->rollback_to(n) == Error::Ok) {
+    history_len_ -= position_ - n;
+    position_ = n;
+    has_logits_ = false;
+    return;
+  }
+  reset();
+}
+
+bool Session::draft_catch_up(const int32_t* token) {
+  Session& d = *draft_;
+  if (d.needs_reset_ || d.position_ > position_) d.reset();
+  // The draft holds a prefix of our text; it runs what it lacks (from our history) and `token`.
+  const uint32_t extra = token != nullptr ? 1 : 0;
+  const uint32_t behind = position_ - d.position_;
+  if (behind > history_len_) return false;  // our history no longer holds what it lacks
+  if (behind + extra == 0) return true;
+  if (!d.evicting_ && behind + extra > d.context_ - d.position_) return false;  // its context is full
+  const int32_t* missing = history_ + (history_len_ - behind);
+  Error e = Error::Ok;
+  if (behind + extra <= d.context_) {
+    std::memcpy(d.prompt_, missing, behind * sizeof(int32_t));
+    if (token != nullptr) d.prompt_[behind] = *token;
+    e = d.prefill(d.prompt_, behind + extra);
+  } else {
+    e = d.prefill(missing, behind);
+    if (e == Error::Ok && token != nullptr) e = d.decode(*token);
+  }
+  if (e != Error::Ok) {
+    d.reset();
+    return false;
+  }
+  return true;
+}
+
+uint32_t Session::draft_model_drafts(int32_t token, uint32_t max, bool sampling) {
+  Session& d = *draft_;
+  if (!draft_catch_up(&token)) return 0;
+  // The first k - 1 drafts run through the draft model (the last is only chosen); rolling
+  // them back must be exact.
+  uint32_t k = max;
+  const uint32_t room = d.kv_->exact_append_room();
+  if (k - 1 > room) k = room + 1;
+  if (!d.evicting_ && k - 1 > d.context_ - d.position_) k = d.context_ - d.position_ + 1;
+  const uint32_t vocab = sampler_.vocab();
+  for (uint32_t i = 0; i < k; ++i) {
+    int32_t x;
+    if (sampling) {
+      // q: the target's sampler transforms on the draft's logits (the same ones p gets).
+      float* q = draft_probs_ + static_cast<size_t>(i) * vocab;
+      sampler_.probabilities(d.scratch_.logits, nullptr, 0, q);
+      x = draw_from(q, vocab, sampler_.rng());
+    } else {
+      x = sampler_.sample(d.scratch_.logits, nullptr, 0);  // greedy: no penalties while drafting
+    }
+    verify_tokens_[1 + i] = x;
+    if (i + 1 < k && d.decode(x) != Error::Ok) {
+      d.drop_after(position_);
+      return i + 1;
+    }
+  }
+  return k;
+}
+
+Error Session::set_draft_model(Model* draft) {
+  auto release = [this] {
+    if (draft_ != nullptr) draft_->model().destroy_session(draft_);
+    draft_ = nullptr;
+  };
+  if (draft == nullptr) {
+    release();
+    return Error::Ok;
+  }
+  TERN_CHECK_OR_RETURN(draft != model_, Error::InvalidArgument,
+                       "the draft model is the session's own model (load a smaller one to draft)");
+  const Tokenizer* mine = model_->tokenizer();
+  const Tokenizer* theirs = draft->tokenizer();
+  TERN_CHECK_OR_RETURN(mine != nullptr && theirs != nullptr, Error::InvalidArgument,
+                       "draft model: both models need a bundle's tokenizer");
+  TERN_CHECK_OR_RETURN(mine->kind() == theirs->kind() && mine->vocab_size() == theirs->vocab_size(),
+                       Error::InvalidArgument,
+                       "draft model: its tokenizer differs (%d tokens, kind %d; this model's has %d, kind %d)",
+                       theirs->vocab_size(), static_cast<int>(theirs->kind()), mine->vocab_size(),
+                       static_cast<int>(mine->kind()));
+  TERN_CHECK_OR_RETURN(mine->bos_id() == theirs->bos_id() && mine->eos_id() == theirs->eos_id() &&
+                           mine->eot_id() == theirs->eot_id() && mine->unk_id() == theirs->unk_id(),
+                       Error::InvalidArgument, "draft model: its tokenizer's special tokens differ");
+  for (int32_t id = 0; id < mine->vocab_size(); ++id) {
+    const PieceView a = mine->piece(id), b = theirs->piece(id);
+    TERN_CHECK_OR_RETURN(a.size == b.size && std::memcmp(a.data, b.data, a.size) == 0 &&
+                             mine->is_control(id) == theirs->is_control(id),
+                         Error::InvalidArgument, "draft model: its tokenizer differs at token %d ('%.*s', here '%.*s')",
+                         id, static_cast<int>(b.size), b.data, static_cast<int>(a.size), a.data);
+  }
+  SamplerParams greedy;  // the draft's own sampler is not used: drafts come from this session's
+  greedy.temperature = 0.0f;
+  release();  // checked: now its slot may go to the new draft (the same model again)
+  TERN_ASSIGN_OR_RETURN(Session* d, draft->create_session(greedy));
+  if (d->sampler_.vocab() != sampler_.vocab()) {
+    const uint32_t theirs_vocab = d->sampler_.vocab();
+    draft->destroy_session(d);
+    return fail(Error::InvalidArgument, "draft model: it samples %u tokens, this model %u", theirs_vocab,
+                sampler_.vocab());
+  }
+  draft_ = d;
+  return Error::Ok;
+}
+
 Error Session::truncate(uint32_t n) {
   TERN_CHECK_OR_RETURN(n <= position_, Error::InvalidArgument, "truncate to %u tokens: the session holds %u", n,
                        position_);
   TERN_CHECK_OR_RETURN(!needs_reset_, Error::InvalidState,
                        "an earlier failed batch left the KV cache inconsistent; reset the session");
   if (n == position_) return Error::Ok;
+  if (draft_ != nullptr) draft_->drop_after(n);
   // The history holds the last history_len_ tokens: positions [position_ - history_len_, position_).
   const uint32_t first_kept_in_history = position_ - history_len_;
   if (n == 0) {
@@ -444,6 +597,8 @@ Error Session::load_state(const void* buf, size_t size) {
   has_logits_ = h.has_logits != 0;
   if (has_logits_) std::memcpy(scratch_.logits, p + history_bytes, logits_bytes);
   needs_reset_ = false;
+  forced_next_ = -1;
+  if (draft_ != nullptr) draft_->reset();  // it catches up from the history when it next drafts
   (void)sampler_.configure(sp);
   sampler_.rng().set_state(h.rng);
   return Error::Ok;
@@ -536,6 +691,8 @@ Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOp
   TERN_CHECK_OR_RETURN(prompt_tokens > 0 || position_ > 0, Error::InvalidArgument,
                        "empty prompt on an empty session: nothing to condition on");
   TERN_RETURN_IF_ERROR(prefill(prompt_, prompt_tokens));
+  // A draft model runs the prompt now, with the target's (counted as prefill time).
+  if (draft_ != nullptr && drafting()) (void)draft_catch_up(nullptr);
   st.prompt_tokens = static_cast<uint32_t>(prompt_tokens);
   const uint64_t t1 = monotonic_ns();
   st.prefill_seconds = seconds_between(t0, t1);
@@ -547,6 +704,7 @@ Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOp
   Error result = Error::Ok;
   st.stop_reason = StopReason::MaxTokens;
   pending_count_ = pending_next_ = 0;
+  forced_next_ = -1;
   const bool speculative = drafting();
   // With drafting, accepted drafts are already in the cache when they are emitted; where
   // token-by-token decoding would not have run them (a stop), they are rolled back after.
@@ -558,6 +716,9 @@ Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOp
       token = verify_tokens_[1 + pending_next_++];
       --pending_count_;
       decoded_ahead = pending_count_ + 1;
+    } else if (forced_next_ >= 0) {  // a rejected draft's replacement, drawn by verification
+      token = forced_next_;
+      forced_next_ = -1;
     } else {
       auto next = sample();
       if (!next.ok()) {
@@ -608,6 +769,7 @@ Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOp
     ++st.decoded_tokens;
   }
   pending_count_ = pending_next_ = 0;
+  forced_next_ = -1;
   if (decoded_ahead > 0 && result == Error::Ok) result = truncate(position_ - decoded_ahead);
   if (result == Error::Ok && st.stop_reason != StopReason::StopString) {
     auto rest = decoder.flush(piece, sizeof piece);

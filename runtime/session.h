@@ -91,13 +91,16 @@ class Session {
   Error generate(const char* prompt, size_t prompt_size, const GenerateOptions& options, PieceCallback on_piece,
                  void* user_data, GenerateStats* stats);
 
-  // Speculative decoding in generate(): before each decode step, prompt lookup drafts up to
-  // `k` tokens (the text after the latest earlier occurrence of the last 3, 2 or 1 tokens),
-  // one batched forward pass verifies them, the longest prefix greedy decoding would have
-  // produced is kept and the cache rolls back past the rest. The text is exactly the
-  // non-speculative greedy text. Used when the sampler is greedy without penalties and no
-  // logit hook is set (a logit bias is fine); otherwise generate() decodes one token at a
-  // time. k = 0 turns it off; at most the model's ModelParams::draft_tokens.
+  // Speculative decoding in generate(): before each decode step up to `k` tokens are drafted,
+  // by prompt lookup (the text after the latest earlier occurrence of the last 3, 2 or 1
+  // tokens) or by a draft model (set_draft_model), one batched forward pass verifies them and
+  // the cache rolls back past the rejected ones. Greedy: the longest prefix greedy decoding
+  // would have produced is kept, so the text is exactly the non-speculative greedy text.
+  // Sampling (temperature > 0): speculative sampling (speculative_accept on the sampler's
+  // distributions of target and draft), so every token is distributed as plain sampling's.
+  // Used when there are no penalties and no logit hook (a logit bias is fine); otherwise
+  // generate() decodes one token at a time. k = 0 turns it off; at most the model's
+  // ModelParams::draft_tokens.
   Error set_draft_tokens(uint32_t k);
   uint32_t draft_tokens() const { return draft_max_; }
   // One verification pass with drafts from any source: runs `token` and drafts[0..k) (k <=
@@ -105,6 +108,15 @@ class Session {
   // `token` and the drafts greedy decoding picks in turn, rolls the rest back and leaves the
   // logits after the last kept one. Returns how many drafts were kept.
   Result<uint32_t> verify_drafts(int32_t token, const int32_t* drafts, uint32_t k);
+  // Drafts with a second, smaller model instead of prompt lookup: a session of `draft` (one
+  // of its slots, so no allocation) runs the same tokens and proposes k tokens per step
+  // (greedy, or drawn from its distribution when sampling), rolled back past the ones the
+  // target rejects. The tokenizers must be identical (InvalidArgument naming the first
+  // difference); InvalidState when `draft` has no free session slot. Null: prompt lookup
+  // again. `draft` must outlive this session. The draft's positions are limited by its own
+  // context (drafting pauses when it is full) and its KV mode (rollback must be exact).
+  Error set_draft_model(Model* draft);
+  const Session* draft_session() const { return draft_; }
 
   // Forgets the conversation (the memory stays) and clears an abort request.
   void reset();
@@ -146,6 +158,7 @@ class Session {
  private:
   friend class Model;
   Session() = default;
+  ~Session();
   Error init(Model& model, const SamplerParams& sampler, ArenaAllocator& arena);
 
   Model* model_ = nullptr;
@@ -162,6 +175,19 @@ class Session {
   // Decodes `token` and verifies up to `max_drafts` drafted tokens after it in one pass;
   // the accepted ones (already in the cache) go to pending_.
   Error decode_drafting(int32_t token, uint32_t max_drafts, GenerateStats& stats);
+  // The draft model's proposals after the text so far followed by `token` (at most `max`,
+  // into verify_tokens_ + 1; with `sampling` each one's distribution into draft_probs_).
+  // Drafting is optional: a draft that cannot run (full, out of sync, failing) proposes 0.
+  uint32_t draft_model_drafts(int32_t token, uint32_t max, bool sampling);
+  // Runs in the draft session what it lacks of our text (and `token` when not null); false
+  // when it cannot (its context is full, our history no longer reaches back, it failed).
+  bool draft_catch_up(const int32_t* token);
+  // verify_drafts with speculative sampling: q_rows holds the drafts' distributions (null:
+  // prompt lookup's deterministic drafts). A rejected draft's replacement goes to forced_next_.
+  Result<uint32_t> verify_batch(int32_t token, const int32_t* drafts, uint32_t k, bool sampling, const float* q_rows);
+  // Keeps positions [0, n) (a draft session following its target); resets when rollback
+  // cannot be exact.
+  void drop_after(uint32_t n);
 
   int32_t* history_ = nullptr;  // the last history_len_ tokens, history_capacity_ entries
   float* biased_logits_ = nullptr;  // the copy sampling reads when a bias or hook is set
@@ -175,6 +201,9 @@ class Session {
   uint32_t draft_max_ = 0;       // in use (set_draft_tokens)
   uint32_t pending_count_ = 0;   // accepted drafts not yet emitted by generate()
   uint32_t pending_next_ = 0;    // the next of them: verify_tokens_[1 + pending_next_]
+  int32_t forced_next_ = -1;     // speculative sampling: the token a rejection drew, emitted after pending_
+  float* draft_probs_ = nullptr; // [draft_room_][vocab]: a draft model's distributions when sampling
+  Session* draft_ = nullptr;     // the draft model's session (in that model's arena)
   uint32_t history_capacity_ = 0;
   uint32_t history_len_ = 0;
   uint32_t context_ = 0;

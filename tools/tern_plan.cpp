@@ -1,5 +1,6 @@
 // tern-plan BUNDLE --budget 2G|available[-25%] | --context 8192 | --device pi4|pi5|android6g|iphone4g|all
 //           [--budget B --context N: how many sessions of N tokens fit] [--sessions N] [--json]
+//           [--draft-max K] [--draft DRAFT_BUNDLE with --context: a draft model's plan beside each mode's]
 // Before loading anything big: per KV mode (fp16, q8, q4, q2, and adaptive at every average
 // the bundle is calibrated at), what the weights, scratch and KV cache cost, and the largest
 // context a budget holds (or the budget a context needs). The numbers are tern_plan()'s,
@@ -58,6 +59,8 @@ struct Table {
   // kv_mode "auto" with a budget: the least-KL mode that holds the context, or why none does.
   tern_plan_row auto_row{};
   std::string auto_message;
+  // --draft: the draft bundle's plan per row (same KV mode and context), or its status.
+  std::vector<tern_plan_row> draft_rows;
 };
 
 // What kv_mode "auto" resolves to under this table's budget and context (the C API's answer).
@@ -103,6 +106,25 @@ void print_text(const Table& t) {
               "sessions: %s)\n\n",
               t.rows.empty() ? 0.0 : mib(t.rows[0].process_overhead_bytes),
               t.budget > 0 ? "how many of that context fit the budget" : "planned");
+}
+
+// A draft model is a second tern_model in the same process: its plan's total counts the
+// process overhead again, which the process pays once.
+void print_draft(const Table& t, const std::string& draft) {
+  if (t.draft_rows.empty()) return;
+  std::printf("with the draft model %s (loaded with the same KV mode and context)\n", draft.c_str());
+  std::printf("%-14s %9s %10s %12s %14s\n", "kv mode", "context", "weights", "draft total", "both, one process");
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const tern_plan_row& r = t.rows[i];
+    const tern_plan_row& d = t.draft_rows[i];
+    if (r.status != TERN_OK || d.status != TERN_OK) {
+      std::printf("%-14s %s\n", r.kv_mode, tern_status_string(r.status != TERN_OK ? r.status : d.status));
+      continue;
+    }
+    std::printf("%-14s %9u %8.1f M %10.1f M %12.1f M\n", r.kv_mode, d.context_tokens, mib(d.weights_bytes),
+                mib(d.total_bytes), mib(r.total_bytes + d.total_bytes - d.process_overhead_bytes));
+  }
+  std::printf("(MiB; the draft total includes its own process overhead, counted once in the last column)\n\n");
 }
 
 void print_json_row(const tern_plan_row& r, bool last) {
@@ -224,6 +246,11 @@ int main(int argc, char** argv) {
   app.add_option("--kv-sinks", sinks, "sink tokens (default 4)");
   app.add_option("--kv-window", window, "exact recent tokens (default 32)");
   app.add_flag("--no-evict", no_evict, "plan without eviction");
+  std::string draft;
+  unsigned draft_max = 0;
+  app.add_option("--draft-max", draft_max, "room for speculative decoding: drafted tokens per step (0-15)")
+      ->check(CLI::Range(0, 15));
+  app.add_option("--draft", draft, "a draft model's bundle: its plan beside each mode's (with --context)");
   app.add_flag("--json", json, "JSON output");
   CLI11_PARSE(app, argc, argv);
   const bool budget_and_context = !budget_text.empty() && context > 0 && device.empty();
@@ -232,6 +259,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tern-plan: give one of --budget, --context, --device (or --budget with --context)\n");
     return 2;
   }
+  if (!draft.empty() && (context == 0 || !budget_text.empty())) {
+    std::fprintf(stderr, "tern-plan: --draft plans with --context (a budget would have to be split between the models)\n");
+    return 2;
+  }
+  if (!draft.empty() && draft_max == 0) draft_max = 4;
 
   std::vector<Table> tables;
   if (!budget_text.empty()) {
@@ -281,6 +313,7 @@ int main(int argc, char** argv) {
     p.kv_sink_tokens = sinks;
     p.kv_recent_window = window;
     p.kv_eviction = no_evict ? 0 : -1;
+    p.n_draft = draft_max;
     const char* const* kv_modes = mode_ptrs.empty() ? nullptr : mode_ptrs.data();
     size_t count = 0;
     tern_status s = tern_plan(bundle.c_str(), &p, kv_modes, mode_ptrs.size(), nullptr, 0, &count);
@@ -295,6 +328,17 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (t.budget > 0) plan_auto(bundle, p, &t);
+    for (const tern_plan_row& r : draft.empty() ? std::vector<tern_plan_row>{} : t.rows) {
+      tern_model_params dp = p;
+      dp.n_draft = 0;
+      dp.n_ctx = r.context_tokens > 0 ? r.context_tokens : t.context;
+      const char* mode[] = {r.kv_mode};
+      tern_plan_row d{};
+      size_t n = 0;
+      const tern_status ds = tern_plan(draft.c_str(), &dp, mode, 1, &d, 1, &n);
+      if (ds != TERN_OK) d.status = ds;
+      t.draft_rows.push_back(d);
+    }
   }
 
   const BundleDecodeWork work = device.empty() ? BundleDecodeWork{} : bundle_decode_work(bundle);
@@ -326,7 +370,7 @@ int main(int argc, char** argv) {
     std::printf("  ]\n}\n");
   } else {
     for (const Table& t : tables) {
-      print_text(t), print_auto(t);
+      print_text(t), print_auto(t), print_draft(t, draft);
       if (!t.device.empty()) print_decode_prediction(work, t.device.c_str());
     }
   }

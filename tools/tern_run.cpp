@@ -112,8 +112,10 @@ int main(int argc, char** argv) {
   app.add_flag("--no-bos", no_bos, "do not prepend BOS");
   std::string draft;
   unsigned draft_max = 8;
-  app.add_option("--draft", draft, "speculative decoding: 'lookup' drafts by prompt lookup (greedy only; same text)")
-      ->check(CLI::IsMember({"lookup"}));
+  app.add_option("--draft", draft,
+                 "speculative decoding: 'lookup' drafts by prompt lookup, a bundle path drafts with that smaller "
+                 "model (same tokenizer; loaded with the same KV mode, context and threads). Greedy: the same text; "
+                 "sampling: speculative sampling (the same distribution)");
   app.add_option("--draft-max", draft_max, "most drafted tokens per verification pass (1-15, default 8)")
       ->check(CLI::Range(1, 15));
   CLI11_PARSE(app, argc, argv);
@@ -152,18 +154,34 @@ int main(int argc, char** argv) {
   tern_model* model = nullptr;
   tern_status s = tern_model_load(bundle.c_str(), &mp, &model);
   if (s != TERN_OK) return die("load", s);
+  tern_model* draft_model = nullptr;
+  if (!draft.empty() && draft != "lookup") {
+    tern_model_params dp = mp;  // its own plan and arena; the same context as the target's
+    dp.n_draft = 0;
+    tern_model_info info;
+    tern_model_get_info(model, &info);
+    dp.n_ctx = info.context_tokens;
+    dp.memory_budget_bytes = 0;
+    if ((s = tern_model_load(draft.c_str(), &dp, &draft_model)) != TERN_OK) {
+      tern_model_free(model);
+      return die("--draft", s);
+    }
+  }
   tern_session_params sp = tern_session_default_params();
   sp.sampler = sampler;
   sp.n_draft = mp.n_draft;
+  sp.draft_model = draft_model;
   tern_session* session = nullptr;
   s = tern_session_create(model, &sp, &session);
   if (s != TERN_OK) {
     tern_model_free(model);
+    tern_model_free(draft_model);
     return die("session", s);
   }
   if (!biases.empty() && (s = tern_session_set_logit_bias(session, biases.data(), biases.size())) != TERN_OK) {
     tern_session_free(session);
     tern_model_free(model);
+    tern_model_free(draft_model);
     return die("--logit-bias", s);
   }
 
@@ -254,7 +272,14 @@ int main(int argc, char** argv) {
     print_stats(total);
   }
   print_memory(model);
+  if (draft_model != nullptr) {
+    tern_memory_report r{};
+    tern_memory_report_get(draft_model, &r);
+    std::fprintf(stderr, "draft model: planned %.2f MiB (arena %.2f MiB, context %u tokens, kv %s)\n",
+                 r.planned_total_bytes / 1048576.0, r.arena_bytes / 1048576.0, r.context_tokens, r.kv_mode);
+  }
   tern_session_free(session);
   tern_model_free(model);
+  tern_model_free(draft_model);
   return rc;
 }

@@ -120,9 +120,10 @@ typedef struct tern_model_params {
    * with n_ctx positions (or what the budget allows), so they run concurrently from different
    * threads while sharing the mapped weights; the budget covers them all. */
   uint32_t n_sessions;
-  /* Speculative decoding (prompt lookup): room in every session to verify up to n_draft
-   * drafted tokens per step (at most 15; a few bytes each). 0: none. Sessions turn
-   * it on with tern_session_params.n_draft or tern_session_set_draft(). */
+  /* Speculative decoding: room in every session to verify up to n_draft drafted tokens per
+   * step (at most 15; n_draft + 1 token ids and n_draft x vocab floats, the draft model's
+   * distributions for speculative sampling). 0: none. Sessions turn it on with
+   * tern_session_params.n_draft or tern_session_set_draft(). */
   uint32_t n_draft;
 } tern_model_params;
 
@@ -142,12 +143,22 @@ typedef struct tern_sampler_params {
 
 typedef struct tern_session_params {
   tern_sampler_params sampler;
-  /* Speculative decoding in tern_generate(): draft up to n_draft tokens per step by prompt
-   * lookup (the text after the latest earlier occurrence of the last 3, 2 or 1 tokens) and
-   * verify them in one batched pass. The text is exactly the one-token-at-a-time greedy
-   * text; it applies while the sampler is greedy without penalties and no logit hook is set
-   * (otherwise tokens are decoded one at a time). 0: off; at most tern_model_params.n_draft. */
+  /* Speculative decoding in tern_generate(): draft up to n_draft tokens per step and verify
+   * them in one batched pass. Drafts come from prompt lookup (the text after the latest
+   * earlier occurrence of the last 3, 2 or 1 tokens) or, with draft_model, from a second,
+   * smaller model with the identical tokenizer. Greedy: the text is exactly the
+   * one-token-at-a-time greedy text. Sampling: speculative sampling (a draft x is kept with
+   * probability min(1, p(x)/q(x)), p and q the sampler's distributions of this model and
+   * the draft after the same temperature, top-k, min-p and top-p, and a rejection draws from
+   * max(0, p - q) renormalized), so every token is distributed as plain sampling's. It
+   * applies while the sampler has no penalties and no logit hook is set (otherwise tokens
+   * are decoded one at a time). 0: off; at most tern_model_params.n_draft. */
   uint32_t n_draft;
+  /* NULL: prompt lookup. Otherwise a loaded model that drafts: the session takes one of its
+   * session slots (TERN_INVALID_STATE when none is free) and runs the same tokens there.
+   * TERN_INVALID_ARGUMENT when its tokenizer is not identical (vocabulary, pieces, special
+   * tokens) or it is this session's own model. Free the session before the draft model. */
+  tern_model* draft_model;
 } tern_session_params;
 
 typedef struct tern_model_info {
@@ -216,7 +227,7 @@ typedef struct tern_generate_stats {
   double prefill_seconds;
   double decode_seconds;
   tern_stop_reason stop_reason;
-  uint32_t drafted_tokens;  /* speculative decoding: tokens drafted by prompt lookup */
+  uint32_t drafted_tokens;  /* speculative decoding: tokens drafted (prompt lookup or draft model) */
   uint32_t accepted_tokens; /* of those, the ones verification kept */
   uint32_t verify_steps;    /* batched verification passes */
 } tern_generate_stats;
@@ -272,6 +283,9 @@ TERN_API tern_status tern_session_set_sampler(tern_session* session, const tern_
 /* Drafted tokens per speculative step (tern_session_params.n_draft); 0 turns drafting off.
  * TERN_INVALID_ARGUMENT above the model's tern_model_params.n_draft. */
 TERN_API tern_status tern_session_set_draft(tern_session* session, uint32_t n_draft);
+/* The draft source (tern_session_params.draft_model): a model with the same tokenizer, or
+ * NULL for prompt lookup. Releases the slot of the previous draft model. */
+TERN_API tern_status tern_session_set_draft_model(tern_session* session, tern_model* draft_model);
 /* Tokens run so far (with eviction this may exceed the KV capacity, context_tokens). */
 TERN_API tern_status tern_session_position(const tern_session* session, uint32_t* out_position);
 

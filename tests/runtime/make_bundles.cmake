@@ -8,6 +8,7 @@ file(MAKE_DIRECTORY "${OUT}")
 # The -base3 bundles are the same models packed 5 weights per byte (t3_interleaved16).
 set(models
   "bitllama2c-3M.tern|models/bitllama2c-3M/bit_model.bin|--embed,f32"
+  "bitllama2c-1M.tern|models/bitllama2c-1M/bit_model.bin|--embed,f32"
   "tiny-austen-bf16.tern|models/tiny-austen/bf16"
   "tiny-austen-packed.tern|models/tiny-austen/packed"
   "tiny-austen-base3.tern|models/tiny-austen/packed|--ternary-packing,base3"

@@ -163,6 +163,63 @@ TEST(NoAlloc, DecodeWithAgingTiersAllocatesNothing) {
   tern_model_free(model);
 }
 
+// A draft model: its session (taken from its own slot when the target session is created,
+// before counting), its catch-up prefills, drafts, roll-backs, and speculative sampling's
+// distributions stay inside the two models' arenas. Greedy with a dense cache, sampled with a
+// compressed one.
+TEST(NoAlloc, GenerateWithADraftModelAllocatesNothing) {
+  TERN_REQUIRE_BUNDLE("bitllama2c-3M.tern", "models/bitllama2c-3M/bit_model.bin");
+  TERN_REQUIRE_BUNDLE("bitllama2c-1M.tern", "models/bitllama2c-1M/bit_model.bin");
+  struct Case {
+    const char* mode;
+    float temperature;
+  };
+  for (const Case c : {Case{"f32", 0.0f}, Case{"q4", 0.8f}}) {
+    const char* mode = c.mode;
+    const float temperature = c.temperature;
+    tern_model_params mp = tern_model_default_params();
+    mp.kv_mode = mode;
+    mp.n_ctx = 256;
+    mp.n_draft = 4;
+    tern_model *model = nullptr, *draft = nullptr;
+    ASSERT_EQ(tern_model_load(tern::testing::bundle_path("bitllama2c-3M.tern").c_str(), &mp, &model), TERN_OK)
+        << tern_last_error_message();
+    mp.n_draft = 0;
+    ASSERT_EQ(tern_model_load(tern::testing::bundle_path("bitllama2c-1M.tern").c_str(), &mp, &draft), TERN_OK)
+        << tern_last_error_message();
+    tern_session_params sp = tern_session_default_params();
+    sp.sampler.temperature = temperature;
+    sp.n_draft = 4;
+    sp.draft_model = draft;
+    tern_session* session = nullptr;
+    ASSERT_EQ(tern_session_create(model, &sp, &session), TERN_OK) << tern_last_error_message();
+    const char text[] = "Once upon a time, there was a little girl named Lily. She loved to play outside.";
+    tern_generate_params gp = tern_generate_default_params();
+    gp.max_new_tokens = 40;
+    const char* stops[] = {"Lily was"};  // a stop may land inside accepted drafts: both roll back
+    gp.stop_strings = stops;
+    gp.n_stop_strings = 1;
+    tern_generate_stats st{}, st2{};
+    size_t bytes = 0;
+    long calls = 0;
+    {
+      Counting counting;
+      EXPECT_EQ(tern_generate(session, text, sizeof text - 1, &gp, sink, &bytes, &st), TERN_OK)
+          << tern_last_error_message();
+      gp.n_stop_strings = 0;
+      EXPECT_EQ(tern_generate(session, " Then", 5, &gp, sink, &bytes, &st2), TERN_OK) << tern_last_error_message();
+      EXPECT_EQ(tern_session_reset(session), TERN_OK);
+      calls = counting.calls();
+    }
+    EXPECT_EQ(calls, 0) << "heap calls while generating with a draft model, kv " << mode << ", temperature "
+                        << temperature;
+    EXPECT_GT(st.accepted_tokens + st2.accepted_tokens, 0u) << "no draft accepted: verification not exercised";
+    tern_session_free(session);
+    tern_model_free(model);
+    tern_model_free(draft);
+  }
+}
+
 TEST(NoAlloc, PrefillDecodeSampleGenerateTwoThreads) {
   TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern", "models/tiny-austen/packed/model.safetensors");
   run_without_allocating("tiny-austen-packed.tern", "", 2);
