@@ -1,6 +1,7 @@
 // Exactness check for the LUT probe: random and extreme codes / activations, odd
 // column counts, and more than 255 tiles (the int16 chunk boundary), against a naive
-// sum over unpacked codes and against the scalar T2Interleaved16 kernel.
+// sum over unpacked codes and against the scalar T2Interleaved16 kernel; the NEON table
+// build against the scalar one, byte for byte.
 // Build and run: see README.md in this folder.
 #include <cstdio>
 #include <random>
@@ -45,6 +46,12 @@ int main() {
       const size_t k_tiles = (cols + 15) / 16;
       std::vector<int8_t> tables(k_tiles * tern_probe::kTableBytesPerTile);
       tern_probe::lut_build_tables(q.data(), cols, tables.data());
+      std::vector<int8_t> tables_neon(tables.size());
+      tern_probe::lut_build_tables_neon(q.data(), cols, tables_neon.data());
+      if (tables_neon != tables) {
+        std::printf("TABLES DIFFER cols=%zu pattern=%d\n", cols, pattern);
+        ++failures;
+      }
       int32_t lut[16], lut_d[16], ref[16];
       tern_probe::lut_block_t2i16(block.data(), k_tiles, tables.data(), lut);
       tern_probe::lut_block_t2i16_d(block.data(), k_tiles, tables.data(), lut_d);

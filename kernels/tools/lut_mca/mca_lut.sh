@@ -37,3 +37,14 @@ if [ -s "$out/lut.gcc.loop.s" ]; then
   llvm-mca -mtriple=aarch64 -mcpu=cortex-a72 -iterations=200 "$out/lut_whatif.gcc.loop.s" 2>/dev/null |
     awk '/^Instructions:/ {i=$2/200} /^Total Cycles:/ {c=$3/200} END {printf "%d instructions, %.1f cycles per tile, %.4f cycles per weight\n", i, c, c/256}'
 fi
+# Table build (lut_build_tables_neon), cycles per 16 columns: paid once per token and
+# input vector, then shared by every 16-row block of the matrices reading that vector.
+for cc in gcc clang; do
+  if python3 "$root/kernels/tools/extract_loop.py" "$out/lut.$cc.s" 32 'mul|mla' > "$out/build.$cc.loop.s"; then
+    printf 'lut table build %s cortex-a72: ' $cc
+    llvm-mca -mtriple=aarch64 -mcpu=cortex-a72 -iterations=200 "$out/build.$cc.loop.s" 2>/dev/null |
+      awk '/^Instructions:/ {i=$2/200} /^Total Cycles:/ {c=$3/200} END {printf "%d instructions, %.1f cycles per 16 columns\n", i, c}'
+  else
+    echo "lut table build $cc: no loop with 32 mul/mla found"
+  fi
+done
