@@ -14,6 +14,7 @@ for spec in "neon:kernels/ternary_block_t2i16__neon.cpp:32:smull|smlal" \
             "lut:kernels/tools/lut_mca/ternary_lut_t2i16_neon_probe.cpp:16:tbl" \
             "lut_d:kernels/tools/lut_mca/ternary_lut_t2i16_neon_probe.cpp:32:tbl"; do
   kernel=${spec%%:*}; rest=${spec#*:}; src=$root/${rest%%:*}; rest=${rest#*:}; n=${rest%%:*}; ops=${rest#*:}
+  # shellcheck disable=SC2086
   aarch64-linux-gnu-g++ $common -S "$src" -o "$out/$kernel.gcc.s"
   # shellcheck disable=SC2086
   clang-14 $clang_sys $common -S "$src" -o "$out/$kernel.clang.s"
