@@ -241,23 +241,29 @@ void CompressedKvCache::for_each_segment(const HeadState& h, uint32_t end_pos, F
   const uint32_t window_first = h.next_pos - h.window_count;
   const uint32_t middle_first = window_first - h.middle_count * G;
   const uint32_t aged_first = middle_first - h.aged_count * G;
-  for (uint32_t i = 0; i < h.aged_count; ++i) {
-    const uint32_t first = aged_first + i * G;
-    if (first >= limit) return;
-    const uint32_t n = limit - first < G ? limit - first : G;
-    const size_t slot = (h.aged_start + i) % aged_blocks_;
-    const uint8_t* keys = h.base + h.layout.aged_keys + slot * h.layout.aged_key_block_bytes;
-    const uint8_t* values = h.base + h.layout.aged_values + slot * h.layout.aged_value_block_bytes;
-    fn(KvSegment{h.aged.exact() ? exact : KvSegmentKind::Quantized, n, keys, values}, first, true);
+  // The aged ring, then the middle ring: whole blocks of G positions, oldest first, each ring
+  // read in slot order from its start. False once a block begins at or past `limit`.
+  const auto ring_blocks = [&](uint32_t first_pos, uint32_t count, size_t start, size_t slots, size_t keys_at,
+                               size_t values_at, size_t key_bytes, size_t value_bytes, bool exact_head, bool aged) {
+    for (uint32_t i = 0; i < count; ++i) {
+      const uint32_t first = first_pos + i * G;
+      if (first >= limit) return false;
+      const uint32_t n = limit - first < G ? limit - first : G;
+      const size_t slot = (start + i) % slots;
+      fn(KvSegment{exact_head ? exact : KvSegmentKind::Quantized, n, h.base + keys_at + slot * key_bytes,
+                   h.base + values_at + slot * value_bytes},
+         first, aged);
+    }
+    return true;
+  };
+  if (!ring_blocks(aged_first, h.aged_count, h.aged_start, aged_blocks_, h.layout.aged_keys, h.layout.aged_values,
+                   h.layout.aged_key_block_bytes, h.layout.aged_value_block_bytes, h.aged.exact(), true)) {
+    return;
   }
-  for (uint32_t i = 0; i < h.middle_count; ++i) {
-    const uint32_t first = middle_first + i * G;
-    if (first >= limit) return;
-    const uint32_t n = limit - first < G ? limit - first : G;
-    const size_t slot = (h.middle_start + i) % middle_blocks_;
-    const uint8_t* keys = h.base + h.layout.middle_keys + slot * h.layout.key_block_bytes;
-    const uint8_t* values = h.base + h.layout.middle_values + slot * h.layout.value_block_bytes;
-    fn(KvSegment{h.bits.exact() ? exact : KvSegmentKind::Quantized, n, keys, values}, first, false);
+  if (!ring_blocks(middle_first, h.middle_count, h.middle_start, middle_blocks_, h.layout.middle_keys,
+                   h.layout.middle_values, h.layout.key_block_bytes, h.layout.value_block_bytes, h.bits.exact(),
+                   false)) {
+    return;
   }
   if (limit <= window_first) return;
   const uint32_t n = limit - window_first;

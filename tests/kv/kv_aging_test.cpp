@@ -12,18 +12,14 @@
 #include "runtime/kv/compressed_kv_cache.h"
 #include "runtime/kv/kv_cache_spec.h"
 #include "runtime/memory_plan.h"
+#include "tests/kv/kv_test_arena.h"
 #include "tests/kv/kv_test_util.h"
 
 namespace tern {
 namespace {
 
 using testing::kv_random_rows;
-
-struct Arena {
-  explicit Arena(size_t bytes, size_t misalign = 0) : buffer(bytes + 64), arena(buffer.data() + misalign, bytes) {}
-  std::vector<uint8_t> buffer;
-  ArenaAllocator arena;
-};
+using Arena = testing::KvTestArena;
 
 TEST(KvAgingModeTest, ParsesTheSuffixOnEveryCompressedMode) {
   KvModeName m;

@@ -33,11 +33,21 @@ TEST(NoAlloc, TheShimCountsAllocations) {
   EXPECT_EQ(counting.calls(), 4);
 }
 
-void run_without_allocating(const char* bundle, const char* source, uint32_t threads) {
+// What a run changes from the default load: a KV mode and context (eviction, aging) and how
+// many tokens it decodes one at a time before the generate() call.
+struct RunOptions {
+  const char* kv_mode = nullptr;
+  uint32_t n_ctx = 0;
+  int decode_steps = 12;
+};
+
+void run_without_allocating(const char* bundle, const char* source, uint32_t threads, RunOptions options = {}) {
   const std::string path = tern::testing::bundle_path(bundle);
   tern_model_params mp = tern_model_default_params();
   mp.n_threads = threads;
   mp.n_batch = 8;
+  if (options.kv_mode != nullptr) mp.kv_mode = options.kv_mode;
+  if (options.n_ctx != 0) mp.n_ctx = options.n_ctx;
   tern_model* model = nullptr;
   ASSERT_EQ(tern_model_load(path.c_str(), &mp, &model), TERN_OK) << tern_last_error_message();
   tern_session_params sp = tern_session_default_params();
@@ -55,12 +65,14 @@ void run_without_allocating(const char* bundle, const char* source, uint32_t thr
   {
     Counting counting;
     tern_status s = tern_prefill(session, prompt.data(), n);  // batches of 8: the GEMM path
-    for (int i = 0; i < 12 && s == TERN_OK; ++i) {
+    int decoded = 0;
+    for (; decoded < options.decode_steps && s == TERN_OK; ++decoded) {
       int32_t token = 0;
       s = tern_sample(session, &token);
       if (s == TERN_OK) s = tern_decode(session, token);
     }
     EXPECT_EQ(s, TERN_OK) << tern_last_error_message();
+    EXPECT_EQ(decoded, options.decode_steps);
     tern_generate_params gp = tern_generate_default_params();
     gp.max_new_tokens = 12;
     const char* stops[] = {"\n\n"};
@@ -123,44 +135,13 @@ TEST(NoAlloc, GenerateWithDraftingAllocatesNothing) {
   }
 }
 
-// Aging tiers: blocks leave the window at 4 bits, are re-quantized to 2 bits once they are
+// Aging tiers: blocks leave the window at 4 bits, have their codes cut to 2 bits once they are
 // 32 tokens older, and the oldest aged ones are evicted, all inside the cache's arena. 132
 // positions = 4 sinks + 1 block at 4 bits + 1 aged block + the 32 + 32 window slots: blocks
 // age from position 100 and are evicted from 132; prompt + 140 tokens pass every stage.
 TEST(NoAlloc, DecodeWithAgingTiersAllocatesNothing) {
   TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern", "models/tiny-austen/packed/model.safetensors");
-  const std::string path = tern::testing::bundle_path("tiny-austen-packed.tern");
-  tern_model_params mp = tern_model_default_params();
-  mp.kv_mode = "q4>2@32";
-  mp.n_ctx = 132;
-  mp.n_batch = 8;
-  tern_model* model = nullptr;
-  ASSERT_EQ(tern_model_load(path.c_str(), &mp, &model), TERN_OK) << tern_last_error_message();
-  tern_session_params sp = tern_session_default_params();
-  sp.sampler.temperature = 0.9f;
-  tern_session* session = nullptr;
-  ASSERT_EQ(tern_session_create(model, &sp, &session), TERN_OK) << tern_last_error_message();
-  std::vector<int32_t> prompt(40);
-  size_t n = 0;
-  const char text[] = "It is a truth universally acknowledged, that a single man";
-  ASSERT_EQ(tern_tokenize(model, text, sizeof text - 1, 1, 0, prompt.data(), prompt.size(), &n), TERN_OK);
-  long calls = 0;
-  int decoded = 0;
-  {
-    Counting counting;
-    tern_status s = tern_prefill(session, prompt.data(), n);
-    for (; decoded < 140 && s == TERN_OK; ++decoded) {
-      int32_t token = 0;
-      s = tern_sample(session, &token);
-      if (s == TERN_OK) s = tern_decode(session, token);
-    }
-    EXPECT_EQ(s, TERN_OK) << tern_last_error_message();
-    calls = counting.calls();
-  }
-  EXPECT_EQ(calls, 0) << "heap calls while decoding through the aging tiers";
-  EXPECT_EQ(decoded, 140);
-  tern_session_free(session);
-  tern_model_free(model);
+  run_without_allocating("tiny-austen-packed.tern", "", 1, RunOptions{"q4>2@32", 132, 140});
 }
 
 // A draft model: its session (taken from its own slot when the target session is created,
