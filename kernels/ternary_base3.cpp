@@ -19,6 +19,14 @@ inline void t3i_position(size_t r, size_t c, size_t k_tiles, size_t* byte, unsig
 
 }  // namespace
 
+unsigned t3i_stored_digit(const uint8_t* packed, size_t cols, size_t r, size_t c) {
+  size_t byte;
+  unsigned digit;
+  t3i_position(r, c, div_up(cols, kT3iBlockCols), &byte, &digit);
+  // The value whose encoding is this byte: v = floor(byte * 243 / 256).
+  return packed[byte] * 243u / 256u / kPow3Desc[digit] % 3;
+}
+
 size_t t3i_packed_size(size_t rows, size_t cols) {
   if (rows > SIZE_MAX / 2 || cols > SIZE_MAX / 2) return 0;
   const size_t blocks = div_up(rows, kT3iBlockRows);
@@ -68,14 +76,12 @@ Error t3i_unpack(const uint8_t* packed, size_t packed_size, size_t rows, size_t 
       size_t byte;
       unsigned digit;
       t3i_position(r, c, k_tiles, &byte, &digit);
-      // The value whose encoding is this byte: v = floor(byte * 243 / 256), checked back.
-      const unsigned v = packed[byte] * 243u / 256u;
+      const unsigned v = packed[byte] * 243u / 256u;  // checked back: every byte must encode a value
       if (v > 242 || encode(v) != packed[byte]) {
         return fail(Error::InvalidBundle, "t3i_unpack: byte %u at (%zu, %zu) encodes no base-3 value",
                     packed[byte], r, c);
       }
-      const unsigned d = v / kPow3Desc[digit] % 3;
-      codes[r * cols + c] = static_cast<int8_t>(static_cast<int>(d) - 1);
+      codes[r * cols + c] = static_cast<int8_t>(static_cast<int>(t3i_stored_digit(packed, cols, r, c)) - 1);
     }
   }
   return Error::Ok;

@@ -45,6 +45,9 @@ inline unsigned t3i_digit(uint8_t byte, unsigned j) {
 size_t t3i_packed_size(size_t rows, size_t cols);
 // Packs row-major codes in {-1, 0, 1}; InvalidArgument on any other value or a short buffer.
 Error t3i_pack(const int8_t* codes, size_t rows, size_t cols, uint8_t* out, size_t out_size);
+// code(r, c) + 1 of a t3i16 matrix of `cols` columns, decoded by division (the reference
+// that the kernels' multiply-shift and ternary_matmul_int32_reference read). No byte check.
+unsigned t3i_stored_digit(const uint8_t* packed, size_t cols, size_t r, size_t c);
 // The inverse, decoding by division (independent of t3i_digit); InvalidBundle on a byte
 // that no value 0..242 encodes, Truncated on a short buffer.
 Error t3i_unpack(const uint8_t* packed, size_t packed_size, size_t rows, size_t cols, int8_t* codes);

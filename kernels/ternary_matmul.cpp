@@ -85,14 +85,7 @@ namespace {
 // code(r, c) + 1 in any layout (base-3 digits by division, not the kernels' multiply-shift).
 inline int stored_weight(const TernaryMatrix& w, size_t r, size_t c) {
   if (w.layout == TernaryLayout::T2RowMajor) return (w.data[r * ((w.cols + 3) / 4) + c / 4] >> (2 * (c % 4))) & 3;
-  if (w.layout == TernaryLayout::T3Interleaved16) {
-    static constexpr unsigned kPow3Desc[kT3iDigits] = {81, 27, 9, 3, 1};
-    const size_t k_tiles = (w.cols + kT3iBlockCols - 1) / kT3iBlockCols;
-    const size_t tile = (r / kT3iBlockRows * k_tiles + c / kT3iBlockCols) * kT3iTileBytes;
-    const size_t cc = c % kT3iBlockCols;
-    const unsigned v = w.data[tile + 4 * (r % kT3iBlockRows) + cc % 4] * 243u / 256u;
-    return static_cast<int>(v / kPow3Desc[cc / 4] % 3);
-  }
+  if (w.layout == TernaryLayout::T3Interleaved16) return static_cast<int>(t3i_stored_digit(w.data, w.cols, r, c));
   const size_t k_tiles = (w.cols + kT2iBlockCols - 1) / kT2iBlockCols;
   const size_t tile = (r / kT2iBlockRows * k_tiles + c / kT2iBlockCols) * kT2iTileBytes;
   const size_t cc = c % kT2iBlockCols;

@@ -190,19 +190,33 @@ void Sampler::probabilities(const float* logits, const int32_t* history, size_t 
   for (size_t i = 0; i < n; ++i) out[candidates_[i].id] = static_cast<float>(candidates_[i].logit / mass);
 }
 
-int32_t draw_from(const float* probs, size_t n, Rng& rng) {
+namespace {
+
+// One draw over n non-negative weights (weight(i), their sum need not be 1; zeros are never
+// drawn): one RNG draw against the running sum. -1, drawing nothing, when every weight is 0.
+template <typename Weight>
+int32_t draw_by_weight(size_t n, Rng& rng, Weight weight) {
   double mass = 0.0;
-  for (size_t i = 0; i < n; ++i) mass += probs[i];
+  for (size_t i = 0; i < n; ++i) mass += weight(i);
+  if (!(mass > 0.0)) return -1;
   const double r = rng.next_float() * mass;
   double acc = 0.0;
   size_t last = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (probs[i] <= 0.0f) continue;
-    acc += probs[i];
+    const double w = weight(i);
+    if (w <= 0.0) continue;
+    acc += w;
     last = i;
     if (r < acc) return static_cast<int32_t>(i);
   }
   return static_cast<int32_t>(last);  // rounding left r at the very top
+}
+
+}  // namespace
+
+int32_t draw_from(const float* probs, size_t n, Rng& rng) {
+  const int32_t drawn = draw_by_weight(n, rng, [probs](size_t i) { return static_cast<double>(probs[i]); });
+  return drawn < 0 ? 0 : drawn;
 }
 
 int32_t speculative_accept(const float* p, const float* q, size_t n, int32_t draft, Rng& rng) {
@@ -216,22 +230,11 @@ int32_t speculative_accept(const float* p, const float* q, size_t n, int32_t dra
     const float qi = q != nullptr ? q[i] : (static_cast<int32_t>(i) == draft ? 1.0f : 0.0f);
     return p[i] > qi ? static_cast<double>(p[i]) - qi : 0.0;
   };
-  double mass = 0.0;
-  for (size_t i = 0; i < n; ++i) mass += residual(i);
-  // A rejection has probability 1 - sum(min(p, q)) = mass: it is > 0 whenever we get here,
-  // but float sums may round it to 0 when p and q (nearly) agree; p itself is then the residual.
-  if (!(mass > 0.0)) return draw_from(p, n, rng);
-  const double r = rng.next_float() * mass;
-  double acc = 0.0;
-  size_t last = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double d = residual(i);
-    if (d <= 0.0) continue;
-    acc += d;
-    last = i;
-    if (r < acc) return static_cast<int32_t>(i);
-  }
-  return static_cast<int32_t>(last);
+  // A rejection has probability 1 - sum(min(p, q)), the residual's mass: it is > 0 whenever
+  // we get here, but float sums may round it to 0 when p and q (nearly) agree; p itself is
+  // then the residual.
+  const int32_t drawn = draw_by_weight(n, rng, residual);
+  return drawn >= 0 ? drawn : draw_from(p, n, rng);
 }
 
 }  // namespace tern

@@ -115,15 +115,17 @@ Result<int32_t> Session::sample() {
   return sample_from(scratch_.logits);
 }
 
+const float* Session::steered_logits(const float* logits) {
+  if (bias_count_ == 0 && hook_ == nullptr) return logits;
+  const uint32_t vocab = model_->config().vocab;
+  std::memcpy(biased_logits_, logits, vocab * sizeof(float));
+  for (size_t i = 0; i < bias_count_; ++i) biased_logits_[bias_[i].token] += bias_[i].bias;
+  if (hook_ != nullptr) hook_(biased_logits_, vocab, history_, history_len_, hook_user_);
+  return biased_logits_;
+}
+
 Result<int32_t> Session::sample_from(const float* logits) {
-  if (bias_count_ > 0 || hook_ != nullptr) {
-    const uint32_t vocab = model_->config().vocab;
-    std::memcpy(biased_logits_, logits, vocab * sizeof(float));
-    for (size_t i = 0; i < bias_count_; ++i) biased_logits_[bias_[i].token] += bias_[i].bias;
-    if (hook_ != nullptr) hook_(biased_logits_, vocab, history_, history_len_, hook_user_);
-    logits = biased_logits_;
-  }
-  return sampler_.sample(logits, history_, history_len_);
+  return sampler_.sample(steered_logits(logits), history_, history_len_);
 }
 
 Error Session::set_logit_bias(const LogitBias* entries, size_t count) {
@@ -273,14 +275,8 @@ Result<uint32_t> Session::verify_batch(int32_t token, const int32_t* drafts, uin
     if (accepted == k) break;
     const int32_t draft = verify_tokens_[1 + accepted];
     if (sampling) {
-      const float* logits = scratch_.logits;
-      if (bias_count_ > 0) {
-        std::memcpy(biased_logits_, logits, vocab * sizeof(float));
-        for (size_t i = 0; i < bias_count_; ++i) biased_logits_[bias_[i].token] += bias_[i].bias;
-        logits = biased_logits_;
-      }
-      float* p = biased_logits_;
-      sampler_.probabilities(logits, history_, history_len_, p);
+      float* p = biased_logits_;  // probabilities() reads all of the logits before writing p
+      sampler_.probabilities(steered_logits(scratch_.logits), history_, history_len_, p);
       const float* q = q_rows != nullptr ? q_rows + static_cast<size_t>(accepted) * sample_vocab : nullptr;
       const int32_t kept = speculative_accept(p, q, sample_vocab, draft, sampler_.rng());
       if (kept != draft) {

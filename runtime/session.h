@@ -168,6 +168,8 @@ class Session {
   void append_history(const int32_t* tokens, uint32_t n);
 
   Error refill_logits();  // logits after position_ - 1, from a rolled-back or re-run cache
+  // `logits` with the logit bias and hook applied (in biased_logits_), or `logits` itself.
+  const float* steered_logits(const float* logits);
   Result<int32_t> sample_from(const float* logits);
   bool drafting() const;
   // Drafts after the text so far followed by `token`, at most `max`, into out.

@@ -384,22 +384,14 @@ void CompressedKvCache::save_state(uint32_t, uint8_t* out) const {
     put(h.base + h.layout.sink_values, sinks * row);
     put(h.base + h.layout.window_keys, ring * row);
     put(h.base + h.layout.window_values, ring * row);
-    for (uint32_t b = 0; b < h.aged_count; ++b) {
-      const size_t slot = (h.aged_start + b) % aged_blocks_;
-      put(h.base + h.layout.aged_keys + slot * h.layout.aged_key_block_bytes, h.layout.aged_key_block_bytes);
-    }
-    for (uint32_t b = 0; b < h.aged_count; ++b) {
-      const size_t slot = (h.aged_start + b) % aged_blocks_;
-      put(h.base + h.layout.aged_values + slot * h.layout.aged_value_block_bytes, h.layout.aged_value_block_bytes);
-    }
-    for (uint32_t b = 0; b < h.middle_count; ++b) {
-      const size_t slot = (h.middle_start + b) % middle_blocks_;
-      put(h.base + h.layout.middle_keys + slot * h.layout.key_block_bytes, h.layout.key_block_bytes);
-    }
-    for (uint32_t b = 0; b < h.middle_count; ++b) {
-      const size_t slot = (h.middle_start + b) % middle_blocks_;
-      put(h.base + h.layout.middle_values + slot * h.layout.value_block_bytes, h.layout.value_block_bytes);
-    }
+    // A ring's blocks oldest first (load_state puts them back from slot 0).
+    auto put_ring = [&](uint32_t count, size_t start, size_t slots, size_t at, size_t block_bytes) {
+      for (uint32_t b = 0; b < count; ++b) put(h.base + at + (start + b) % slots * block_bytes, block_bytes);
+    };
+    put_ring(h.aged_count, h.aged_start, aged_blocks_, h.layout.aged_keys, h.layout.aged_key_block_bytes);
+    put_ring(h.aged_count, h.aged_start, aged_blocks_, h.layout.aged_values, h.layout.aged_value_block_bytes);
+    put_ring(h.middle_count, h.middle_start, middle_blocks_, h.layout.middle_keys, h.layout.key_block_bytes);
+    put_ring(h.middle_count, h.middle_start, middle_blocks_, h.layout.middle_values, h.layout.value_block_bytes);
   }
 }
 
@@ -442,15 +434,11 @@ Error CompressedKvCache::load_state(uint32_t position, const uint8_t* in, size_t
       e = fail(Error::CorruptFile, "compressed KV state is truncated at head %zu", i);
       break;
     }
-    bool ok = true;
-    for (uint32_t b = 0; b < c.aged_count && ok; ++b)
-      ok = take(h.base + h.layout.aged_keys + b * h.layout.aged_key_block_bytes, h.layout.aged_key_block_bytes);
-    for (uint32_t b = 0; b < c.aged_count && ok; ++b)
-      ok = take(h.base + h.layout.aged_values + b * h.layout.aged_value_block_bytes, h.layout.aged_value_block_bytes);
-    for (uint32_t b = 0; b < c.middle_count && ok; ++b)
-      ok = take(h.base + h.layout.middle_keys + b * h.layout.key_block_bytes, h.layout.key_block_bytes);
-    for (uint32_t b = 0; b < c.middle_count && ok; ++b)
-      ok = take(h.base + h.layout.middle_values + b * h.layout.value_block_bytes, h.layout.value_block_bytes);
+    // Each ring's blocks, oldest first, fill its slots from 0 (the starts are reset below).
+    const bool ok = take(h.base + h.layout.aged_keys, size_t{c.aged_count} * h.layout.aged_key_block_bytes) &&
+                    take(h.base + h.layout.aged_values, size_t{c.aged_count} * h.layout.aged_value_block_bytes) &&
+                    take(h.base + h.layout.middle_keys, size_t{c.middle_count} * h.layout.key_block_bytes) &&
+                    take(h.base + h.layout.middle_values, size_t{c.middle_count} * h.layout.value_block_bytes);
     if (!ok) {
       e = fail(Error::CorruptFile, "compressed KV state is truncated at head %zu", i);
       break;
