@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "runtime/model.h"
+#include "runtime/rope.h"
 
 namespace tern {
 
@@ -97,31 +98,6 @@ void bitllama_norm(const float* x, size_t n, float* out) {
   // Divide as the reference does: multiplying by the reciprocal moves int8 rounding
   // boundaries enough to flip a 0.02-logit decision on bitllama2c-3M.
   for (size_t i = 0; i < n; ++i) out[i] = x[i] / denom;
-}
-
-void rope_angles(const float* inv_freq, size_t half, uint32_t pos, float* cos, float* sin) {
-  for (size_t i = 0; i < half; ++i) {
-    const float angle = static_cast<float>(pos) * inv_freq[i];
-    cos[i] = std::cos(angle);
-    sin[i] = std::sin(angle);
-  }
-}
-
-void rope_rotate_half(float* head, size_t head_dim, const float* cos, const float* sin) {
-  const size_t half = head_dim / 2;
-  for (size_t i = 0; i < half; ++i) {
-    const float a = head[i], b = head[i + half];
-    head[i] = a * cos[i] - b * sin[i];
-    head[i + half] = b * cos[i] + a * sin[i];
-  }
-}
-
-void rope_adjacent_pairs(float* head, size_t head_dim, const float* cos, const float* sin) {
-  for (size_t i = 0; i < head_dim / 2; ++i) {
-    const float a = head[2 * i], b = head[2 * i + 1];
-    head[2 * i] = a * cos[i] - b * sin[i];
-    head[2 * i + 1] = a * sin[i] + b * cos[i];
-  }
 }
 
 Error carve_forward_scratch(const ModelConfig& c, uint32_t batch, size_t scores_per_head, ArenaAllocator* arena,

@@ -9,6 +9,7 @@
 #include "platform/error.h"
 #include "runtime/arena.h"
 #include "runtime/kv/kv_cache.h"
+#include "runtime/rope.h"
 #include "runtime/model_config.h"
 
 namespace tern {
@@ -68,9 +69,6 @@ void forward_row_logits(const Model& model, ForwardScratch& scratch, uint32_t ro
 void rms_norm(const float* x, const float* weight, size_t n, float eps, float* out);
 // bitllama2c's parameter-free norm inside every ternary linear: a / (rms(a) * n).
 void bitllama_norm(const float* x, size_t n, float* out);
-// Rotates one head in place; cos/sin hold head_dim/2 entries for this position.
-void rope_rotate_half(float* head, size_t head_dim, const float* cos, const float* sin);
-void rope_adjacent_pairs(float* head, size_t head_dim, const float* cos, const float* sin);
-void rope_angles(const float* inv_freq, size_t half, uint32_t pos, float* cos, float* sin);
+// RoPE: runtime/rope.h.
 
 }  // namespace tern
