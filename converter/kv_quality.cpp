@@ -123,6 +123,28 @@ Result<KvMode> mode_by_name(const Model& model, const std::string& name, const K
   const ModelConfig& c = model.config();
   const size_t heads = static_cast<size_t>(c.layers) * c.kv_heads;
   const schema::KvProfile* bundle_profile = model.bundle() ? model.bundle()->kv_profile() : nullptr;
+  if (const size_t hh = name.find('/'); hh != std::string::npos) {
+    // Any compressed mode with heavy-hitter eviction: "q4/hh", "uniform:2.5/hh=equal", ...
+    bool equal_shares = false;
+    uint8_t recent_percent = 0;
+    TERN_RETURN_IF_ERROR(parse_kv_heavy_hitter(name.c_str() + hh, &equal_shares, &recent_percent));
+    TERN_ASSIGN_OR_RETURN(KvMode m, mode_by_name(model, name.substr(0, hh), settings));
+    if (!m.spec.compressed) {  // fp16/hh, f32/hh: a compressed cache of exact heads
+      const KvType exact = m.spec.dense_type;
+      m = compressed_mode(name, c, settings, std::vector<KvHeadBits>(heads, KvHeadBits{0, 0}));
+      m.spec.profile.exact_type = exact;
+    }
+    m.name = name;
+    std::snprintf(m.spec.name, sizeof m.spec.name, "%s", name.c_str());
+    if (m.bits.empty()) m.bits.resize(heads);
+    else m.spec.profile.head_bits = m.bits.data();
+    KvCacheProfile& p = m.spec.profile;
+    p.eviction = KvEviction::HeavyHitter;
+    p.hh_recent_percent = recent_percent;
+    TERN_RETURN_IF_ERROR(kv_heavy_hitter_shares(equal_shares ? nullptr : bundle_profile, m.bits.data(), &p));
+    p.max_head_blocks = kv_heavy_hitter_max_blocks(p, c.max_context);
+    return m;
+  }
   if (const size_t aging = name.find('>'); aging != std::string::npos) {
     // Any compressed mode with aging tiers: "q4>2@96", "uniform:2.5>2@64", ...
     uint8_t aged_bits = 0;
@@ -510,7 +532,7 @@ Result<StreamResult> run_stream(const Model& model, std::vector<KvMode>& modes, 
                          "KV mode %s: a stream needs an evicting (compressed) cache", m.name.c_str());
     StreamLane& lane = mode_lanes[i];
     lane.spec = m.resolved();
-    lane.spec.profile.eviction = KvEviction::Streaming;
+    if (lane.spec.profile.eviction != KvEviction::HeavyHitter) lane.spec.profile.eviction = KvEviction::Streaming;
     TERN_ASSIGN_OR_RETURN(lane.capacity, stream_capacity(lane.spec, context, tokens, options.budget_bytes, m.name));
     r.modes[i].name = m.name;
     // The exact stream under the same eviction: shared by modes of the same layout.

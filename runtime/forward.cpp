@@ -158,6 +158,7 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
   const size_t ffn = c.ffn_hidden;
   const size_t wide = std::max({hidden, qd, ffn});
   const bool adjacent = c.rope_style == RopeStyle::AdjacentPairs;
+  const Rope rope{model.rope_inv_freq(), adjacent};
 
   for (uint32_t t = 0; t < n; ++t) {
     dense_row_f32(w.tok_embeddings, static_cast<size_t>(tokens[t]), s.x + t * hidden);
@@ -214,6 +215,7 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
     attention.scores = s.scores;
     attention.scores_per_head = s.scores_per_head;
     attention.observer = s.observer;
+    attention.rope = s.reposition_sinks ? &rope : nullptr;
     kv.attend(l, attention, pool);
     if (s.observer != nullptr && s.observer->on_output != nullptr) {
       s.observer->on_output(s.observer->user, l, pos0, n, s.att);

@@ -261,7 +261,8 @@ int main(int argc, char** argv) {
   app.add_option("--kv", kv,
                  "KV mode: fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B, uniform:B; any compressed one + >A@N for "
                  "aging tiers (blocks more than N tokens past the exact window stored at most A bits wide, "
-                 "e.g. q4>2@96)");
+                 "e.g. q4>2@96); any one + /hh for heavy-hitter eviction with per-head budgets (--stream; "
+                 "q4/hh, q4/hh=equal, q4/hh@50%)");
   app.add_option("--context", context, "window length in tokens (default: the model's context)");
   app.add_option("--windows", max_windows, "evaluate at most this many windows (default: the whole text)");
   app.add_option("--tail-bytes", tail_bytes, "evaluate only the last N bytes of the text (held-out part)");

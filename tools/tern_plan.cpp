@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "pi4, pi5, android6g, iphone4g or all (budget = the app's share of RAM)")
       ->check(CLI::IsMember({"pi4", "pi5", "android6g", "iphone4g", "all"}));
   app.add_option("--kv", modes, "KV modes to plan (default: fp16 q8 q4 q2 and every calibrated adaptive:B; aging tiers: "
-                 "q4>2@96 = blocks more than 96 tokens past the exact window at 2 bits)");
+                 "q4>2@96 = blocks more than 96 tokens past the exact window at 2 bits; per-head budgets: q4/hh)");
   app.add_option("-b,--batch", batch, "prefill batch (default 64)");
   app.add_option("--kv-sinks", sinks, "sink tokens (default 4)");
   app.add_option("--kv-window", window, "exact recent tokens (default 32)");

@@ -96,7 +96,8 @@ int main(int argc, char** argv) {
                  "KV mode: f32 (default), fp16|f16 (dense); q8, q4, q3, q2, k4v2 (compressed per head, eviction on); "
                  "adaptive:B (the bundle's calibrated widths at B average bits); any compressed mode + >A@N "
                  "(aging: blocks more than N tokens past the exact window stored at most A bits wide, e.g. "
-                 "q4>2@96)");
+                 "q4>2@96); any mode + /hh (per-head token budgets from calibration, each head evicting the block "
+                 "it attends to least: q4/hh, q4/hh=equal, q4/hh@50%)");
   app.add_option("--kv-window", kv_window, "exact recent tokens of a compressed cache (default 32)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--kv-sinks", kv_sinks, "sink tokens kept exact and never evicted (default 4)")

@@ -106,6 +106,11 @@ typedef struct tern_model_params {
    * TERN_NOT_FOUND lists the averages the bundle holds). A compressed mode followed by
    * ">A@N" ages its blocks: more than N tokens past the exact window their codes are
    * truncated to at most A bits ("q4>2@96", "adaptive:3>2@128"; runtime/kv/README.md).
+   * Any mode followed by "/hh" evicts per head instead of StreamingLLM's oldest block: each
+   * KV head holds its own number of blocks (from the bundle's calibrated attention entropy;
+   * "/hh=equal": the same for all) and drops the one its queries attend to least, the newest
+   * 90 % of its blocks excepted ("@R%" sets that share: "q4/hh@50%"). Speculative decoding
+   * and exact roll-back are off with it (attention already paid cannot be taken back).
    * NULL or "": kv_type, dense. */
   const char* kv_mode;
   int32_t kv_sink_tokens;   /* -1: the mode's default (4, adaptive: the bundle's) */

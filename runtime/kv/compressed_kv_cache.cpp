@@ -22,6 +22,16 @@ struct CompressedKvCache::HeadState {
   KvHeadBits aged;            // tier 2's widths
   uint32_t aged_start = 0;    // ring index of the oldest tier-2 block
   uint32_t aged_count = 0;
+  // Heavy-hitter eviction (in the head's storage at layout.block_map): per middle slot its
+  // first position, the attention it got and `queries` when it entered; `order` lists the
+  // middle_count slots in use by position. Attention updates them (attend() is const for
+  // the caller; each head is updated by the one thread that attends it).
+  uint32_t* block_first = nullptr;
+  float* block_score = nullptr;
+  uint32_t* block_since = nullptr;
+  uint32_t* order = nullptr;
+  mutable uint32_t queries = 0;       // query rows that attended the head so far
+  mutable uint32_t scored_until = 0;  // one past the latest query position attended
 };
 
 size_t kv_compressed_object_bytes() { return sizeof(CompressedKvCache); }
@@ -56,7 +66,8 @@ void load_exact(KvType type, const uint8_t* src, uint32_t n, float* out) {
 CompressedKvCache::CompressedKvCache(const KvCacheProfile& profile, uint32_t capacity, uint32_t middle_blocks)
     : KvCache(profile.shape, capacity), profile_(profile), isa_(active_isa_level()),
       middle_blocks_(static_cast<uint32_t>(profile.tier1_blocks(middle_blocks))),
-      aged_blocks_(middle_blocks - static_cast<uint32_t>(profile.tier1_blocks(middle_blocks))) {
+      aged_blocks_(middle_blocks - static_cast<uint32_t>(profile.tier1_blocks(middle_blocks))),
+      resident_capacity_(capacity) {
   layout_.block_tokens = profile.block_tokens;
   layout_.value_group = profile.value_group;
 }
@@ -96,9 +107,17 @@ Result<CompressedKvCache*> CompressedKvCache::create(const KvCacheProfile& profi
       st->layout = kv_head_layout(profile, table[i], blocks);
       TERN_ASSIGN_OR_RETURN(void* base, arena.allocate(st->layout.total, kAlign, ArenaPurpose::KvCache));
       st->base = static_cast<uint8_t*>(base);
+      if (profile.eviction == KvEviction::HeavyHitter) {
+        const size_t m = st->layout.tier1_blocks;
+        st->block_first = reinterpret_cast<uint32_t*>(st->base + st->layout.block_map);
+        st->block_score = reinterpret_cast<float*>(st->block_first + m);
+        st->block_since = reinterpret_cast<uint32_t*>(st->block_score + m);
+        st->order = st->block_since + m;
+      }
     }
   }
   cache->profile_.head_bits = table;
+  cache->resident_capacity_ = static_cast<uint32_t>(kv_resident_tokens(profile, tokens));
   return cache;
 }
 
@@ -153,23 +172,62 @@ Error CompressedKvCache::age_block(HeadState& h) {
   return Error::Ok;
 }
 
+// Mean attention per query row since the block left the window; the order index of the
+// least, among the blocks older than the head's protected recent share that some query has
+// scored (none: the oldest). Ties: the older.
+uint32_t CompressedKvCache::least_attended(const HeadState& h) const {
+  uint32_t least = 0;
+  double least_mean = 0;
+  bool found = false;
+  const uint32_t candidates = h.middle_count - h.middle_count * profile_.hh_recent_percent / 100;
+  for (uint32_t i = 0; i < candidates; ++i) {
+    const uint32_t slot = h.order[i], seen = h.queries - h.block_since[slot];
+    if (seen == 0) continue;
+    const double mean = static_cast<double>(h.block_score[slot]) / seen;
+    if (!found || mean < least_mean) least = i, least_mean = mean, found = true;
+  }
+  return least;
+}
+
 Error CompressedKvCache::flush_block(HeadState& h) {
   const uint32_t D = shape_.head_dim, G = profile_.block_tokens, ring = profile_.recent_window + G;
   const size_t row = static_cast<size_t>(D) * exact_bytes(profile_.exact_type);
-  if (h.middle_count == middle_blocks_ && aged_blocks_ > 0) {
-    TERN_RETURN_IF_ERROR(age_block(h));
-  } else if (h.middle_count == middle_blocks_) {
-    if (profile_.eviction == KvEviction::None) {
-      return fail(Error::ContextFull, "KV cache full at %u positions (eviction off)", capacity_);
+  const uint32_t slots = static_cast<uint32_t>(h.layout.tier1_blocks);
+  size_t slot_index = 0;
+  if (heavy_hitter()) {
+    // Slots 0..middle_count-1 are in use (the middle only shrinks to refill at once).
+    slot_index = h.middle_count;
+    if (h.middle_count == slots) {
+      ++evicted_blocks_;
+      if (slots > 0) {
+        const uint32_t i = least_attended(h);
+        slot_index = h.order[i];
+        std::memmove(h.order + i, h.order + i + 1, (slots - 1 - i) * sizeof(uint32_t));
+        --h.middle_count;
+      }
     }
-    ++evicted_blocks_;
-    if (middle_blocks_ > 0) {
-      h.middle_start = (h.middle_start + 1) % middle_blocks_;
-      --h.middle_count;
+    if (slots > 0) {
+      h.block_first[slot_index] = h.next_pos - h.window_count;
+      h.block_score[slot_index] = 0.0f;
+      h.block_since[slot_index] = h.queries;
+      h.order[h.middle_count] = static_cast<uint32_t>(slot_index);
     }
+  } else {
+    if (h.middle_count == middle_blocks_ && aged_blocks_ > 0) {
+      TERN_RETURN_IF_ERROR(age_block(h));
+    } else if (h.middle_count == middle_blocks_) {
+      if (profile_.eviction == KvEviction::None) {
+        return fail(Error::ContextFull, "KV cache full at %u positions (eviction off)", capacity_);
+      }
+      ++evicted_blocks_;
+      if (middle_blocks_ > 0) {
+        h.middle_start = (h.middle_start + 1) % middle_blocks_;
+        --h.middle_count;
+      }
+    }
+    if (middle_blocks_ > 0) slot_index = (h.middle_start + h.middle_count) % middle_blocks_;
   }
-  if (middle_blocks_ > 0) {
-    const size_t slot_index = (h.middle_start + h.middle_count) % middle_blocks_;
+  if (slots > 0) {
     uint8_t* block = h.base + h.layout.middle_keys + slot_index * h.layout.key_block_bytes;
     uint8_t* values = h.base + h.layout.middle_values + slot_index * h.layout.value_block_bytes;
     for (uint32_t t = 0; t < G; ++t) {
@@ -237,7 +295,8 @@ void CompressedKvCache::for_each_segment(const HeadState& h, uint32_t end_pos, F
   const KvSegmentKind exact = profile_.exact_type == KvType::F16 ? KvSegmentKind::ExactF16 : KvSegmentKind::ExactF32;
   const uint32_t limit = end_pos < h.next_pos ? end_pos : h.next_pos;
   const uint32_t sinks = limit < profile_.sink_tokens ? limit : profile_.sink_tokens;
-  if (sinks > 0) fn(KvSegment{exact, sinks, h.base + h.layout.sink_keys, h.base + h.layout.sink_values}, 0u, false);
+  if (sinks > 0)
+    fn(KvSegment{exact, sinks, h.base + h.layout.sink_keys, h.base + h.layout.sink_values}, 0u, false, kNoSlot);
   const uint32_t window_first = h.next_pos - h.window_count;
   const uint32_t middle_first = window_first - h.middle_count * G;
   const uint32_t aged_first = middle_first - h.aged_count * G;
@@ -252,17 +311,27 @@ void CompressedKvCache::for_each_segment(const HeadState& h, uint32_t end_pos, F
       const size_t slot = (start + i) % slots;
       fn(KvSegment{exact_head ? exact : KvSegmentKind::Quantized, n, h.base + keys_at + slot * key_bytes,
                    h.base + values_at + slot * value_bytes},
-         first, aged);
+         first, aged, kNoSlot);
     }
     return true;
   };
-  if (!ring_blocks(aged_first, h.aged_count, h.aged_start, aged_blocks_, h.layout.aged_keys, h.layout.aged_values,
-                   h.layout.aged_key_block_bytes, h.layout.aged_value_block_bytes, h.aged.exact(), true)) {
-    return;
-  }
-  if (!ring_blocks(middle_first, h.middle_count, h.middle_start, middle_blocks_, h.layout.middle_keys,
-                   h.layout.middle_values, h.layout.key_block_bytes, h.layout.value_block_bytes, h.bits.exact(),
-                   false)) {
+  if (heavy_hitter()) {
+    // The head's own blocks, by position.
+    for (uint32_t i = 0; i < h.middle_count; ++i) {
+      const uint32_t slot = h.order[i], first = h.block_first[slot];
+      if (first >= limit) return;
+      const uint32_t n = limit - first < G ? limit - first : G;
+      fn(KvSegment{h.bits.exact() ? exact : KvSegmentKind::Quantized, n,
+                   h.base + h.layout.middle_keys + slot * h.layout.key_block_bytes,
+                   h.base + h.layout.middle_values + slot * h.layout.value_block_bytes},
+         first, false, slot);
+    }
+  } else if (!ring_blocks(aged_first, h.aged_count, h.aged_start, aged_blocks_, h.layout.aged_keys,
+                          h.layout.aged_values, h.layout.aged_key_block_bytes, h.layout.aged_value_block_bytes,
+                          h.aged.exact(), true) ||
+             !ring_blocks(middle_first, h.middle_count, h.middle_start, middle_blocks_, h.layout.middle_keys,
+                          h.layout.middle_values, h.layout.key_block_bytes, h.layout.value_block_bytes,
+                          h.bits.exact(), false)) {
     return;
   }
   if (limit <= window_first) return;
@@ -270,10 +339,10 @@ void CompressedKvCache::for_each_segment(const HeadState& h, uint32_t end_pos, F
   const uint32_t first_part = n < ring - h.window_start ? n : ring - h.window_start;
   fn(KvSegment{exact, first_part, h.base + h.layout.window_keys + h.window_start * row,
                h.base + h.layout.window_values + h.window_start * row},
-     window_first, false);
+     window_first, false, kNoSlot);
   if (n > first_part) {
     fn(KvSegment{exact, n - first_part, h.base + h.layout.window_keys, h.base + h.layout.window_values},
-       window_first + first_part, false);
+       window_first + first_part, false, kNoSlot);
   }
 }
 
@@ -290,6 +359,7 @@ void CompressedKvCache::reset() {
     HeadState& h = heads_[i];
     h.next_pos = h.window_start = h.window_count = h.middle_start = h.middle_count = 0;
     h.aged_start = h.aged_count = 0;
+    h.queries = h.scored_until = 0;
   }
   evicted_blocks_ = 0;
 }
@@ -317,6 +387,9 @@ Error CompressedKvCache::rollback_to(uint32_t pos) {
 }
 
 uint32_t CompressedKvCache::exact_append_room() const {
+  // Heavy-hitter eviction: every query attended adds to the blocks' attention, which a
+  // roll-back cannot take back.
+  if (heavy_hitter()) return 0;
   // Every head holds the same positions: the free sink slots and the ring's free slots (a
   // write into a full ring first flushes its oldest block).
   const HeadState& h = heads_[0];
@@ -335,6 +408,7 @@ bool CompressedKvCache::rollback_is_exact(uint32_t pos) const {
   for (size_t i = 0; i < heads; ++i) {
     const HeadState& h = heads_[i];
     if (h.next_pos < pos) return false;
+    if (heavy_hitter() && h.scored_until > pos) return false;  // those queries' attention stays
     const uint32_t from = pos > S ? pos : S;
     const uint32_t dropped = h.next_pos > from ? h.next_pos - from : 0;
     if (dropped > h.window_count || h.window_count - dropped != fresh_window) return false;
@@ -362,6 +436,7 @@ size_t CompressedKvCache::state_bytes(uint32_t) const {
     bytes += sizeof(HeadCounters) + 2 * (sinks + ring) * row +
              static_cast<size_t>(h.middle_count) * (h.layout.key_block_bytes + h.layout.value_block_bytes) +
              static_cast<size_t>(h.aged_count) * (h.layout.aged_key_block_bytes + h.layout.aged_value_block_bytes);
+    if (heavy_hitter()) bytes += (3 * static_cast<size_t>(h.middle_count) + 2) * sizeof(uint32_t);
   }
   return bytes;
 }
@@ -384,15 +459,58 @@ void CompressedKvCache::save_state(uint32_t, uint8_t* out) const {
     put(h.base + h.layout.sink_values, sinks * row);
     put(h.base + h.layout.window_keys, ring * row);
     put(h.base + h.layout.window_values, ring * row);
-    // A ring's blocks oldest first (load_state puts them back from slot 0).
+    // A ring's blocks oldest first (load_state puts them back from slot 0); heavy-hitter
+    // middles by position, then each block's first position, attention and entry count.
     auto put_ring = [&](uint32_t count, size_t start, size_t slots, size_t at, size_t block_bytes) {
-      for (uint32_t b = 0; b < count; ++b) put(h.base + at + (start + b) % slots * block_bytes, block_bytes);
+      for (uint32_t b = 0; b < count; ++b) {
+        const size_t slot = heavy_hitter() ? h.order[b] : (start + b) % slots;
+        put(h.base + at + slot * block_bytes, block_bytes);
+      }
     };
     put_ring(h.aged_count, h.aged_start, aged_blocks_, h.layout.aged_keys, h.layout.aged_key_block_bytes);
     put_ring(h.aged_count, h.aged_start, aged_blocks_, h.layout.aged_values, h.layout.aged_value_block_bytes);
     put_ring(h.middle_count, h.middle_start, middle_blocks_, h.layout.middle_keys, h.layout.key_block_bytes);
     put_ring(h.middle_count, h.middle_start, middle_blocks_, h.layout.middle_values, h.layout.value_block_bytes);
+    if (heavy_hitter()) {
+      for (uint32_t b = 0; b < h.middle_count; ++b) {
+        put(&h.block_first[h.order[b]], sizeof(uint32_t));
+        put(&h.block_score[h.order[b]], sizeof(float));
+        put(&h.block_since[h.order[b]], sizeof(uint32_t));
+      }
+      put(&h.queries, sizeof(uint32_t));
+      put(&h.scored_until, sizeof(uint32_t));
+    }
   }
+}
+
+// A heavy-hitter head's block map, saved by position, into slots 0..middle_count-1: the
+// positions must ascend by whole blocks between the sinks and the window.
+Error CompressedKvCache::load_block_map(HeadState& h, const uint8_t*& in, const uint8_t* end) {
+  const uint32_t G = profile_.block_tokens, window_first = h.next_pos - h.window_count;
+  const size_t need = (3 * static_cast<size_t>(h.middle_count) + 2) * sizeof(uint32_t);
+  TERN_CHECK_OR_RETURN(static_cast<size_t>(end - in) >= need, Error::CorruptFile,
+                       "compressed KV state is truncated in a block map");
+  auto take32 = [&](void* dst) {
+    std::memcpy(dst, in, sizeof(uint32_t));
+    in += sizeof(uint32_t);
+  };
+  uint32_t next_free = profile_.sink_tokens;
+  for (uint32_t b = 0; b < h.middle_count; ++b) {
+    take32(&h.block_first[b]);
+    take32(&h.block_score[b]);
+    take32(&h.block_since[b]);
+    h.order[b] = b;
+    TERN_CHECK_OR_RETURN(h.block_first[b] >= next_free && h.block_first[b] + G <= window_first &&
+                             (h.block_first[b] - profile_.sink_tokens) % G == 0,
+                         Error::CorruptFile, "compressed KV state: a block at position %u does not fit", h.block_first[b]);
+    next_free = h.block_first[b] + G;
+  }
+  take32(&h.queries);
+  take32(&h.scored_until);
+  for (uint32_t b = 0; b < h.middle_count; ++b)
+    TERN_CHECK_OR_RETURN(h.block_since[b] <= h.queries, Error::CorruptFile,
+                         "compressed KV state: a block entered after the queries counted");
+  return Error::Ok;
 }
 
 Error CompressedKvCache::load_state(uint32_t position, const uint8_t* in, size_t size) {
@@ -421,7 +539,7 @@ Error CompressedKvCache::load_state(uint32_t position, const uint8_t* in, size_t
     const uint64_t kept = static_cast<uint64_t>(sinks) +
                           (uint64_t{c.middle_count} + c.aged_count) * profile_.block_tokens + c.window_count;
     // Tier 2 only fills once tier 1 is full.
-    if (c.next_pos != position || c.window_count > ring || c.window_start >= ring || c.middle_count > middle_blocks_ ||
+    if (c.next_pos != position || c.window_count > ring || c.window_start >= ring || c.middle_count > h.layout.tier1_blocks ||
         c.aged_count > aged_blocks_ || (c.aged_count > 0 && c.middle_count != middle_blocks_) ||
         kept > c.next_pos || (profile_.eviction == KvEviction::None && kept != c.next_pos)) {
       e = fail(Error::CorruptFile, "compressed KV state: head %zu's counters (position %u, window %u at %u, %u blocks) "
@@ -450,6 +568,7 @@ Error CompressedKvCache::load_state(uint32_t position, const uint8_t* in, size_t
     h.middle_count = c.middle_count;
     h.aged_start = 0;
     h.aged_count = c.aged_count;
+    if (heavy_hitter() && (e = load_block_map(h, in, end)) != Error::Ok) break;
   }
   if (e == Error::Ok && in != end) e = fail(Error::CorruptFile, "compressed KV state has %zu bytes too many", size_t(end - in));
   if (e != Error::Ok) {
@@ -467,27 +586,35 @@ void CompressedKvCache::attend_head(uint32_t layer, uint32_t kv_head, const KvAt
   for (uint32_t t = 0; t < a.n; ++t) {
     const size_t first = t * qd + static_cast<size_t>(kv_head) * group * shape_.head_dim;
     attend(layer, kv_head, a.q + first, a.q_sinks != nullptr ? a.q_sinks + first : nullptr, group, a.pos0 + t + 1,
-           a.scale, scores, a.out + first);
+           a.scale, scores, a.out + first, a.rope);
   }
 }
 
 void CompressedKvCache::attend(uint32_t layer, uint32_t kv_head, const float* q, const float* q_sinks,
-                               uint32_t query_heads, uint32_t end_pos, float scale, float* scores, float* out) const {
+                               uint32_t query_heads, uint32_t end_pos, float scale, float* scores, float* out,
+                               const Rope* rope) const {
   const HeadState& h = heads_[static_cast<size_t>(layer) * shape_.kv_heads + kv_head];
-  const uint32_t D = shape_.head_dim;
+  const uint32_t D = shape_.head_dim, G = profile_.block_tokens;
   KvQuantLayout layout = layout_, aged_layout = layout_;
   layout.key_bits = h.bits.exact() ? 8 : h.bits.key_bits;
   layout.value_bits = h.bits.exact() ? 8 : h.bits.value_bits;
   aged_layout.key_bits = h.aged.exact() ? 8 : h.aged.key_bits;
   aged_layout.value_bits = h.aged.exact() ? 8 : h.aged.value_bits;
-  const size_t stride = capacity_;
+  const size_t stride = resident_capacity_;
   float qr[kKvMaxQueries * kKvMaxHeadDim];
   float qs[kKvMaxQueries * kKvMaxHeadDim];
-  const bool split_sinks = q_sinks != nullptr && q_sinks != q && profile_.sink_tokens > 0;
+  const bool hh = heavy_hitter();
+  const bool split_sinks = !hh && q_sinks != nullptr && q_sinks != q && profile_.sink_tokens > 0;
+  // Heavy-hitter eviction with re-positioning: a kept segment is scored with the query
+  // rotated back by the positions the head evicted after it (sinks: all; the window: none).
+  const bool shift = hh && rope != nullptr;
+  const uint32_t window_first = h.next_pos - h.window_count;
+  float cos[kKvMaxHeadDim / 2], sin[kKvMaxHeadDim / 2];
   // Query heads sharing this KV head go through each block together (up to 4 at a time).
   for (uint32_t q0 = 0; q0 < query_heads; q0 += kKvMaxQueries) {
     const uint32_t n = query_heads - q0 < kKvMaxQueries ? query_heads - q0 : kKvMaxQueries;
-    const float* query = q + static_cast<size_t>(q0) * D;
+    const float* original = q + static_cast<size_t>(q0) * D;
+    const float* query = original;
     const float* sink_query = split_sinks ? q_sinks + static_cast<size_t>(q0) * D : query;
     float* o = out + static_cast<size_t>(q0) * D;
     if (h.rotated) {
@@ -502,29 +629,60 @@ void CompressedKvCache::attend(uint32_t layer, uint32_t kv_head, const float* q,
         sink_query = qr;
       }
     }
+    // The query rotated back by `back` positions (and into the Hadamard basis), in qs;
+    // consecutive segments with the same shift reuse it.
+    uint32_t shifted_by = 0;
+    const auto shifted_query = [&](uint32_t back) -> const float* {
+      if (back == 0) return query;
+      if (back != shifted_by) {
+        std::memcpy(qs, original, static_cast<size_t>(n) * D * sizeof(float));
+        rope->rotate_back(qs, n, D, back, cos, sin);
+        if (h.rotated)
+          for (uint32_t i = 0; i < n; ++i) kv_hadamard_rotate(qs + i * D, D);
+        shifted_by = back;
+      }
+      return qs;
+    };
     size_t total = 0;
-    for_each_segment(h, end_pos, [&](const KvSegment& seg, uint32_t first, bool aged) {
-      // Only the sink segment starts below sink_tokens.
-      const float* qq = first < profile_.sink_tokens ? sink_query : query;
+    uint32_t blocks_seen = 0;
+    for_each_segment(h, end_pos, [&](const KvSegment& seg, uint32_t first, bool aged, uint32_t slot) {
+      const float* qq = query;
+      if (shift && first < profile_.sink_tokens) {
+        qq = shifted_query(evicted_positions(layer, kv_head));
+      } else if (shift && slot != kNoSlot) {
+        // Evicted after this block: the gap to the window less the kept blocks in it.
+        qq = shifted_query(window_first - (first + G) - G * (h.middle_count - 1 - blocks_seen++));
+      } else if (first < profile_.sink_tokens) {
+        qq = sink_query;  // only the sink segment starts below sink_tokens
+      }
       kv_segment_scores_multi(isa_, seg, aged ? aged_layout : layout, D, qq, n, scale, scores + total, stride);
       total += seg.tokens;
     });
     for (uint32_t i = 0; i < n; ++i) kv_softmax(scores + i * stride, total);
     std::memset(o, 0, static_cast<size_t>(n) * D * sizeof(float));
     total = 0;
-    for_each_segment(h, end_pos, [&](const KvSegment& seg, uint32_t, bool aged) {
+    for_each_segment(h, end_pos, [&](const KvSegment& seg, uint32_t, bool aged, uint32_t slot) {
       kv_segment_accumulate_multi(isa_, seg, aged ? aged_layout : layout, D, scores + total, stride, n, o);
+      if (hh && slot != kNoSlot) {
+        // The attention the block got from these query rows, added in a fixed order.
+        float sum = 0.0f;
+        for (uint32_t i = 0; i < n; ++i)
+          for (uint32_t t = 0; t < seg.tokens; ++t) sum += scores[i * stride + total + t];
+        h.block_score[slot] += sum;
+      }
       total += seg.tokens;
     });
     if (h.rotated)
       for (uint32_t i = 0; i < n; ++i) kv_hadamard_rotate(o + i * D, D);
+    if (hh) h.queries += n;
   }
+  if (hh && end_pos > h.scored_until) h.scored_until = end_pos;
 }
 
 uint32_t CompressedKvCache::resident_positions(uint32_t layer, uint32_t kv_head, uint32_t* out) const {
   const HeadState& h = heads_[static_cast<size_t>(layer) * shape_.kv_heads + kv_head];
   uint32_t n = 0;
-  for_each_segment(h, UINT32_MAX, [&](const KvSegment& seg, uint32_t first, bool) {
+  for_each_segment(h, UINT32_MAX, [&](const KvSegment& seg, uint32_t first, bool, uint32_t) {
     for (uint32_t t = 0; t < seg.tokens; ++t) out[n++] = first + t;
   });
   return n;
@@ -537,7 +695,7 @@ void CompressedKvCache::read_rows(uint32_t layer, uint32_t kv_head, uint32_t beg
   std::memset(out, 0, static_cast<size_t>(count) * D * sizeof(float));
   const size_t row = static_cast<size_t>(D) * exact_bytes(profile_.exact_type);
   const uint32_t end = begin + count;
-  for_each_segment(h, end, [&](const KvSegment& seg, uint32_t first, bool aged) {
+  for_each_segment(h, end, [&](const KvSegment& seg, uint32_t first, bool aged, uint32_t) {
     const KvHeadBits bits = aged ? h.aged : h.bits;
     for (uint32_t t = 0; t < seg.tokens; ++t) {
       const uint32_t pos = first + t;

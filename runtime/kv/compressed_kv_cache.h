@@ -32,9 +32,12 @@ class CompressedKvCache final : public KvCache {
   bool evicting() const override { return profile_.eviction != KvEviction::None; }
   // The query heads of a GQA group read each block together, up to kKvMaxQueries at a time.
   size_t attention_scores_per_head(uint32_t group) const override {
-    return static_cast<size_t>(group < kKvMaxQueries ? group : kKvMaxQueries) * capacity_;
+    return static_cast<size_t>(group < kKvMaxQueries ? group : kKvMaxQueries) * resident_capacity_;
   }
-  uint32_t evicted_positions(uint32_t layer) const override { return evicted_positions(layer, 0); }
+  // Heavy-hitter eviction: 0, heads drop different positions and attend() re-positions.
+  uint32_t evicted_positions(uint32_t layer) const override {
+    return heavy_hitter() ? 0 : evicted_positions(layer, 0);
+  }
   // Rows of positions [begin, begin + count) in the original basis; evicted positions read as zeros.
   void read_keys(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const override;
   void read_values(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const override;
@@ -50,11 +53,15 @@ class CompressedKvCache final : public KvCache {
   // The same, with `q_sinks` (query_heads rows, or null = q) scoring the S sink tokens:
   // after eviction the forward pass passes the query rotated at its position within the
   // cache (pos - evicted_positions()) there, as StreamingLLM does (runtime/kv/kv_policy.h).
+  // Heavy-hitter eviction: q_sinks is unused; with `rope`, every kept segment is scored with
+  // the query rotated back by the positions the head evicted after it (the kept positions
+  // renumbered without gaps), and the head's middle blocks gather the attention they get.
   void attend(uint32_t layer, uint32_t kv_head, const float* q, const float* q_sinks, uint32_t query_heads,
-              uint32_t end_pos, float scale, float* scores, float* out) const;
+              uint32_t end_pos, float scale, float* scores, float* out, const Rope* rope = nullptr) const;
 
-  // Non-sink positions of the head dropped so far: its kept positions are the sinks, then
-  // [sink_tokens + evicted_positions(), next_position()).
+  // Non-sink positions of the head dropped so far. StreamingLLM: its kept positions are the
+  // sinks, then [sink_tokens + evicted_positions(), next_position()); heavy-hitter eviction:
+  // resident_positions() lists them.
   uint32_t evicted_positions(uint32_t layer, uint32_t kv_head) const;
   // Forgets the positions >= `pos` written by an unfinished forward pass (an abort or
   // error mid-batch) so the session can continue at `pos`. InvalidState when some of them
@@ -73,7 +80,9 @@ class CompressedKvCache final : public KvCache {
 
   // Positions the head currently keeps, ascending; returns the count (<= resident_capacity()).
   uint32_t resident_positions(uint32_t layer, uint32_t kv_head, uint32_t* out) const;
-  uint32_t resident_capacity() const { return capacity_; }
+  // The most positions one head holds (heavy-hitter eviction: heads' middles differ).
+  uint32_t resident_capacity() const { return resident_capacity_; }
+  bool heavy_hitter() const { return profile_.eviction == KvEviction::HeavyHitter; }
   // The next position each head expects (the number of positions written so far).
   uint32_t next_position(uint32_t layer, uint32_t kv_head) const;
   uint64_t evicted_blocks() const { return evicted_blocks_; }
@@ -87,17 +96,22 @@ class CompressedKvCache final : public KvCache {
 
  private:
   CompressedKvCache(const KvCacheProfile& profile, uint32_t capacity, uint32_t middle_blocks);
+  // fn(segment, first position, aged, middle slot or kNoSlot), in position order.
   template <typename Fn>
   void for_each_segment(const HeadState& h, uint32_t end_pos, Fn&& fn) const;
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
   void read_rows(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, bool keys, float* out) const;
   Error flush_block(HeadState& h);
   Error age_block(HeadState& h);
+  uint32_t least_attended(const HeadState& h) const;
+  Error load_block_map(HeadState& h, const uint8_t*& in, const uint8_t* end);
 
   KvCacheProfile profile_;
   KvQuantLayout layout_;
   Isa isa_;
   uint32_t middle_blocks_;  // tier 1's ring (all middle blocks without aging)
   uint32_t aged_blocks_;    // tier 2's ring (aging)
+  uint32_t resident_capacity_;
   HeadState* heads_ = nullptr;
   float* flush_ = nullptr;  // G x head_dim keys, then values (also the re-quantization scratch)
   uint64_t evicted_blocks_ = 0;

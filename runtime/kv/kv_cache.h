@@ -14,6 +14,7 @@
 #include "platform/thread_pool.h"
 #include "runtime/arena.h"
 #include "runtime/model_config.h"
+#include "runtime/rope.h"
 
 namespace tern {
 
@@ -58,6 +59,9 @@ struct KvAttention {
   float* scores = nullptr;         // [kv_heads][scores_per_head] scratch
   size_t scores_per_head = 0;      // at least the cache's attention_scores_per_head(group)
   const AttentionObserver* observer = nullptr;
+  // The model's RoPE, for caches that re-position queries themselves (heavy-hitter eviction:
+  // heads hold different positions, runtime/kv/kv_policy.h); null: keep true distances.
+  const Rope* rope = nullptr;
 };
 
 class KvCache {
@@ -78,8 +82,9 @@ class KvCache {
   void attend(uint32_t layer, const KvAttention& a, const ThreadPool* pool) const;
   // Floats of KvAttention::scores one KV head needs for `group` query heads.
   virtual size_t attention_scores_per_head(uint32_t group) const = 0;
-  // Non-sink positions dropped so far (all heads drop alike): the forward pass scores the
-  // sinks with the query at pos - evicted_positions() (runtime/kv/kv_policy.h).
+  // Non-sink positions dropped so far when all heads drop alike: the forward pass scores the
+  // sinks with the query at pos - evicted_positions() (runtime/kv/kv_policy.h). 0 when heads
+  // differ (heavy-hitter eviction): then the cache re-positions with KvAttention::rope.
   virtual uint32_t evicted_positions(uint32_t layer) const { return 0; }
   // Forgets positions >= pos written by an unfinished forward pass (an abort or error mid
   // batch). InvalidState when that is no longer possible (then only reset() recovers).

@@ -36,20 +36,52 @@ Error parse_kv_aging(const char* suffix, uint8_t* aged_bits, uint32_t* aged_afte
   return Error::Ok;
 }
 
+Error parse_kv_heavy_hitter(const char* suffix, bool* equal_shares, uint8_t* recent_percent) {
+  const char* s = suffix != nullptr ? suffix : "";
+  const bool equal = std::strncmp(s, "/hh=equal", 9) == 0;
+  const char* rest = equal ? s + 9 : (std::strncmp(s, "/hh", 3) == 0 ? s + 3 : nullptr);
+  long percent = 90;
+  bool ok = rest != nullptr;
+  if (ok && *rest == '@') {
+    char* end = nullptr;
+    percent = (rest[1] >= '0' && rest[1] <= '9') ? std::strtol(rest + 1, &end, 10) : -1;
+    ok = percent >= 0 && percent <= 100 && end != nullptr && end[0] == '%' && end[1] == '\0';
+  } else if (ok) {
+    ok = *rest == '\0';
+  }
+  TERN_CHECK_OR_RETURN(ok, Error::InvalidArgument,
+                       "KV eviction '%s': /hh (per-head budgets from calibration) or /hh=equal, optionally @R%% (the "
+                       "newest R %% of each head's blocks never dropped, 0..100, default 90), e.g. q4/hh, q4/hh@50%%",
+                       s);
+  *equal_shares = equal;
+  *recent_percent = static_cast<uint8_t>(percent);
+  return Error::Ok;
+}
+
 Error parse_kv_mode(const char* full_name, KvModeName* out) {
   TERN_CHECK_OR_RETURN(full_name != nullptr && out != nullptr, Error::InvalidArgument, "KV mode: null argument");
   KvModeName spec;
-  // "base>A@N": parse the base name, then the aging suffix.
+  // "base>A@N" or "base/hh": parse the base name, then the suffix.
   char base[64];
   const char* name = full_name;
   const char* aging = std::strchr(full_name, '>');
+  const char* hh = std::strchr(full_name, '/');
+  TERN_CHECK_OR_RETURN(aging == nullptr || hh == nullptr, Error::InvalidArgument,
+                       "KV mode '%s': heavy-hitter eviction (/hh) does not combine with aging tiers (>A@N)",
+                       full_name);
+  if (hh != nullptr) {
+    TERN_RETURN_IF_ERROR(parse_kv_heavy_hitter(hh, &spec.equal_shares, &spec.hh_recent_percent));
+    spec.heavy_hitter = true;
+    aging = hh;  // where the base name ends
+  }
   if (aging != nullptr) {
     const size_t n = static_cast<size_t>(aging - full_name);
     TERN_CHECK_OR_RETURN(n < sizeof base, Error::InvalidArgument, "KV mode '%s': name too long", full_name);
     std::memcpy(base, full_name, n);
     base[n] = '\0';
     name = base;
-    TERN_RETURN_IF_ERROR(parse_kv_aging(aging, &spec.aged_bits, &spec.aged_after_tokens, &spec.aged_after_percent));
+    if (hh == nullptr)
+      TERN_RETURN_IF_ERROR(parse_kv_aging(aging, &spec.aged_bits, &spec.aged_after_tokens, &spec.aged_after_percent));
   }
   auto width = [](const char* s, char** end) -> uint8_t {
     const long v = std::strtol(s, end, 10);
@@ -85,9 +117,10 @@ Error parse_kv_mode(const char* full_name, KvModeName* out) {
     if (kv_mode_is_auto(name))
       return fail(Error::InvalidArgument, "KV mode 'auto' is resolved by the planner (plan_memory_auto), not here");
     return fail(Error::InvalidArgument,
-                "unknown KV mode '%s' (fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B, auto; aging: q4>2@96)", name);
+                "unknown KV mode '%s' (fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B, auto; aging: q4>2@96; "
+                "heavy-hitter eviction: q4/hh)", name);
   }
-  TERN_CHECK_OR_RETURN(aging == nullptr || spec.kind != KvModeName::Kind::Exact, Error::InvalidArgument,
+  TERN_CHECK_OR_RETURN(aging == nullptr || hh != nullptr || spec.kind != KvModeName::Kind::Exact, Error::InvalidArgument,
                        "KV mode '%s': exact modes have nothing to age (age a quantized one, e.g. q4>2@96)",
                        full_name);
   *out = spec;
@@ -117,7 +150,7 @@ Error make_kv_cache_spec(const KvModeRequest& request, const ModelConfig& config
       spec.dense_type = mode.exact_type;
       // Dense stays dense unless eviction is asked for: then a compressed cache whose every
       // head is exact (same precision) provides the sinks + window policy.
-      if (request.eviction != 1) {
+      if (request.eviction != 1 && !mode.heavy_hitter) {
         *out = spec;
         return Error::Ok;
       }
@@ -138,6 +171,15 @@ Error make_kv_cache_spec(const KvModeRequest& request, const ModelConfig& config
   p.aged_after_percent = mode.aged_after_percent;
   if (request.sink_tokens >= 0) p.sink_tokens = static_cast<uint32_t>(request.sink_tokens);
   if (request.recent_window >= 0) p.recent_window = static_cast<uint32_t>(request.recent_window);
+  if (mode.heavy_hitter) {
+    TERN_CHECK_OR_RETURN(request.eviction != 0, Error::InvalidArgument,
+                         "KV mode '%s' is an eviction policy; it cannot run with eviction off", request.mode);
+    TERN_CHECK_OR_RETURN(bits != nullptr, Error::InvalidArgument, "heavy-hitter KV mode without per-head storage");
+    p.eviction = KvEviction::HeavyHitter;
+    p.hh_recent_percent = mode.hh_recent_percent;
+    TERN_RETURN_IF_ERROR(kv_heavy_hitter_shares(mode.equal_shares ? nullptr : calibrated, bits, &p));
+    p.max_head_blocks = kv_heavy_hitter_max_blocks(p, config.max_context);
+  }
   TERN_RETURN_IF_ERROR(kv_profile_validate(p));
   spec.compressed = true;
   *out = spec;
@@ -232,7 +274,7 @@ double kv_cache_bytes_per_token(const KvCacheSpec& spec) {
 
 size_t kv_cache_scores_per_head(const KvCacheSpec& spec, uint32_t group, uint32_t tokens) {
   if (!spec.compressed) return dense_attention_scores_per_head(group, tokens);
-  return static_cast<size_t>(std::min<uint32_t>(group, kKvMaxQueries)) * tokens;
+  return static_cast<size_t>(std::min<uint32_t>(group, kKvMaxQueries)) * kv_resident_tokens(spec.profile, tokens);
 }
 
 uint32_t KvCapacityLadder::at(uint32_t step) const {
@@ -282,8 +324,13 @@ uint64_t kv_layout_identity(const KvCacheSpec& spec, uint32_t capacity) {
     mix(static_cast<uint64_t>(p.exact_type)), mix(p.sink_tokens), mix(p.recent_window), mix(p.block_tokens);
     mix(p.value_group), mix(p.rotate), mix(static_cast<uint64_t>(p.eviction));
     if (p.aging()) mix(p.aged_bits), mix(p.aged_after_tokens), mix(p.aged_after_percent);
+    const bool hh = p.eviction == KvEviction::HeavyHitter;
+    if (hh) mix(p.max_head_blocks), mix(p.hh_recent_percent);
     for (uint32_t l = 0; l < shape.layers; ++l)
-      for (uint32_t k = 0; k < shape.kv_heads; ++k) mix(p.bits_of(l, k).key_bits), mix(p.bits_of(l, k).value_bits);
+      for (uint32_t k = 0; k < shape.kv_heads; ++k) {
+        mix(p.bits_of(l, k).key_bits), mix(p.bits_of(l, k).value_bits);
+        if (hh) mix(p.bits_of(l, k).block_share);
+      }
   }
   return h;
 }

@@ -33,6 +33,12 @@ struct KvProfile;
 // middle blocks the cache holds (rounded down, at least one), keep the top min(width, A)
 // bits of their stored key and value codes (kv_truncate_*); exact heads and sink tokens stay
 // exact (runtime/kv/kv_policy.h).
+//
+// Heavy-hitter eviction: any name followed by "/hh" (e.g. "q4/hh", "adaptive:3/hh",
+// "fp16/hh"): per-head token budgets from the bundle's calibrated attention entropy, each
+// head dropping the block it attends to least among the older ones (runtime/kv/kv_policy.h);
+// "/hh=equal": every head's budget equal; "@R%" after either: the newest R % of a head's
+// blocks are never dropped (default 90, e.g. "q4/hh@50%"). Not with aging tiers.
 struct KvModeName {
   enum class Kind { Exact, Uniform, Adaptive };
   Kind kind = Kind::Exact;
@@ -42,7 +48,13 @@ struct KvModeName {
   uint8_t aged_bits = 0;      // aging: 0 off
   uint32_t aged_after_tokens = 0;
   uint8_t aged_after_percent = 0;  // ">A@P%": the newest P % of the middle blocks stay at full width
+  bool heavy_hitter = false;       // "/hh"
+  bool equal_shares = false;       // "/hh=equal"
+  uint8_t hh_recent_percent = 90;  // "/hh@R%"
 };
+// The heavy-hitter suffix alone ("/hh", "/hh=equal", either + "@R%"); tools with mode names
+// of their own split it off with std::strchr(name, '/').
+Error parse_kv_heavy_hitter(const char* suffix, bool* equal_shares, uint8_t* recent_percent);
 Error parse_kv_mode(const char* name, KvModeName* out);
 // The aging suffix alone (">A@N", as in parse_kv_mode); tools with mode names of their own
 // (tern-eval's uniform:B) split it off with std::strchr(name, '>').

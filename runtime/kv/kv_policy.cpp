@@ -32,6 +32,8 @@ Error kv_profile_validate(const KvCacheProfile& p) {
                            b.value_bits);
     }
   }
+  TERN_CHECK_OR_RETURN(p.eviction != KvEviction::HeavyHitter || !p.aging(), Error::InvalidArgument,
+                       "KV heavy-hitter eviction with aging tiers: not supported together (pick one)");
   if (p.aging()) {
     TERN_CHECK_OR_RETURN(kv_bits_supported(p.aged_bits), Error::InvalidArgument,
                          "KV aging to %u bits (supported: 2, 3, 4, 8)", p.aged_bits);
@@ -72,8 +74,9 @@ KvHeadLayout kv_head_layout(const KvCacheProfile& p, KvHeadBits bits, uint64_t m
   };
   block_bytes(bits, &l.key_block_bytes, &l.value_block_bytes);
   block_bytes(p.aged_bits_of(bits), &l.aged_key_block_bytes, &l.aged_value_block_bytes);
-  l.tier1_blocks = p.tier1_blocks(middle_blocks);
-  l.tier2_blocks = middle_blocks - l.tier1_blocks;
+  const uint64_t head_blocks = p.head_middle_blocks(bits, middle_blocks);
+  l.tier1_blocks = p.tier1_blocks(head_blocks);
+  l.tier2_blocks = head_blocks - l.tier1_blocks;
   l.middle_keys = at;
   at += l.tier1_blocks * l.key_block_bytes;
   l.middle_values = at;
@@ -82,6 +85,10 @@ KvHeadLayout kv_head_layout(const KvCacheProfile& p, KvHeadBits bits, uint64_t m
   at += l.tier2_blocks * l.aged_key_block_bytes;
   l.aged_values = at;
   at += l.tier2_blocks * l.aged_value_block_bytes;
+  if (p.eviction == KvEviction::HeavyHitter) {
+    l.block_map = at;
+    at += 4 * head_blocks * sizeof(uint32_t);
+  }
   l.total = align_up(at + kKvReadPadding, kAlign);
   return l;
 }
@@ -93,6 +100,25 @@ uint64_t kv_tokens_for_blocks(const KvCacheProfile& p, uint64_t middle_blocks) {
 uint64_t kv_blocks_for_tokens(const KvCacheProfile& p, uint64_t tokens) {
   const uint64_t fixed = kv_tokens_for_blocks(p, 0);
   return tokens <= fixed ? 0 : (tokens - fixed + p.block_tokens - 1) / p.block_tokens;
+}
+
+uint32_t kv_heavy_hitter_max_blocks(const KvCacheProfile& p, uint32_t context) {
+  if (context == 0) return 0;
+  const uint64_t fixed = kv_tokens_for_blocks(p, 0);
+  const uint64_t blocks = context > fixed ? (context - fixed) / p.block_tokens : 0;
+  return blocks > 1 ? static_cast<uint32_t>(blocks) : 1;
+}
+
+uint64_t kv_resident_tokens(const KvCacheProfile& p, uint64_t tokens) {
+  const uint64_t blocks = kv_blocks_for_tokens(p, tokens);
+  if (p.eviction != KvEviction::HeavyHitter) return kv_tokens_for_blocks(p, blocks);
+  uint64_t most = 0;
+  for (uint32_t l = 0; l < p.shape.layers; ++l)
+    for (uint32_t h = 0; h < p.shape.kv_heads; ++h) {
+      const uint64_t m = p.head_middle_blocks(p.bits_of(l, h), blocks);
+      most = m > most ? m : most;
+    }
+  return kv_tokens_for_blocks(p, most);
 }
 
 namespace {
@@ -122,12 +148,24 @@ size_t kv_bytes_for_tokens(const KvCacheProfile& p, uint64_t tokens) {
 double kv_bytes_per_token(const KvCacheProfile& p) {
   double total = 0;
   for (uint32_t l = 0; l < p.shape.layers; ++l)
-    for (uint32_t h = 0; h < p.shape.kv_heads; ++h)
-      total += static_cast<double>(kv_head_block_bytes(p, p.aged_bits_of(p.bits_of(l, h))));
+    for (uint32_t h = 0; h < p.shape.kv_heads; ++h) {
+      const KvHeadBits b = p.bits_of(l, h);
+      const double share = p.eviction == KvEviction::HeavyHitter ? b.block_share / double{kKvShareUnit} : 1.0;
+      total += share * static_cast<double>(kv_head_block_bytes(p, p.aged_bits_of(b)));
+    }
   return total / p.block_tokens;
 }
 
 double kv_middle_bytes_per_token(const KvCacheProfile& p, uint64_t middle_blocks) {
+  if (p.eviction == KvEviction::HeavyHitter && middle_blocks > 0) {
+    double total = 0;
+    for (uint32_t l = 0; l < p.shape.layers; ++l)
+      for (uint32_t h = 0; h < p.shape.kv_heads; ++h) {
+        const KvHeadBits b = p.bits_of(l, h);
+        total += static_cast<double>(p.head_middle_blocks(b, middle_blocks) * kv_head_block_bytes(p, b));
+      }
+    return total / (static_cast<double>(middle_blocks) * p.block_tokens);
+  }
   if (!p.aging() || middle_blocks == 0) return kv_bytes_per_token(p);
   const uint64_t t1 = p.tier1_blocks(middle_blocks), t2 = middle_blocks - t1;
   double total = 0;

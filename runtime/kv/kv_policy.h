@@ -19,6 +19,20 @@
 // Eviction (StreamingLLM): when a block must enter a full middle (with aging: a full tier 2;
 // tier 1 when tier 2 has no room at all), the oldest block is dropped. Sinks (positions
 // 0..S-1) are never dropped, so position 0 always stays.
+//
+// Heavy-hitter eviction (per-head token budgets, H2O-like): each head has a middle of its
+// own size, M_h = min(round(M * share_h / 32), max_head_blocks) blocks, where share_h (a
+// head's KvHeadBits::block_share) comes from calibration: diffuse heads (high attention
+// entropy) get more blocks, focused ones fewer, with the byte-weighted mean share at most
+// 32, so the middles take about the bytes of the same mode with StreamingLLM eviction at
+// the same M (the byte function counts the real M_h, so a budget is never exceeded; the
+// planner's ladder is over M). Every middle block carries the attention its
+// head's queries paid it since it left the window (probabilities summed over the GQA
+// group's query heads); a block leaving the window into a full middle replaces the block
+// with the least mean attention per query among the head's older blocks (the newest
+// hh_recent_percent % of its middle are kept, as H2O keeps recent tokens; so are blocks no
+// query scored yet; ties and no candidate: the oldest). So heads hold different positions: a per-head block map (first position of each
+// slot, slots in position order) says which.
 // Keys are cached after RoPE at their original positions: relative distances between
 // the query and every kept middle/window token stay right after eviction (and are bounded
 // by the capacity), with nothing to re-rotate.
@@ -47,16 +61,22 @@
 
 namespace tern {
 
+enum class KvEviction : uint32_t {
+  None = 0,       // writes past the capacity fail
+  Streaming = 1,  // keep sinks + recent window, drop the oldest middle block
+  HeavyHitter = 2,  // per-head middles, drop the block the head attends to least
+};
+
+// KvHeadBits::block_share of a head holding exactly the cache's mean middle.
+inline constexpr uint8_t kKvShareUnit = 32;
+
 // Bits of one (layer, kv head). {0, 0} = exact head (unquantized, the cache's exact type).
 struct KvHeadBits {
   uint8_t key_bits = 4;
   uint8_t value_bits = 4;
+  // Heavy-hitter eviction: the head's middle blocks in 32nds of the cache's M (ignored otherwise).
+  uint8_t block_share = kKvShareUnit;
   bool exact() const { return key_bits == 0 && value_bits == 0; }
-};
-
-enum class KvEviction : uint32_t {
-  None = 0,       // writes past the capacity fail
-  Streaming = 1,  // keep sinks + recent window, drop the oldest middle block
 };
 
 struct KvCacheProfile {
@@ -77,6 +97,12 @@ struct KvCacheProfile {
   uint8_t aged_bits = 0;
   uint32_t aged_after_tokens = 0;
   uint8_t aged_after_percent = 0;
+  // Heavy-hitter eviction: no head holds more middle blocks than this (the model's context
+  // less the sinks and window, so re-positioned distances stay within it); 0: no cap.
+  uint32_t max_head_blocks = 0;
+  // Heavy-hitter eviction: the newest share of a head's middle blocks that is never evicted
+  // (H2O's recent tokens); the least attended block goes among the older ones.
+  uint8_t hh_recent_percent = 90;
 
   KvHeadBits bits_of(uint32_t layer, uint32_t kv_head) const {
     return head_bits ? head_bits[static_cast<size_t>(layer) * shape.kv_heads + kv_head] : uniform;
@@ -100,6 +126,12 @@ struct KvCacheProfile {
     }
     return middle_blocks < t1 ? middle_blocks : t1;
   }
+  // Middle blocks a head holds when the cache's middle is `middle_blocks` (M_h above).
+  uint64_t head_middle_blocks(KvHeadBits bits, uint64_t middle_blocks) const {
+    if (eviction != KvEviction::HeavyHitter) return middle_blocks;
+    const uint64_t m = (2 * middle_blocks * bits.block_share + kKvShareUnit) / (2 * kKvShareUnit);  // nearest
+    return max_head_blocks != 0 && m > max_head_blocks ? max_head_blocks : m;
+  }
 };
 
 Error kv_profile_validate(const KvCacheProfile& profile);
@@ -110,6 +142,13 @@ size_t kv_head_block_bytes(const KvCacheProfile& profile, KvHeadBits bits);
 uint64_t kv_tokens_for_blocks(const KvCacheProfile& profile, uint64_t middle_blocks);
 // Fewest middle blocks holding `tokens` positions.
 uint64_t kv_blocks_for_tokens(const KvCacheProfile& profile, uint64_t tokens);
+// Heavy-hitter eviction's KvCacheProfile::max_head_blocks for a model trained on `context`
+// positions: the most middle blocks with S + M*G + W + G <= context (at least 1; 0 when
+// the context is unknown, i.e. 0).
+uint32_t kv_heavy_hitter_max_blocks(const KvCacheProfile& profile, uint32_t context);
+// The most positions one head holds in a cache built for `tokens` (heavy-hitter eviction:
+// heads' middles differ; otherwise every head holds the cache's capacity).
+uint64_t kv_resident_tokens(const KvCacheProfile& profile, uint64_t tokens);
 
 // Arena bytes (object, tables, storage, alignment slack included) for a cache holding
 // `tokens` positions without eviction: creating it in an arena with this many free
@@ -136,6 +175,9 @@ struct KvHeadLayout {
   size_t aged_keys = 0, aged_values = 0;
   size_t aged_key_block_bytes = 0, aged_value_block_bytes = 0;
   uint64_t tier1_blocks = 0, tier2_blocks = 0;
+  // Heavy-hitter eviction: per middle slot its first position, attention sum (float) and
+  // the head's query count when it entered, then the slots in position order (4 bytes each).
+  size_t block_map = 0;
   size_t total = 0;                           // padded for SIMD over-reads, 64-aligned
 };
 KvHeadLayout kv_head_layout(const KvCacheProfile& profile, KvHeadBits bits, uint64_t middle_blocks);

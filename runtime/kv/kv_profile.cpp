@@ -1,5 +1,6 @@
 #include "runtime/kv/kv_profile.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -108,6 +109,43 @@ Error kv_profile_for_average(const schema::KvProfile* profile, const KvShape& sh
                        "the bundle's KV profile is calibrated at %g average bits, not %g",
                        static_cast<double>(profile->average_bits()), static_cast<double>(average_bits));
   return kv_profile_from_bundle(*profile, shape, bits, out);
+}
+
+Error kv_heavy_hitter_shares(const schema::KvProfile* calibrated, KvHeadBits* bits, KvCacheProfile* out) {
+  TERN_CHECK_OR_RETURN(bits != nullptr && out != nullptr, Error::InvalidArgument, "null output");
+  const KvShape& shape = out->shape;
+  const size_t heads = static_cast<size_t>(shape.layers) * shape.kv_heads;
+  for (size_t i = 0; i < heads; ++i) {
+    bits[i] = out->bits_of(static_cast<uint32_t>(i / shape.kv_heads), static_cast<uint32_t>(i % shape.kv_heads));
+    bits[i].block_share = kKvShareUnit;
+  }
+  out->head_bits = bits;
+  const auto* list = calibrated != nullptr ? calibrated->heads() : nullptr;
+  if (list == nullptr || list->size() != heads) return Error::Ok;
+  double mean = 0;
+  for (const schema::KvHeadProfile* h : *list) {
+    TERN_CHECK_OR_RETURN(h != nullptr && h->layer() < shape.layers && h->kv_head() < shape.kv_heads,
+                         Error::InvalidBundle, "KV profile head outside %u layers x %u heads", shape.layers,
+                         shape.kv_heads);
+    mean += std::max(0.0f, h->shannon_entropy()) / static_cast<double>(heads);
+  }
+  if (!(mean > 0)) return Error::Ok;
+  // share_h = floor(32 * weight_h * sum(bytes) / sum(weight * bytes)).
+  // The square root: linear weights gave bitllama2c-3M's diffuse heads so many blocks that
+  // its KL at equal bytes rose 11 % over StreamingLLM (docs/perf/2026-11-25-kv-heavy-hitter.md).
+  auto weight = [&](float e) { return std::sqrt(std::max<double>(e, mean / 4)); };
+  double bytes = 0, weighted = 0;
+  for (const schema::KvHeadProfile* h : *list) {
+    const double b = static_cast<double>(kv_head_block_bytes(*out, bits[h->layer() * shape.kv_heads + h->kv_head()]));
+    bytes += b;
+    weighted += weight(h->shannon_entropy()) * b;
+  }
+  for (const schema::KvHeadProfile* h : *list) {
+    const double w = weight(h->shannon_entropy());
+    const double share = std::floor(kKvShareUnit * w * bytes / weighted);
+    bits[h->layer() * shape.kv_heads + h->kv_head()].block_share = static_cast<uint8_t>(std::min(share, 255.0));
+  }
+  return Error::Ok;
 }
 
 }  // namespace tern

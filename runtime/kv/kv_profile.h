@@ -27,4 +27,13 @@ Error kv_profile_from_bundle(const schema::KvProfile& profile, const KvShape& sh
 Error kv_profile_for_average(const schema::KvProfile* profile, const KvShape& shape, float average_bits,
                              KvHeadBits* bits, KvCacheProfile* out);
 
+// Per-head middle shares for heavy-hitter eviction (KvHeadBits::block_share): from the
+// calibrated attention entropy (bits) of each KV head, share_h proportional to
+// sqrt(max(entropy_h, mean / 4)) (a focused head keeps fewer blocks, a diffuse one more),
+// scaled so the byte-weighted mean share is at most kKvShareUnit (the same bytes as equal
+// shares) and capped at 255. `bits` (shape.layers * shape.kv_heads entries) becomes
+// out->head_bits (filled from out->uniform when it was null). Equal shares when
+// `calibrated` is null or lists no entropies.
+Error kv_heavy_hitter_shares(const schema::KvProfile* calibrated, KvHeadBits* bits, KvCacheProfile* out);
+
 }  // namespace tern

@@ -74,15 +74,8 @@ TEST(KvAgingModeTest, ParsesTheSuffixOnEveryCompressedMode) {
 
 // S 4, W 8, G 4, T1 = 2 blocks; heads: 4-bit, 8/3-bit, exact, 2-bit (aged to min(width, 2)).
 KvCacheProfile aging_profile(KvEviction eviction) {
-  KvCacheProfile p;
-  p.shape = KvShape{1, 4, 32};
-  p.exact_type = KvType::F32;
-  p.sink_tokens = 4;
-  p.recent_window = 8;
-  p.block_tokens = 4;
-  p.value_group = 16;
+  KvCacheProfile p = testing::small_kv_profile(eviction);
   p.rotate = false;
-  p.eviction = eviction;
   p.aged_bits = 2;
   p.aged_after_tokens = 7;  // rounds up to 2 blocks
   return p;

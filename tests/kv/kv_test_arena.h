@@ -1,4 +1,5 @@
-// A caller-owned arena for the KV cache tests (the kernel tests need none).
+// A caller-owned arena for the KV cache tests (the kernel tests need none), and the small
+// cache shape they share.
 #pragma once
 
 #include <cstddef>
@@ -6,6 +7,7 @@
 #include <vector>
 
 #include "runtime/arena.h"
+#include "runtime/kv/kv_policy.h"
 
 namespace tern::testing {
 
@@ -16,5 +18,19 @@ struct KvTestArena {
   std::vector<uint8_t> buffer;
   ArenaAllocator arena;
 };
+
+// One layer of 4 KV heads of 32 dims, f32 exact rows, S 4, W 8, G 4, value groups of 16:
+// small enough to check position by position, large enough for every tier and eviction.
+inline KvCacheProfile small_kv_profile(KvEviction eviction) {
+  KvCacheProfile p;
+  p.shape = KvShape{1, 4, 32};
+  p.exact_type = KvType::F32;
+  p.sink_tokens = 4;
+  p.recent_window = 8;
+  p.block_tokens = 4;
+  p.value_group = 16;
+  p.eviction = eviction;
+  return p;
+}
 
 }  // namespace tern::testing
