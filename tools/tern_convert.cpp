@@ -63,7 +63,7 @@ void print_summary(const Bundle& b, double import_s, double write_s, double veri
     const std::string name = v->name;
     KindTotals& k = v->type == TensorType::Ternary ? ternary
                     : (name == "tok_embeddings" || name == "lm_head") ? embed : other;
-    if (&k == &embed) embed_type = embed_type_name(v->dense_type);
+    if (&k == &embed) embed_type = to_string(v->dense_type);
     k.tensors++;
     k.bytes += bytes;
     k.weights += n;
@@ -247,7 +247,7 @@ int main(int argc, char** argv) {
   std::printf("wrote %s (%s, verified)\n", output.c_str(), contents.source_format.c_str());
   std::printf("  hidden %u, ffn %u, layers %u, heads %u/%u kv, head dim %u, vocab %u\n", c.hidden, c.ffn_hidden,
               c.layers, c.heads, c.kv_heads, c.head_dim, c.vocab);
-  std::printf("  embeddings: %s, %.1f MB\n", embed_type_name(options.embed_type), stats->embedding_bytes / 1e6);
+  std::printf("  embeddings: %s, %.1f MB\n", to_string(options.embed_type), stats->embedding_bytes / 1e6);
   std::printf("  ternary: %s\n", to_string(options.ternary_layout));
   if (contents.tokenizer) {
     const TokenizerIR& t = *contents.tokenizer;
