@@ -10,8 +10,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
-#include <fstream>
-#include <sstream>
 
 #include "converter/bundle_writer.h"
 #include "converter/chat_format.h"
@@ -20,6 +18,7 @@
 #include "converter/synthetic.h"
 #include "platform/thread_pool.h"
 #include "runtime/bundle.h"
+#include "tools/cli_files.h"
 
 using namespace tern;
 using namespace tern::convert;
@@ -200,14 +199,10 @@ int main(int argc, char** argv) {
   double calibrate_s = 0;
   if (calibrate) {
     if (!calibrate_text.empty()) {
-      std::ifstream in(calibrate_text, std::ios::binary);
-      if (!in) {
+      if (!cli::read_file(calibrate_text, &calib.text)) {
         std::fprintf(stderr, "tern-convert: cannot read calibration text %s\n", calibrate_text.c_str());
         return 1;
       }
-      std::stringstream ss;
-      ss << in.rdbuf();
-      calib.text = ss.str();
       calib.text_label = calibrate_text;
     }
     bundle = Result<Bundle>(Error::NotFound);  // drop the mapping: the file is rewritten below
