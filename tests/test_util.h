@@ -18,6 +18,9 @@ bool shared_file_exists(const std::string& relative);
 bool in_ci();
 
 std::vector<uint8_t> read_file_bytes(const std::string& path);
+std::string read_file_text(const std::string& path);
+// n ternary codes (-1, 0, 1), uniformly random from `seed` (the same on every platform).
+std::vector<int8_t> random_ternary_codes(size_t n, uint32_t seed);
 // A fresh path under the system temp directory; the file is removed when the object dies.
 class TempFile {
  public:
@@ -49,15 +52,21 @@ class TempDir {
 
 }  // namespace tern::testing
 
-// Skips the test (fails it under CI) when a shared asset is missing.
-#define TERN_REQUIRE_SHARED(relative)                                                       \
-  do {                                                                                      \
-    if (!::tern::testing::shared_file_exists(relative)) {                                   \
-      if (::tern::testing::in_ci()) {                                                       \
-        FAIL() << "shared asset missing in CI: " << ::tern::testing::shared_path(relative); \
-      } else {                                                                              \
-        GTEST_SKIP() << "shared asset not present (skipping): "                             \
-                     << ::tern::testing::shared_path(relative);                             \
-      }                                                                                     \
-    }                                                                                       \
+// Skips the test when `present` is false, or fails it under CI, where every asset must be
+// there. The messages are streamed: "text" << value.
+#define TERN_REQUIRE_ASSET(present, ci_failure, local_skip) \
+  do {                                                      \
+    if (!(present)) {                                       \
+      if (::tern::testing::in_ci()) {                       \
+        FAIL() << ci_failure;                               \
+      } else {                                              \
+        GTEST_SKIP() << local_skip;                         \
+      }                                                     \
+    }                                                       \
   } while (0)
+
+// Skips the test (fails it under CI) when a shared asset is missing.
+#define TERN_REQUIRE_SHARED(relative)                                                          \
+  TERN_REQUIRE_ASSET(::tern::testing::shared_file_exists(relative),                            \
+                     "shared asset missing in CI: " << ::tern::testing::shared_path(relative), \
+                     "shared asset not present (skipping): " << ::tern::testing::shared_path(relative))

@@ -51,17 +51,10 @@ struct Case {
   std::vector<int32_t> ids;
 };
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // llama.cpp's test-tokenizer-0 format: texts separated by "\n__ggml_vocab_test__\n" (the
 // file ends with a separator), one line of space-separated ids per text, no BOS.
 std::vector<Case> read_ggml_cases(const std::string& stem) {
-  const std::string inp = read_text(stem + ".inp");
+  const std::string inp = testing::read_file_text(stem + ".inp");
   const std::string sep = "\n__ggml_vocab_test__\n";
   std::vector<Case> cases;
   for (size_t pos = 0; pos < inp.size();) {
