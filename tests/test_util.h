@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
+
+#include "platform/error.h"
 
 namespace tern::testing {
 
@@ -21,6 +24,16 @@ std::vector<uint8_t> read_file_bytes(const std::string& path);
 std::string read_file_text(const std::string& path);
 // n ternary codes (-1, 0, 1), uniformly random from `seed` (the same on every platform).
 std::vector<int8_t> random_ternary_codes(size_t n, uint32_t seed);
+// `r` failed with `code`, and the error message holds each of `parts` (the file it names,
+// the words that say why).
+template <class T>
+void expect_failure(const Result<T>& r, Error code, std::initializer_list<std::string> parts) {
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), code) << last_error_message();
+  const std::string msg = last_error_message();
+  for (const std::string& part : parts) EXPECT_NE(msg.find(part), std::string::npos) << msg;
+}
+
 // A fresh path under the system temp directory; the file is removed when the object dies.
 class TempFile {
  public:
