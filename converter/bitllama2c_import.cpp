@@ -1,7 +1,6 @@
 #include "converter/bitllama2c_import.h"
 
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -180,15 +179,10 @@ Result<ModelIR> import_bitllama2c(const std::string& path, const ConvertOptions&
   const std::string tok_path = options.tokenizer_path.empty()
                                    ? (fs::path(path).parent_path() / "tokenizer.model").string()
                                    : options.tokenizer_path;
-  auto tok = import_tokenizer(tok_path);
-  if (tok.ok()) {
-    ir.tokenizer = std::move(tok).value();
+  TERN_ASSIGN_OR_RETURN(const bool has_tokenizer, import_checkpoint_tokenizer(tok_path, options, path, &ir.tokenizer));
+  if (has_tokenizer) {
     if (ir.tokenizer.bos_id >= 0) ir.config.bos_id = ir.tokenizer.bos_id;
     if (ir.tokenizer.eos_id >= 0) ir.config.eos_id = ir.tokenizer.eos_id;
-  } else if (options.require_tokenizer) {
-    return tok.error();
-  } else {
-    std::fprintf(stderr, "warning: %s: no tokenizer (%s); the bundle will not run\n", path.c_str(), last_error_message());
   }
   return ir;
 }

@@ -116,19 +116,8 @@ uint64_t TensorSpec::scale_count() const {
   return dense_scale_count(dense_type, rows(), cols(), group);
 }
 
-const char* embed_type_name(DenseType type) {
-  switch (type) {
-    case DenseType::F32: return "f32";
-    case DenseType::F16: return "f16";
-    case DenseType::BF16: return "bf16";
-    case DenseType::Q8: return "q8";
-    case DenseType::Q4: return "q4";
-  }
-  return "?";
-}
-
 std::string describe_options(const ConvertOptions& o) {
-  std::string s = std::string("embed=") + embed_type_name(o.embed_type);
+  std::string s = std::string("embed=") + to_string(o.embed_type);
   if (o.embed_type == DenseType::Q8 || o.embed_type == DenseType::Q4) s += " group=" + std::to_string(o.embed_group);
   s += std::string(" layout=") + to_string(o.ternary_layout);
   return s;

@@ -120,6 +120,5 @@ Error write_dense_rows(DenseType type, uint32_t group, const float* values, uint
 BundleContents contents_from_ir(const ModelIR& ir, const ConvertOptions& options);
 
 std::string describe_options(const ConvertOptions& options);
-const char* embed_type_name(DenseType type);
 
 }  // namespace tern::convert

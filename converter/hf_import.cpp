@@ -3,7 +3,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -383,16 +382,12 @@ Result<ModelIR> import_hf(const std::string& dir_str, const ConvertOptions& opti
   ir.source_path = dir_str;
 
   const std::string tok_path = options.tokenizer_path.empty() ? dir_str : options.tokenizer_path;
-  auto tok = import_tokenizer(tok_path);
-  if (tok.ok()) {
-    ir.tokenizer = std::move(tok).value();
+  TERN_ASSIGN_OR_RETURN(const bool has_tokenizer,
+                        import_checkpoint_tokenizer(tok_path, options, dir_str, &ir.tokenizer));
+  if (has_tokenizer) {
     if (c.bos_id < 0) c.bos_id = ir.tokenizer.bos_id;
     if (c.eos_id < 0) c.eos_id = ir.tokenizer.eos_id;
     if (c.eot_id < 0) c.eot_id = ir.tokenizer.eot_id;
-  } else if (options.require_tokenizer) {
-    return tok.error();
-  } else {
-    std::fprintf(stderr, "warning: %s: no tokenizer (%s); the bundle will not run\n", dir_str.c_str(), last_error_message());
   }
   return ir;
 }

@@ -4,6 +4,8 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
+
 #include "converter/tokenizer_internal.h"
 
 namespace tern::convert {
@@ -56,6 +58,19 @@ Result<TokenizerIR> import_tokenizer(const std::string& path) {
     TERN_RETURN_IF_ERROR(apply_tokenizer_config(config_path, &ir));
   }
   return ir;
+}
+
+Result<bool> import_checkpoint_tokenizer(const std::string& path, const ConvertOptions& options,
+                                         const std::string& checkpoint, TokenizerIR* out) {
+  auto tok = import_tokenizer(path);
+  if (tok.ok()) {
+    *out = std::move(tok).value();
+    return true;
+  }
+  if (options.require_tokenizer) return tok.error();
+  std::fprintf(stderr, "warning: %s: no tokenizer (%s); the bundle will not run\n", checkpoint.c_str(),
+               last_error_message());
+  return false;
 }
 
 flatbuffers::Offset<schema::Tokenizer> write_tokenizer(flatbuffers::FlatBufferBuilder& fbb, const TokenizerIR& ir) {

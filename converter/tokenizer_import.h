@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "converter/convert_options.h"
 #include "converter/model_ir.h"
 #include "platform/error.h"
 #include "schema/tokenizer_generated.h"
@@ -15,6 +16,12 @@ namespace tern::convert {
 // `path` is a tokenizer.json, a SentencePiece .model, or a directory holding one
 // (tokenizer.json preferred; tokenizer_config.json read for BOS/EOS/chat template).
 Result<TokenizerIR> import_tokenizer(const std::string& path);
+
+// An importer's tokenizer from `path` into *out: true when there is one. Without one, the
+// error when options.require_tokenizer, else a warning naming `checkpoint` (the bundle will
+// not run) and false.
+Result<bool> import_checkpoint_tokenizer(const std::string& path, const ConvertOptions& options,
+                                         const std::string& checkpoint, TokenizerIR* out);
 
 flatbuffers::Offset<schema::Tokenizer> write_tokenizer(flatbuffers::FlatBufferBuilder& fbb, const TokenizerIR& ir);
 

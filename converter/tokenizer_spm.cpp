@@ -76,56 +76,60 @@ struct SpmFlags {
   std::vector<int> piece_types;  // SentencePiece.Type per piece
 };
 
-bool read_flags(const std::string& proto, SpmFlags* flags) {
-  WireReader top(proto.data(), proto.size());
-  while (!top.done()) {
-    uint32_t field, wire;
-    uint64_t v = 0;
-    const char* d = nullptr;
-    size_t n = 0;
-    if (!top.next(&field, &wire, &v, &d, &n)) return false;
-    if (wire != 2) continue;
-    WireReader sub(d, n);
-    if (field == 1) {  // SentencePiece { piece = 1; score = 2; type = 3 [default NORMAL] }
-      int type = 1;
-      while (!sub.done()) {
-        uint32_t f, w;
-        uint64_t x = 0;
-        const char* dd;
-        size_t nn;
-        if (!sub.next(&f, &w, &x, &dd, &nn)) return false;
-        if (f == 3 && w == 0) type = static_cast<int>(x);
-      }
-      flags->piece_types.push_back(type);
-    } else if (field == 2) {  // TrainerSpec
-      while (!sub.done()) {
-        uint32_t f, w;
-        uint64_t x = 0;
-        const char* dd;
-        size_t nn;
-        if (!sub.next(&f, &w, &x, &dd, &nn)) return false;
-        if (f == 44 && w == 2) flags->unk_surface.assign(dd, nn);
-        if (w != 0) continue;
-        if (f == 3) flags->model_type = static_cast<int>(x);
-        if (f == 35) flags->byte_fallback = x != 0;
-        if (f == 24) flags->treat_whitespace_as_suffix = x != 0;
-      }
-    } else if (field == 3) {  // NormalizerSpec
-      while (!sub.done()) {
-        uint32_t f, w;
-        uint64_t x = 0;
-        const char* dd = nullptr;
-        size_t nn = 0;
-        if (!sub.next(&f, &w, &x, &dd, &nn)) return false;
-        if (f == 1 && w == 2) flags->normalizer_name.assign(dd, nn);
-        if (f == 2 && w == 2) flags->charsmap_size = nn;
-        if (f == 3 && w == 0) flags->add_dummy_prefix = x != 0;
-        if (f == 4 && w == 0) flags->remove_extra_whitespaces = x != 0;
-        if (f == 5 && w == 0) flags->escape_whitespaces = x != 0;
-      }
-    }
+// One field of a message, as WireReader::next reads it.
+struct WireField {
+  uint32_t number = 0, wire = 0;
+  uint64_t varint = 0;
+  const char* data = nullptr;  // length-delimited fields
+  size_t size = 0;
+};
+
+// Calls visit(field) for every field of the message in data[0, size); false when the bytes
+// are not a well-formed message or a visit returns false.
+template <class Visit>
+bool for_each_field(const char* data, size_t size, Visit visit) {
+  WireReader r(data, size);
+  while (!r.done()) {
+    WireField f;
+    if (!r.next(&f.number, &f.wire, &f.varint, &f.data, &f.size) || !visit(f)) return false;
   }
   return true;
+}
+
+bool read_flags(const std::string& proto, SpmFlags* flags) {
+  return for_each_field(proto.data(), proto.size(), [flags](const WireField& top) {
+    if (top.wire != 2) return true;
+    if (top.number == 1) {  // SentencePiece { piece = 1; score = 2; type = 3 [default NORMAL] }
+      int type = 1;
+      const bool ok = for_each_field(top.data, top.size, [&type](const WireField& f) {
+        if (f.number == 3 && f.wire == 0) type = static_cast<int>(f.varint);
+        return true;
+      });
+      flags->piece_types.push_back(type);
+      return ok;
+    }
+    if (top.number == 2) {  // TrainerSpec
+      return for_each_field(top.data, top.size, [flags](const WireField& f) {
+        if (f.number == 44 && f.wire == 2) flags->unk_surface.assign(f.data, f.size);
+        if (f.wire != 0) return true;
+        if (f.number == 3) flags->model_type = static_cast<int>(f.varint);
+        if (f.number == 35) flags->byte_fallback = f.varint != 0;
+        if (f.number == 24) flags->treat_whitespace_as_suffix = f.varint != 0;
+        return true;
+      });
+    }
+    if (top.number == 3) {  // NormalizerSpec
+      return for_each_field(top.data, top.size, [flags](const WireField& f) {
+        if (f.number == 1 && f.wire == 2) flags->normalizer_name.assign(f.data, f.size);
+        if (f.number == 2 && f.wire == 2) flags->charsmap_size = f.size;
+        if (f.number == 3 && f.wire == 0) flags->add_dummy_prefix = f.varint != 0;
+        if (f.number == 4 && f.wire == 0) flags->remove_extra_whitespaces = f.varint != 0;
+        if (f.number == 5 && f.wire == 0) flags->escape_whitespaces = f.varint != 0;
+        return true;
+      });
+    }
+    return true;
+  });
 }
 
 }  // namespace

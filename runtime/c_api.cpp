@@ -74,17 +74,40 @@ tern_status null_argument(const char* function, const char* argument) {
     if ((ptr) == nullptr) return null_argument(__func__, #ptr); \
   } while (0)
 
+// The sampler's fields, named alike in tern_sampler_params and SamplerParams: one list for
+// the parameters in and the defaults out.
+#define TERN_SAMPLER_PARAM_FIELDS_(X) \
+  X(temperature)                      \
+  X(top_k)                            \
+  X(top_p)                            \
+  X(min_p)                            \
+  X(repeat_penalty)                   \
+  X(repeat_last_n)                    \
+  X(seed)                             \
+  X(presence_penalty)                 \
+  X(frequency_penalty)
+
+// Each field of tern_model_params beside its ModelParams name, likewise for both directions.
+#define TERN_MODEL_PARAM_FIELDS_(X)             \
+  X(memory_budget_bytes, memory_budget_bytes) \
+  X(arena_buffer, arena_buffer)               \
+  X(arena_buffer_bytes, arena_buffer_bytes)   \
+  X(n_threads, threads)                       \
+  X(n_ctx, context_tokens)                    \
+  X(n_batch, batch_tokens)                    \
+  X(kv_type, kv_type)                         \
+  X(kv_mode, kv_mode)                         \
+  X(kv_sink_tokens, kv_sink_tokens)           \
+  X(kv_recent_window, kv_recent_window)       \
+  X(kv_eviction, kv_eviction)                 \
+  X(n_sessions, sessions)                     \
+  X(n_draft, draft_tokens)
+
 SamplerParams to_cpp(const tern_sampler_params& p) {
   SamplerParams s;
-  s.temperature = p.temperature;
-  s.top_k = p.top_k;
-  s.top_p = p.top_p;
-  s.min_p = p.min_p;
-  s.repeat_penalty = p.repeat_penalty;
-  s.repeat_last_n = p.repeat_last_n;
-  s.seed = p.seed;
-  s.presence_penalty = p.presence_penalty;
-  s.frequency_penalty = p.frequency_penalty;
+#define TERN_COPY_(field) s.field = p.field;
+  TERN_SAMPLER_PARAM_FIELDS_(TERN_COPY_)
+#undef TERN_COPY_
   return s;
 }
 
@@ -98,19 +121,9 @@ tern_status to_cpp(const tern_model_params& p, const char* function, ModelParams
     return status(fail(Error::InvalidArgument, "%s: arena_buffer and arena_buffer_bytes disagree", function));
   }
   ModelParams mp;
-  mp.memory_budget_bytes = p.memory_budget_bytes;
-  mp.arena_buffer = p.arena_buffer;
-  mp.arena_buffer_bytes = p.arena_buffer_bytes;
-  mp.threads = p.n_threads;
-  mp.context_tokens = p.n_ctx;
-  mp.batch_tokens = p.n_batch;
-  mp.kv_type = static_cast<KvType>(p.kv_type);
-  mp.kv_mode = p.kv_mode;
-  mp.kv_sink_tokens = p.kv_sink_tokens;
-  mp.kv_recent_window = p.kv_recent_window;
-  mp.kv_eviction = p.kv_eviction;
-  mp.sessions = p.n_sessions;
-  mp.draft_tokens = p.n_draft;
+#define TERN_TO_CPP_(c_field, cpp_field) mp.cpp_field = static_cast<decltype(mp.cpp_field)>(p.c_field);
+  TERN_MODEL_PARAM_FIELDS_(TERN_TO_CPP_)
+#undef TERN_TO_CPP_
   *out = mp;
   return TERN_OK;
 }
@@ -142,36 +155,20 @@ using namespace tern;
 extern "C" {
 
 tern_model_params tern_model_default_params(void) {
-  const ModelParams d;
+  const ModelParams d;  // its arena_buffer and kv_mode are null
   tern_model_params p;
-  p.memory_budget_bytes = d.memory_budget_bytes;
-  p.arena_buffer = nullptr;
-  p.arena_buffer_bytes = 0;
-  p.n_threads = d.threads;
-  p.n_ctx = d.context_tokens;
-  p.n_batch = d.batch_tokens;
-  p.kv_type = static_cast<tern_kv_type>(d.kv_type);
-  p.kv_mode = nullptr;
-  p.kv_sink_tokens = d.kv_sink_tokens;
-  p.kv_recent_window = d.kv_recent_window;
-  p.kv_eviction = d.kv_eviction;
-  p.n_sessions = d.sessions;
-  p.n_draft = d.draft_tokens;
+#define TERN_TO_C_(c_field, cpp_field) p.c_field = static_cast<decltype(p.c_field)>(d.cpp_field);
+  TERN_MODEL_PARAM_FIELDS_(TERN_TO_C_)
+#undef TERN_TO_C_
   return p;
 }
 
 tern_sampler_params tern_sampler_default_params(void) {
   const SamplerParams d;
   tern_sampler_params p;
-  p.temperature = d.temperature;
-  p.top_k = d.top_k;
-  p.top_p = d.top_p;
-  p.min_p = d.min_p;
-  p.repeat_penalty = d.repeat_penalty;
-  p.repeat_last_n = d.repeat_last_n;
-  p.seed = d.seed;
-  p.presence_penalty = d.presence_penalty;
-  p.frequency_penalty = d.frequency_penalty;
+#define TERN_COPY_(field) p.field = d.field;
+  TERN_SAMPLER_PARAM_FIELDS_(TERN_COPY_)
+#undef TERN_COPY_
   return p;
 }
 

@@ -96,6 +96,20 @@ struct PairQueue {
   }
 };
 
+// Appends the UTF-8 character at `text` (U+FFFD in place of an invalid sequence) to out at
+// *size; returns how many bytes of `text` it took.
+size_t append_char_or_replacement(const uint8_t* text, size_t avail, uint8_t* out, size_t* size) {
+  const unicode::Decoded d = unicode::decode_utf8(text, avail);
+  if (d.valid) {
+    std::memcpy(out + *size, text, d.length);
+    *size += d.length;
+  } else {
+    std::memcpy(out + *size, kReplacement, 3);
+    *size += 3;
+  }
+  return d.length;
+}
+
 struct BpeSymbol {
   int32_t prev, next, id;  // id -1: merged into its left neighbour
 };
@@ -573,17 +587,7 @@ Error Tokenizer::encode_bpe_fragment(const uint8_t* text, size_t len, Scratch& s
                          Scratch::required(run));
     uint8_t* buf = scratch.run_buffer();
     size_t n = 0;
-    for (size_t i = pos; i < end;) {
-      const unicode::Decoded d = unicode::decode_utf8(text + i, end - i);
-      if (d.valid) {
-        std::memcpy(buf + n, text + i, d.length);
-        n += d.length;
-      } else {
-        std::memcpy(buf + n, kReplacement, 3);
-        n += 3;
-      }
-      i += d.length;
-    }
+    for (size_t i = pos; i < end;) i += append_char_or_replacement(text + i, end - i, buf, &n);
     TERN_RETURN_IF_ERROR(bpe_run(buf, n, scratch, out, capacity, count));
     pos = end;
   }
@@ -725,15 +729,7 @@ Error Tokenizer::encode_spm_fragment(const uint8_t* text, size_t len, bool first
         i = j;
         continue;
       }
-      const unicode::Decoded d = unicode::decode_utf8(text + i, len - i);
-      if (d.valid) {
-        std::memcpy(buf + n, text + i, d.length);
-        n += d.length;
-      } else {
-        std::memcpy(buf + n, kReplacement, 3);
-        n += 3;
-      }
-      i += d.length;
+      i += append_char_or_replacement(text + i, len - i, buf, &n);
     }
     TERN_RETURN_IF_ERROR(spm_word(buf, n, scratch, out, capacity, count));
     pos = word_end;
@@ -862,16 +858,9 @@ size_t TokenDecoder::drain(const uint8_t* bytes, size_t size, bool final, uint8_
       for (uint32_t k = 1; k < pending_size_; ++k) prefix_ok &= (pending_[k] & 0xC0) == 0x80;
       if (prefix_ok) break;
     }
-    const unicode::Decoded d = unicode::decode_utf8(pending_, pending_size_);
-    if (d.valid) {
-      std::memcpy(out + written, pending_, d.length);
-      written += d.length;
-    } else {
-      std::memcpy(out + written, kReplacement, 3);
-      written += 3;
-    }
-    std::memmove(pending_, pending_ + d.length, pending_size_ - d.length);
-    pending_size_ -= d.length;
+    const size_t taken = append_char_or_replacement(pending_, pending_size_, out, &written);
+    std::memmove(pending_, pending_ + taken, pending_size_ - taken);
+    pending_size_ -= taken;
   }
   return written;
 }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
 
 namespace tern::testing {
 
@@ -31,6 +32,19 @@ bool in_ci() {
 std::vector<uint8_t> read_file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::string read_file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::vector<int8_t> random_ternary_codes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> dist(-1, 1);
+  std::vector<int8_t> codes(n);
+  for (auto& c : codes) c = static_cast<int8_t>(dist(rng));
+  return codes;
 }
 
 TempFile::TempFile(const std::string& suffix) {

@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
+
+#include "platform/error.h"
 
 namespace tern::testing {
 
@@ -18,6 +21,19 @@ bool shared_file_exists(const std::string& relative);
 bool in_ci();
 
 std::vector<uint8_t> read_file_bytes(const std::string& path);
+std::string read_file_text(const std::string& path);
+// n ternary codes (-1, 0, 1), uniformly random from `seed` (the same on every platform).
+std::vector<int8_t> random_ternary_codes(size_t n, uint32_t seed);
+// `r` failed with `code`, and the error message holds each of `parts` (the file it names,
+// the words that say why).
+template <class T>
+void expect_failure(const Result<T>& r, Error code, std::initializer_list<std::string> parts) {
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), code) << last_error_message();
+  const std::string msg = last_error_message();
+  for (const std::string& part : parts) EXPECT_NE(msg.find(part), std::string::npos) << msg;
+}
+
 // A fresh path under the system temp directory; the file is removed when the object dies.
 class TempFile {
  public:
@@ -49,15 +65,21 @@ class TempDir {
 
 }  // namespace tern::testing
 
-// Skips the test (fails it under CI) when a shared asset is missing.
-#define TERN_REQUIRE_SHARED(relative)                                                       \
-  do {                                                                                      \
-    if (!::tern::testing::shared_file_exists(relative)) {                                   \
-      if (::tern::testing::in_ci()) {                                                       \
-        FAIL() << "shared asset missing in CI: " << ::tern::testing::shared_path(relative); \
-      } else {                                                                              \
-        GTEST_SKIP() << "shared asset not present (skipping): "                             \
-                     << ::tern::testing::shared_path(relative);                             \
-      }                                                                                     \
-    }                                                                                       \
+// Skips the test when `present` is false, or fails it under CI, where every asset must be
+// there. The messages are streamed: "text" << value.
+#define TERN_REQUIRE_ASSET(present, ci_failure, local_skip) \
+  do {                                                      \
+    if (!(present)) {                                       \
+      if (::tern::testing::in_ci()) {                       \
+        FAIL() << ci_failure;                               \
+      } else {                                              \
+        GTEST_SKIP() << local_skip;                         \
+      }                                                     \
+    }                                                       \
   } while (0)
+
+// Skips the test (fails it under CI) when a shared asset is missing.
+#define TERN_REQUIRE_SHARED(relative)                                                          \
+  TERN_REQUIRE_ASSET(::tern::testing::shared_file_exists(relative),                            \
+                     "shared asset missing in CI: " << ::tern::testing::shared_path(relative), \
+                     "shared asset not present (skipping): " << ::tern::testing::shared_path(relative))

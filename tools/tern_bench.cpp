@@ -22,6 +22,7 @@
 #include "platform/clock.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
+#include "tools/decode_work.h"
 
 namespace {
 
@@ -63,24 +64,6 @@ double read_bandwidth(unsigned threads) {
     best = std::max(best, static_cast<double>(bytes) / s);
   }
   return best;
-}
-
-// Weight bytes one decoded token reads: every ternary matrix, the norms and the lm_head.
-double weight_bytes_per_token(const tern::Model& m) {
-  const tern::ModelConfig& c = m.config();
-  const tern::ModelWeights& w = m.weights();
-  double total = static_cast<double>(w.lm_head.size_bytes) +
-                 (w.lm_head.scales ? tern::dense_scale_count(w.lm_head.type, w.lm_head.rows, w.lm_head.cols,
-                                                             w.lm_head.group) * sizeof(float)
-                                   : 0);
-  for (uint32_t l = 0; l < c.layers; ++l) {
-    const tern::LayerWeights& lw = w.layers[l];
-    for (const tern::TernaryMatrix* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
-      total += static_cast<double>(t->size_bytes);
-    for (const tern::VectorView* v : {&lw.attn_norm, &lw.attn_sub_norm, &lw.ffn_norm, &lw.ffn_sub_norm})
-      if (v->data) total += static_cast<double>(v->size) * (v->type == tern::DenseType::F32 ? 4 : 2);
-  }
-  return total;
 }
 
 // Ternary weight-MACs per second of the kernel in use on the model's largest matrix shape
@@ -228,16 +211,16 @@ int main(int argc, char** argv) {
       // The bounds. Decode at the middle of the generated run reads the weights once and the
       // KV rows of about pp + tg/2 positions.
       const tern::Model& m = **model;
-      const double bw = read_bandwidth(t);
-      const double bytes = weight_bytes_per_token(m) + m.plan().kv_bytes_per_token * (pp + tg / 2.0);
-      const double peak = int8_peak_macs(m, t);
-      double macs = 0;  // ternary weight-MACs per token
-      for (uint32_t l = 0; l < m.config().layers; ++l) {
-        const tern::LayerWeights& lw = m.weights().layers[l];
-        for (const tern::TernaryMatrix* x : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
-          macs += static_cast<double>(x->rows) * x->cols;
-      }
       const tern::TernaryLayout layout = m.weights().layers[0].wq.layout;
+      auto work = tern::cli::bundle_decode_work(*m.bundle(), layout);
+      if (!work.ok()) {
+        std::fprintf(stderr, "tern-bench: %s\n", tern::last_error_message());
+        return 1;
+      }
+      const double bw = read_bandwidth(t);
+      const double bytes = work->ternary_bytes + work->other_bytes + m.plan().kv_bytes_per_token * (pp + tg / 2.0);
+      const double peak = int8_peak_macs(m, t);
+      const double macs = work->ternary_weights;  // ternary weight-MACs per token
       std::printf("| %s | %u | ternary layout (block kernel) | %s (%s) |\n", name.c_str(), t, tern::to_string(layout),
                   tern::to_string(tern::ternary_active_isa(layout)));
       std::printf("| %s | %u | read bandwidth | %.2f GB/s |\n", name.c_str(), t, bw / 1e9);

@@ -10,8 +10,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
-#include <fstream>
-#include <sstream>
 
 #include "converter/bundle_writer.h"
 #include "converter/chat_format.h"
@@ -20,6 +18,7 @@
 #include "converter/synthetic.h"
 #include "platform/thread_pool.h"
 #include "runtime/bundle.h"
+#include "tools/cli_files.h"
 
 using namespace tern;
 using namespace tern::convert;
@@ -63,7 +62,7 @@ void print_summary(const Bundle& b, double import_s, double write_s, double veri
     const std::string name = v->name;
     KindTotals& k = v->type == TensorType::Ternary ? ternary
                     : (name == "tok_embeddings" || name == "lm_head") ? embed : other;
-    if (&k == &embed) embed_type = embed_type_name(v->dense_type);
+    if (&k == &embed) embed_type = to_string(v->dense_type);
     k.tensors++;
     k.bytes += bytes;
     k.weights += n;
@@ -200,14 +199,10 @@ int main(int argc, char** argv) {
   double calibrate_s = 0;
   if (calibrate) {
     if (!calibrate_text.empty()) {
-      std::ifstream in(calibrate_text, std::ios::binary);
-      if (!in) {
+      if (!cli::read_file(calibrate_text, &calib.text)) {
         std::fprintf(stderr, "tern-convert: cannot read calibration text %s\n", calibrate_text.c_str());
         return 1;
       }
-      std::stringstream ss;
-      ss << in.rdbuf();
-      calib.text = ss.str();
       calib.text_label = calibrate_text;
     }
     bundle = Result<Bundle>(Error::NotFound);  // drop the mapping: the file is rewritten below
@@ -247,7 +242,7 @@ int main(int argc, char** argv) {
   std::printf("wrote %s (%s, verified)\n", output.c_str(), contents.source_format.c_str());
   std::printf("  hidden %u, ffn %u, layers %u, heads %u/%u kv, head dim %u, vocab %u\n", c.hidden, c.ffn_hidden,
               c.layers, c.heads, c.kv_heads, c.head_dim, c.vocab);
-  std::printf("  embeddings: %s, %.1f MB\n", embed_type_name(options.embed_type), stats->embedding_bytes / 1e6);
+  std::printf("  embeddings: %s, %.1f MB\n", to_string(options.embed_type), stats->embedding_bytes / 1e6);
   std::printf("  ternary: %s\n", to_string(options.ternary_layout));
   if (contents.tokenizer) {
     const TokenizerIR& t = *contents.tokenizer;

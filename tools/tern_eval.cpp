@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -30,6 +29,7 @@
 #include "runtime/kv/kv_cache.h"
 #include "runtime/model.h"
 #include "schema/bundle_generated.h"
+#include "tools/cli_files.h"
 
 using namespace tern;
 
@@ -305,14 +305,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   Model& model = **loaded;
-  std::ifstream in(text_path, std::ios::binary);
-  if (!in) {
+  std::string text;
+  if (!cli::read_file(text_path, &text)) {
     std::fprintf(stderr, "tern-eval: cannot read %s\n", text_path.c_str());
     return 1;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto ids = kvq::tokenize_text(model, ss.str(), bos_per_paragraph, tail_bytes);
+  auto ids = kvq::tokenize_text(model, text, bos_per_paragraph, tail_bytes);
   if (!ids.ok()) {
     std::fprintf(stderr, "tern-eval: %s\n", last_error_message());
     return 1;

@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
     uint64_t bytes = v->size_bytes;
     if (t->group_scales()) bytes += t->group_scales()->size();
     const bool ternary = v->type == TensorType::Ternary;
-    std::string format = ternary ? to_string(v->layout) : convert::embed_type_name(v->dense_type);
+    std::string format = ternary ? to_string(v->layout) : to_string(v->dense_type);
     if (!ternary && v->group) format += "/g" + std::to_string(v->group);
     if (ternary) {
       const std::string layout = to_string(v->layout);

@@ -13,16 +13,14 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
-#include "kernels/dense_matmul.h"
 #include "kernels/ternary_decode_model.h"
 #include "runtime/bundle.h"
 #include "runtime/include/tern.h"
-#include "runtime/tensor_names.h"
 #include "tools/cli_sizes.h"
+#include "tools/decode_work.h"
 
 namespace {
 
@@ -145,43 +143,27 @@ void print_json_row(const tern_plan_row& r, bool last) {
 // each tiled layout.
 struct BundleDecodeWork {
   bool ok = false;
-  std::string layouts;  // the layouts the bundle's ternary tensors use
-  tern::TernaryLayout layout = tern::TernaryLayout::T2Interleaved16;  // the first one
+  tern::TernaryLayout layout = tern::TernaryLayout::T2Interleaved16;  // the first ternary tensor's
   tern::DecodeWork t2i16, t3i16;
 };
 
-BundleDecodeWork bundle_decode_work(const std::string& path) {
+BundleDecodeWork decode_work_per_layout(const std::string& path) {
   BundleDecodeWork w;
   auto b = tern::Bundle::open(path.c_str());
   if (!b.ok()) return w;
-  double weights = 0, t2_bytes = 0, t3_bytes = 0, other = 0;
   for (size_t i = 0; i < b->tensor_count(); ++i) {
     auto v = b->tensor_at(i);
-    if (!v.ok()) return w;
-    const size_t cols = v->shape[v->ndim - 1];
-    size_t rows = 1;
-    for (uint32_t d = 0; d + 1 < v->ndim; ++d) rows *= v->shape[d];
-    if (v->type == tern::TensorType::Ternary) {
-      const std::string name = tern::to_string(v->layout);
-      if (w.layouts.empty()) w.layout = v->layout;
-      if ((" " + w.layouts + " ").find(" " + name + " ") == std::string::npos) {
-        w.layouts += (w.layouts.empty() ? "" : " ") + name;
-      }
-      weights += static_cast<double>(rows) * static_cast<double>(cols);
-      t2_bytes += static_cast<double>(tern::ternary_packed_size(tern::TernaryLayout::T2Interleaved16, rows, cols));
-      t3_bytes += static_cast<double>(tern::ternary_packed_size(tern::TernaryLayout::T3Interleaved16, rows, cols));
-      continue;
-    }
-    // A token reads one row of tok_embeddings, unless it is also the classifier.
-    if (std::strcmp(v->name, tern::tensor_names::kTokEmbeddings) == 0 && !b->config().tied_embeddings) continue;
-    other += static_cast<double>(v->size_bytes);
-    if (v->group_scales != nullptr) {
-      other += static_cast<double>(tern::dense_scale_count(v->dense_type, rows, cols, v->group) * sizeof(float));
+    if (v.ok() && v->type == tern::TensorType::Ternary) {
+      w.layout = v->layout;
+      break;
     }
   }
-  w.t2i16 = {weights, t2_bytes, other};
-  w.t3i16 = {weights, t3_bytes, other};
-  w.ok = weights > 0;
+  auto t2 = tern::cli::bundle_decode_work(*b, tern::TernaryLayout::T2Interleaved16);
+  auto t3 = tern::cli::bundle_decode_work(*b, tern::TernaryLayout::T3Interleaved16);
+  if (!t2.ok() || !t3.ok()) return w;
+  w.t2i16 = *t2;
+  w.t3i16 = *t3;
+  w.ok = w.t2i16.ternary_weights > 0;
   return w;
 }
 
@@ -341,7 +323,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  const BundleDecodeWork work = device.empty() ? BundleDecodeWork{} : bundle_decode_work(bundle);
+  const BundleDecodeWork work = device.empty() ? BundleDecodeWork{} : decode_work_per_layout(bundle);
   if (json) {
     std::printf("{\n  \"bundle\": \"%s\",\n  \"plans\": [\n", bundle.c_str());
     for (size_t i = 0; i < tables.size(); ++i) {

@@ -6,10 +6,8 @@
 #include <png.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,13 +18,6 @@
 
 namespace tern {
 namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 struct Png {
   uint32_t width = 0, height = 0;
@@ -73,7 +64,7 @@ TEST(Chart, KvHeatmapIsLabelled) {
   testing::TempFile png(".png"), svg(".svg");
   std::string error;
   ASSERT_TRUE(write_kv_heatmap(h, png.path(), svg.path(), &error)) << error;
-  const std::string text = read_text(svg.path());
+  const std::string text = testing::read_file_text(svg.path());
   auto has = [&](const std::string& s) { return text.find(">" + s + "<") != std::string::npos; };
   EXPECT_TRUE(has(h.title));
   EXPECT_TRUE(has(h.subtitle));
@@ -142,7 +133,7 @@ TEST(Chart, ParetoFrontAndPlot) {
   ASSERT_TRUE(chart::write_picture(c, svg.path(), &error)) << error;
   ASSERT_TRUE(chart::write_picture(c, png.path(), &error)) << error;
   EXPECT_FALSE(chart::write_picture(c, "/tmp/plot.gif", &error));
-  const std::string text = read_text(svg.path());
+  const std::string text = testing::read_file_text(svg.path());
   for (const auto& p : points) EXPECT_NE(text.find(">" + p.name + "<"), std::string::npos) << p.name;
   EXPECT_NE(text.find(">KV bytes per token (all layers and heads)<"), std::string::npos);
   EXPECT_NE(text.find("ΔPPL vs exact KV (%)"), std::string::npos);

@@ -33,6 +33,17 @@ std::vector<int8_t> repeat_runs(std::initializer_list<int> run_values, int run, 
   return out;
 }
 
+// The ternary decoding of a file's one tensor "w", of the given shape, GGML type and payload.
+Result<TernaryTensor> decode_one(const std::vector<uint64_t>& shape, uint32_t type, const std::vector<uint8_t>& payload,
+                                 const char* file = "fixture.gguf") {
+  fx::Builder b;
+  b.tensor("w", shape, type, payload);
+  const auto bytes = b.build();
+  auto f = parse(bytes, file);
+  if (!f.ok()) return f.error();
+  return gguf_decode_ternary(*f, f->tensors()[0]);
+}
+
 // ---- single blocks with bytes worked out by hand from the format definitions ----
 
 TEST(GgufDecode, Tq2_0BlockByHand) {
@@ -41,12 +52,7 @@ TEST(GgufDecode, Tq2_0BlockByHand) {
   std::vector<uint8_t> block(64, 0x24);
   block.push_back(0x00);
   block.push_back(0x38);
-  fx::Builder b;
-  b.tensor("w", {256, 1}, fx::kTypeTQ2_0, block);
-  auto bytes = b.build();
-  auto f = parse(bytes);
-  ASSERT_TRUE(f.ok()) << last_error_message();
-  auto t = gguf_decode_ternary(*f, f->tensors()[0]);
+  auto t = decode_one({256, 1}, fx::kTypeTQ2_0, block);
   ASSERT_TRUE(t.ok()) << last_error_message();
   EXPECT_EQ(t->codes, repeat_runs({-1, 0, 1, -1}, 32, 2));
   EXPECT_EQ(t->scale, 0.5f);
@@ -60,12 +66,7 @@ TEST(GgufDecode, I2sBlockByHand) {
   std::fill(payload.begin(), payload.begin() + 32, 0x24);
   const float scale = 0.25f;
   std::memcpy(&payload[32], &scale, 4);
-  fx::Builder b;
-  b.tensor("w", {128, 1}, fx::kTypeI2_S, payload);
-  auto bytes = b.build();
-  auto f = parse(bytes);
-  ASSERT_TRUE(f.ok()) << last_error_message();
-  auto t = gguf_decode_ternary(*f, f->tensors()[0]);
+  auto t = decode_one({128, 1}, fx::kTypeI2_S, payload);
   ASSERT_TRUE(t.ok()) << last_error_message();
   EXPECT_EQ(t->codes, repeat_runs({-1, 1, 0, -1}, 32, 1));
   EXPECT_EQ(t->scale, 0.25f);
@@ -78,12 +79,7 @@ TEST(GgufDecode, Tq1_0BlockByHand) {
   block.insert(block.end(), 4, 73);
   block.push_back(0x00);
   block.push_back(0x3c);
-  fx::Builder b;
-  b.tensor("w", {256, 1}, fx::kTypeTQ1_0, block);
-  auto bytes = b.build();
-  auto f = parse(bytes);
-  ASSERT_TRUE(f.ok()) << last_error_message();
-  auto t = gguf_decode_ternary(*f, f->tensors()[0]);
+  auto t = decode_one({256, 1}, fx::kTypeTQ1_0, block);
   ASSERT_TRUE(t.ok()) << last_error_message();
   std::vector<int8_t> want = repeat_runs({1, 0, -1, 1, 0}, 32, 1);  // qs[0..32), digit-major
   auto mid = repeat_runs({1, 0, -1, 1, 0}, 16, 1);                  // qs[32..48)
@@ -99,12 +95,7 @@ TEST(GgufDecode, RejectsDifferingBlockScalesAndInvalidCodes) {
   auto two_blocks = fx::tq2_0_payload(std::vector<int8_t>(codes.begin(), codes.begin() + 256), 0.5f);
   auto second = fx::tq2_0_payload(std::vector<int8_t>(codes.begin(), codes.begin() + 256), 0.625f);
   two_blocks.insert(two_blocks.end(), second.begin(), second.end());
-  fx::Builder b;
-  b.tensor("w", {256, 2}, fx::kTypeTQ2_0, two_blocks);
-  auto bytes = b.build();
-  auto f = parse(bytes);
-  ASSERT_TRUE(f.ok());
-  auto t = gguf_decode_ternary(*f, f->tensors()[0]);
+  auto t = decode_one({256, 2}, fx::kTypeTQ2_0, two_blocks);
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.error(), Error::UnsupportedType);
   EXPECT_NE(std::string(last_error_message()).find("per-block scales that differ"), std::string::npos);
@@ -113,11 +104,7 @@ TEST(GgufDecode, RejectsDifferingBlockScalesAndInvalidCodes) {
   auto zero = fx::tq2_0_payload(std::vector<int8_t>(256, 0), 0.0f);
   auto one = fx::tq2_0_payload(std::vector<int8_t>(256, -1), 0.5f);
   zero.insert(zero.end(), one.begin(), one.end());
-  fx::Builder z;
-  z.tensor("w", {512, 1}, fx::kTypeTQ2_0, zero);
-  auto zbytes = z.build();
-  auto zf = parse(zbytes);
-  auto zt = gguf_decode_ternary(*zf, zf->tensors()[0]);
+  auto zt = decode_one({512, 1}, fx::kTypeTQ2_0, zero);
   ASSERT_TRUE(zt.ok()) << last_error_message();
   EXPECT_EQ(zt->scale, 0.5f);
 
@@ -125,11 +112,7 @@ TEST(GgufDecode, RejectsDifferingBlockScalesAndInvalidCodes) {
   std::vector<uint8_t> block(64, 0xff);
   block.push_back(0);
   block.push_back(0x38);
-  fx::Builder c;
-  c.tensor("w", {256, 1}, fx::kTypeTQ2_0, block);
-  auto cbytes = c.build();
-  auto cf = parse(cbytes, "codes.gguf");
-  auto ct = gguf_decode_ternary(*cf, cf->tensors()[0]);
+  auto ct = decode_one({256, 1}, fx::kTypeTQ2_0, block, "codes.gguf");
   ASSERT_FALSE(ct.ok());
   EXPECT_NE(std::string(last_error_message()).find("codes.gguf"), std::string::npos);
 
@@ -147,11 +130,7 @@ TEST(GgufDecode, RejectsDifferingBlockScalesAndInvalidCodes) {
   EXPECT_EQ(gguf_decode_float(*kf, kf->tensors()[0]).error(), Error::UnsupportedType);
 
   // f16 weights that are not {-s, 0, +s}.
-  fx::Builder g;
-  g.tensor("w", {4, 1}, fx::kTypeF16, fx::f16_payload({0.5f, -0.5f, 0.25f, 0.0f}));
-  auto gbytes = g.build();
-  auto gf = parse(gbytes);
-  auto gt = gguf_decode_ternary(*gf, gf->tensors()[0]);
+  auto gt = decode_one({4, 1}, fx::kTypeF16, fx::f16_payload({0.5f, -0.5f, 0.25f, 0.0f}));
   ASSERT_FALSE(gt.ok());
   EXPECT_EQ(gt.error(), Error::UnsupportedType);
   EXPECT_NE(std::string(last_error_message()).find("not ternary"), std::string::npos);
@@ -360,12 +339,7 @@ TEST(GgufImport, MiniModelByteByByte) {
 
 void expect_import_error(const std::vector<uint8_t>& bytes, Error code, const std::string& words) {
   clear_last_error();
-  auto r = import_bytes(bytes, "broken.gguf");
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error(), code) << last_error_message();
-  const std::string msg = last_error_message();
-  EXPECT_NE(msg.find("broken.gguf"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(words), std::string::npos) << msg;
+  testing::expect_failure(import_bytes(bytes, "broken.gguf"), code, {"broken.gguf", words});
 }
 
 TEST(GgufImport, RejectsBadModels) {

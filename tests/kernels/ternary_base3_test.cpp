@@ -9,17 +9,10 @@
 #include "kernels/isa.h"
 #include "kernels/ternary_layout.h"
 #include "kernels/ternary_ukernels.h"
+#include "tests/test_util.h"
 
 namespace tern {
 namespace {
-
-std::vector<int8_t> random_codes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> dist(-1, 1);
-  std::vector<int8_t> codes(n);
-  for (auto& c : codes) c = static_cast<int8_t>(dist(rng));
-  return codes;
-}
 
 // The multiply-shift read of every digit of every encodable byte equals base-3 division.
 TEST(TernaryBase3, DigitTrickDecodesEveryValue) {
@@ -60,7 +53,7 @@ TEST(TernaryBase3, HandFixture) {
 TEST(TernaryBase3, RoundTrips) {
   const std::pair<size_t, size_t> shapes[] = {{1, 1}, {1, 21}, {15, 19}, {16, 20}, {17, 41}, {33, 100}, {64, 2560}};
   for (auto [rows, cols] : shapes) {
-    const auto codes = random_codes(rows * cols, static_cast<uint32_t>(rows * 131 + cols));
+    const auto codes = testing::random_ternary_codes(rows * cols, static_cast<uint32_t>(rows * 131 + cols));
     std::vector<uint8_t> packed(t3i_packed_size(rows, cols));
     ASSERT_EQ(t3i_pack(codes.data(), rows, cols, packed.data(), packed.size()), Error::Ok);
     std::vector<int8_t> back(rows * cols, 7);
@@ -118,7 +111,7 @@ TEST(TernaryBase3, KernelsMatchT2i16Scalar) {
     for (size_t cols : col_cases) {
       for (size_t tokens = 1; tokens <= k3.max_tokens; ++tokens) {
         const size_t rows = 16;
-        const auto codes = random_codes(rows * cols, static_cast<uint32_t>(cols * 7 + tokens));
+        const auto codes = testing::random_ternary_codes(rows * cols, static_cast<uint32_t>(cols * 7 + tokens));
         std::vector<uint8_t> p3(t3i_packed_size(rows, cols));
         std::vector<uint8_t> p2(ternary_packed_size(TernaryLayout::T2Interleaved16, rows, cols));
         ASSERT_EQ(t3i_pack(codes.data(), rows, cols, p3.data(), p3.size()), Error::Ok);

@@ -2,19 +2,12 @@
 
 #include <gtest/gtest.h>
 
-#include <random>
 #include <vector>
+
+#include "tests/test_util.h"
 
 namespace tern {
 namespace {
-
-std::vector<int8_t> random_codes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> dist(-1, 1);
-  std::vector<int8_t> codes(n);
-  for (auto& c : codes) c = static_cast<int8_t>(dist(rng));
-  return codes;
-}
 
 TEST(TernaryLayout, PackedSizes) {
   EXPECT_EQ(ternary_packed_size(TernaryLayout::T2RowMajor, 3, 5), 3u * 2u);
@@ -70,7 +63,7 @@ TEST(TernaryLayout, RoundTripsEveryLayout) {
   for (TernaryLayout layout :
        {TernaryLayout::T2RowMajor, TernaryLayout::T2Interleaved16, TernaryLayout::T3Interleaved16}) {
     for (auto [rows, cols] : shapes) {
-      const auto codes = random_codes(rows * cols, static_cast<uint32_t>(rows * 131 + cols));
+      const auto codes = testing::random_ternary_codes(rows * cols, static_cast<uint32_t>(rows * 131 + cols));
       std::vector<uint8_t> packed(ternary_packed_size(layout, rows, cols));
       ASSERT_EQ(ternary_pack(layout, codes.data(), rows, cols, packed.data(), packed.size()), Error::Ok);
       std::vector<int8_t> back(rows * cols, 7);

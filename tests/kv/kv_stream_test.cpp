@@ -73,15 +73,24 @@ std::vector<kvq::KvMode> stream_modes(const Model& model) {
   return modes;
 }
 
-TEST(KvStream, WithinTheCapacityEveryExactStreamIsAPlainSession) {
-  TERN_REQUIRE_BUNDLE(kBundle, kSource);
-  const std::string path = testing::bundle_path(kBundle);
-  auto model = Model::load(path.c_str(), ModelParams{});
-  ASSERT_TRUE(model.ok()) << last_error_message();
-  const std::vector<int32_t> ids = held_out_ids(**model, 300);
+// Every test streams the bundle's model.
+class KvStream : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TERN_REQUIRE_BUNDLE(kBundle, kSource);
+    auto loaded = Model::load(path_.c_str(), ModelParams{});
+    ASSERT_TRUE(loaded.ok()) << last_error_message();
+    model_ = std::move(loaded).value();
+  }
+  const std::string path_ = testing::bundle_path(kBundle);
+  std::unique_ptr<Model> model_;
+};
+
+TEST_F(KvStream, WithinTheCapacityEveryExactStreamIsAPlainSession) {
+  const std::vector<int32_t> ids = held_out_ids(*model_, 300);
   ASSERT_EQ(ids.size(), 300u);
-  std::vector<kvq::KvMode> modes = stream_modes(**model);
-  auto r = kvq::run_stream(**model, modes, ids, kvq::StreamOptions{});
+  std::vector<kvq::KvMode> modes = stream_modes(*model_);
+  auto r = kvq::run_stream(*model_, modes, ids, kvq::StreamOptions{});
   ASSERT_TRUE(r.ok()) << last_error_message();
 
   // The streams' exact caches are compressed caches of exact f32 heads (they must evict
@@ -89,10 +98,10 @@ TEST(KvStream, WithinTheCapacityEveryExactStreamIsAPlainSession) {
   ModelParams exact;
   exact.kv_mode = "f32";
   exact.kv_eviction = 1;
-  const double expected = session_ppl(path.c_str(), exact, ids);
+  const double expected = session_ppl(path_.c_str(), exact, ids);
   EXPECT_GT(expected, 1.5);
-  EXPECT_LT(expected, (*model)->config().vocab / 4.0);
-  EXPECT_EQ(r->full.capacity, (*model)->config().max_context) << "the full-context stream holds the whole context";
+  EXPECT_LT(expected, model_->config().vocab / 4.0);
+  EXPECT_EQ(r->full.capacity, model_->config().max_context) << "the full-context stream holds the whole context";
   ASSERT_EQ(r->full.nll.size(), ids.size() - 1);
   EXPECT_NEAR(trace_ppl(r->full), expected, 1e-5 * expected);
   ASSERT_EQ(r->same.size(), 1u) << "f32 and q4 share one layout";
@@ -102,7 +111,7 @@ TEST(KvStream, WithinTheCapacityEveryExactStreamIsAPlainSession) {
   // amplifies the rounding differences (0.1 % of PPL here), so only close.
   ModelParams dense;
   dense.kv_mode = "f32";
-  const double dense_ppl = session_ppl(path.c_str(), dense, ids);
+  const double dense_ppl = session_ppl(path_.c_str(), dense, ids);
   EXPECT_NEAR(trace_ppl(r->full), dense_ppl, 5e-3 * dense_ppl);
   // Nothing evicted; the exact mode keeps everything exact, q4 quantizes all but S + W..W+G.
   const size_t last = ids.size() - 2;
@@ -121,18 +130,14 @@ TEST(KvStream, WithinTheCapacityEveryExactStreamIsAPlainSession) {
   EXPECT_GT(s.delta_ppl_se_percent, 0.0);
 }
 
-TEST(KvStream, PastTheCapacityTheSameEvictionStreamIsAnEvictingSession) {
-  TERN_REQUIRE_BUNDLE(kBundle, kSource);
-  const std::string path = testing::bundle_path(kBundle);
-  auto model = Model::load(path.c_str(), ModelParams{});
-  ASSERT_TRUE(model.ok()) << last_error_message();
-  const std::vector<int32_t> ids = held_out_ids(**model, 900);
+TEST_F(KvStream, PastTheCapacityTheSameEvictionStreamIsAnEvictingSession) {
+  const std::vector<int32_t> ids = held_out_ids(*model_, 900);
   ASSERT_EQ(ids.size(), 900u);
-  std::vector<kvq::KvMode> modes = stream_modes(**model);
+  std::vector<kvq::KvMode> modes = stream_modes(*model_);
   kvq::StreamOptions opt;
   opt.capacity = 250;  // the ladder below it: S + W + G + 5 G = 228
   opt.threads = 2;
-  auto r = kvq::run_stream(**model, modes, ids, opt);
+  auto r = kvq::run_stream(*model_, modes, ids, opt);
   ASSERT_TRUE(r.ok()) << last_error_message();
   ASSERT_EQ(r->same.size(), 1u);
   EXPECT_EQ(r->same[0].capacity, 228u);
@@ -142,7 +147,7 @@ TEST(KvStream, PastTheCapacityTheSameEvictionStreamIsAnEvictingSession) {
   evicting.kv_mode = "f32";
   evicting.kv_eviction = 1;
   evicting.context_tokens = 228;
-  const double expected = session_ppl(path.c_str(), evicting, ids);
+  const double expected = session_ppl(path_.c_str(), evicting, ids);
   EXPECT_NEAR(trace_ppl(r->same[0]), expected, 1e-5 * expected);
   EXPECT_NEAR(trace_ppl(r->modes[0]), expected, 1e-5 * expected);
   // Eviction drops whole middle blocks: what is kept never exceeds the capacity and is
@@ -170,16 +175,12 @@ TEST(KvStream, PastTheCapacityTheSameEvictionStreamIsAnEvictingSession) {
   EXPECT_NEAR(parts, whole, 1e-6 * whole);
 }
 
-TEST(KvStream, BudgetPicksTheLargestCacheThatFits) {
-  TERN_REQUIRE_BUNDLE(kBundle, kSource);
-  const std::string path = testing::bundle_path(kBundle);
-  auto model = Model::load(path.c_str(), ModelParams{});
-  ASSERT_TRUE(model.ok()) << last_error_message();
-  const std::vector<int32_t> ids = held_out_ids(**model, 40);
-  std::vector<kvq::KvMode> modes = stream_modes(**model);
+TEST_F(KvStream, BudgetPicksTheLargestCacheThatFits) {
+  const std::vector<int32_t> ids = held_out_ids(*model_, 40);
+  std::vector<kvq::KvMode> modes = stream_modes(*model_);
   kvq::StreamOptions opt;
   opt.budget_bytes = 400000;
-  auto r = kvq::run_stream(**model, modes, ids, opt);
+  auto r = kvq::run_stream(*model_, modes, ids, opt);
   ASSERT_TRUE(r.ok()) << last_error_message();
   for (size_t i = 0; i < modes.size(); ++i) {
     const KvCacheSpec& spec = modes[i].resolved();
@@ -188,12 +189,12 @@ TEST(KvStream, BudgetPicksTheLargestCacheThatFits) {
     EXPECT_EQ(r->modes[i].cache_bytes, kv_cache_arena_bytes(spec, cap));
     // One more block would not fit (or pass the model's context).
     const uint32_t bigger = cap + spec.profile.block_tokens;
-    EXPECT_TRUE(kv_cache_arena_bytes(spec, bigger) > opt.budget_bytes || bigger > (*model)->config().max_context)
+    EXPECT_TRUE(kv_cache_arena_bytes(spec, bigger) > opt.budget_bytes || bigger > model_->config().max_context)
         << modes[i].name;
   }
   EXPECT_GT(r->modes[1].capacity, r->modes[0].capacity) << "q4 holds more positions than exact rows in 400 kB";
   opt.budget_bytes = 1000;
-  EXPECT_EQ(kvq::run_stream(**model, modes, ids, opt).error(), Error::InvalidArgument);
+  EXPECT_EQ(kvq::run_stream(*model_, modes, ids, opt).error(), Error::InvalidArgument);
 }
 
 }  // namespace

@@ -43,6 +43,10 @@ tern_model_params params_for(const char* mode, uint32_t ctx = 0, uint32_t sessio
   return p;
 }
 
+tern_status load(Loaded& l, const char* bundle, const tern_model_params& p) {
+  return tern_model_load(tern::testing::bundle_path(bundle).c_str(), &p, &l.model);
+}
+
 tern_session* open_session(Loaded& l, float temperature, uint64_t seed) {
   tern_session_params sp = tern_session_default_params();
   sp.sampler.temperature = temperature;
@@ -169,8 +173,7 @@ void save_restore_continues_exactly(const char* bundle, const char* mode, uint32
                                     float temperature) {
   SCOPED_TRACE(std::string(bundle) + " " + mode + " temp " + std::to_string(temperature));
   Loaded l;
-  tern_model_params p = params_for(mode, ctx, 2);
-  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(bundle).c_str(), &p, &l.model), TERN_OK) << message();
+  ASSERT_EQ(load(l, bundle, params_for(mode, ctx, 2)), TERN_OK) << message();
   tern_session* a = open_session(l, temperature, 99);
   const std::vector<int32_t> prompt = tokenize(l.model, "Once upon a time there was");
   ASSERT_EQ(tern_prefill(a, prompt.data(), prompt.size()), TERN_OK);
@@ -265,8 +268,7 @@ TEST(AppApi, StateFromAnotherModeOrBundleOrDamagedIsRefused) {
 void truncate_matches_fresh(const char* mode, uint32_t ctx, int generated, uint32_t keep_from_end) {
   SCOPED_TRACE(std::string(mode) + " keep all but " + std::to_string(keep_from_end));
   Loaded l;
-  tern_model_params p = params_for(mode, ctx, 2);
-  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(kAusten).c_str(), &p, &l.model), TERN_OK) << message();
+  ASSERT_EQ(load(l, kAusten, params_for(mode, ctx, 2)), TERN_OK) << message();
   tern_session* s = open_session(l, 0.0f, 1);
   const std::vector<int32_t> prompt = tokenize(l.model, "It is a truth universally");
   std::vector<int32_t> all = prompt;
@@ -294,8 +296,7 @@ TEST(AppApi, TruncateRewindsExactly) {
   truncate_matches_fresh("q4", 300, 20, 5);    // inside the exact window: rolled back in place
   truncate_matches_fresh("q4", 300, 120, 70);  // blocks were flushed since: the kept tokens run again
   Loaded l;
-  tern_model_params p = params_for("q4", 132);
-  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(kAusten).c_str(), &p, &l.model), TERN_OK);
+  ASSERT_EQ(load(l, kAusten, params_for("q4", 132)), TERN_OK) << message();
   tern_session* s = open_session(l, 0.0f, 1);
   const std::vector<int32_t> prompt = tokenize(l.model, "It is");
   ASSERT_EQ(tern_prefill(s, prompt.data(), prompt.size()), TERN_OK);
@@ -311,8 +312,7 @@ TEST(AppApi, TruncateRewindsExactly) {
 TEST(AppApi, HistoryHoldsThePromptAndTheSampledTokens) {
   TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
   Loaded l;
-  tern_model_params p = params_for("f32", 128);
-  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(kAusten).c_str(), &p, &l.model), TERN_OK) << message();
+  ASSERT_EQ(load(l, kAusten, params_for("f32", 128)), TERN_OK) << message();
   tern_session* s = open_session(l, 0.9f, 3);
   size_t n = 99;
   ASSERT_EQ(tern_session_history(s, nullptr, 0, &n), TERN_OK) << message();
@@ -345,8 +345,7 @@ TEST(AppApi, HistoryHoldsThePromptAndTheSampledTokens) {
 TEST(AppApi, LogitBiasAndHookSteerSampling) {
   TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
   Loaded l;
-  tern_model_params p = params_for("f32", 128);
-  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(kAusten).c_str(), &p, &l.model), TERN_OK);
+  ASSERT_EQ(load(l, kAusten, params_for("f32", 128)), TERN_OK) << message();
   tern_session* s = open_session(l, 0.0f, 1);
   const std::vector<int32_t> prompt = tokenize(l.model, "It is a truth universally");
   ASSERT_EQ(tern_prefill(s, prompt.data(), prompt.size()), TERN_OK);
@@ -395,8 +394,7 @@ TEST(AppApi, LogitBiasAndHookSteerSampling) {
 TEST(AppApi, PresenceAndFrequencyPenaltiesFollowTheFormula) {
   TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
   Loaded l;
-  tern_model_params p = params_for("f32", 256);
-  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(kAusten).c_str(), &p, &l.model), TERN_OK);
+  ASSERT_EQ(load(l, kAusten, params_for("f32", 256)), TERN_OK) << message();
   tern_session_params sp = tern_session_default_params();
   sp.sampler.temperature = 0.0f;
   sp.sampler.presence_penalty = 0.7f;

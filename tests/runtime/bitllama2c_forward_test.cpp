@@ -48,18 +48,25 @@ bool slow_emulation() { return std::getenv("TERN_SLOW_EMULATION") != nullptr; }
 // variant is shortened there.
 bool shorten(KvType kv) { return kv != KvType::F32 && slow_emulation(); }
 
-class Bitllama2cForward : public ::testing::TestWithParam<KvType> {};
+// Every test runs the model's weights against its reference outputs.
+class Bitllama2cForward : public ::testing::TestWithParam<KvType> {
+ protected:
+  void SetUp() override {
+    TERN_REQUIRE_SHARED(kModel);
+    TERN_REQUIRE_SHARED(kTop5);
+    w_ = testing::read_bitllama2c(testing::shared_path(kModel));
+    ASSERT_NE(w_, nullptr);
+    ref_ = read_reference();
+  }
+  std::unique_ptr<testing::Bitllama2cWeights> w_;
+  Reference ref_;
+};
 
 TEST_P(Bitllama2cForward, TeacherForcedArgmaxMatchesReference) {
-  TERN_REQUIRE_SHARED(kModel);
-  TERN_REQUIRE_SHARED(kTop5);
-  auto w = testing::read_bitllama2c(testing::shared_path(kModel));
-  ASSERT_NE(w, nullptr);
-  const Reference ref = read_reference();
-  ASSERT_EQ(ref.top5_ids.size(), ref.ids.size());  // the last row predicts past the text
+  ASSERT_EQ(ref_.top5_ids.size(), ref_.ids.size());  // the last row predicts past the text
   ModelParams params;
   params.kv_type = GetParam();
-  auto model = Model::create(w->config, w->weights, params, w->bytes);
+  auto model = Model::create(w_->config, w_->weights, params, w_->bytes);
   ASSERT_TRUE(model.ok()) << last_error_message();
   auto session = (*model)->create_session(SamplerParams{});
   ASSERT_TRUE(session.ok()) << last_error_message();
@@ -67,20 +74,20 @@ TEST_P(Bitllama2cForward, TeacherForcedArgmaxMatchesReference) {
 
   size_t checked = 0, near_ties = 0;
   float max_top1_error = 0.0f;
-  const size_t positions = shorten(GetParam()) ? 64 : ref.top5_ids.size();
+  const size_t positions = shorten(GetParam()) ? 64 : ref_.top5_ids.size();
   for (size_t i = 0; i < positions; ++i) {
-    ASSERT_EQ(s.decode(ref.ids[i]), Error::Ok) << last_error_message();
+    ASSERT_EQ(s.decode(ref_.ids[i]), Error::Ok) << last_error_message();
     const float* logits = s.logits();
-    const float gap = ref.top5_logits[i][0] - ref.top5_logits[i][1];
-    max_top1_error = std::max(max_top1_error, std::fabs(logits[ref.top5_ids[i][0]] - ref.top5_logits[i][0]));
+    const float gap = ref_.top5_logits[i][0] - ref_.top5_logits[i][1];
+    max_top1_error = std::max(max_top1_error, std::fabs(logits[ref_.top5_ids[i][0]] - ref_.top5_logits[i][0]));
     if (gap <= tie_gap(GetParam())) {
       ++near_ties;
       continue;
     }
-    const int32_t top1 = argmax(logits, w->config.vocab);
-    EXPECT_EQ(top1, ref.top5_ids[i][0]) << "position " << i << " gap " << gap;
-    if (i + 1 < ref.ids.size()) {
-      EXPECT_EQ(top1, ref.ids[i + 1]) << "next token at position " << i;
+    const int32_t top1 = argmax(logits, w_->config.vocab);
+    EXPECT_EQ(top1, ref_.top5_ids[i][0]) << "position " << i << " gap " << gap;
+    if (i + 1 < ref_.ids.size()) {
+      EXPECT_EQ(top1, ref_.ids[i + 1]) << "next token at position " << i;
     }
     ++checked;
   }
@@ -91,25 +98,20 @@ TEST_P(Bitllama2cForward, TeacherForcedArgmaxMatchesReference) {
 }
 
 TEST_P(Bitllama2cForward, GreedyReproducesReferenceUpToTheNearTie) {
-  TERN_REQUIRE_SHARED(kModel);
-  TERN_REQUIRE_SHARED(kTop5);
-  auto w = testing::read_bitllama2c(testing::shared_path(kModel));
-  ASSERT_NE(w, nullptr);
-  const Reference ref = read_reference();
   // The documented near-tie: the first position where the reference text does not take
   // the independent implementation's top-1.
-  size_t tie = ref.top5_ids.size();
-  for (size_t i = 0; i + 1 < ref.ids.size(); ++i) {
-    if (ref.top5_ids[i][0] != ref.ids[i + 1]) {
+  size_t tie = ref_.top5_ids.size();
+  for (size_t i = 0; i + 1 < ref_.ids.size(); ++i) {
+    if (ref_.top5_ids[i][0] != ref_.ids[i + 1]) {
       tie = i;
       break;
     }
   }
-  ASSERT_LT(tie, ref.top5_ids.size());
-  EXPECT_LT(ref.top5_logits[tie][0] - ref.top5_logits[tie][1], kTieGap);
+  ASSERT_LT(tie, ref_.top5_ids.size());
+  EXPECT_LT(ref_.top5_logits[tie][0] - ref_.top5_logits[tie][1], kTieGap);
   // Free-running text can only be expected up to the first gap the KV precision resolves.
   for (size_t i = 0; i < tie; ++i) {
-    if (ref.top5_logits[i][0] - ref.top5_logits[i][1] <= tie_gap(GetParam())) {
+    if (ref_.top5_logits[i][0] - ref_.top5_logits[i][1] <= tie_gap(GetParam())) {
       tie = i;
       break;
     }
@@ -117,7 +119,7 @@ TEST_P(Bitllama2cForward, GreedyReproducesReferenceUpToTheNearTie) {
 
   ModelParams params;
   params.kv_type = GetParam();
-  auto model = Model::create(w->config, w->weights, params, w->bytes);
+  auto model = Model::create(w_->config, w_->weights, params, w_->bytes);
   ASSERT_TRUE(model.ok()) << last_error_message();
   SamplerParams greedy;
   greedy.temperature = 0.0f;
@@ -125,42 +127,37 @@ TEST_P(Bitllama2cForward, GreedyReproducesReferenceUpToTheNearTie) {
   ASSERT_TRUE(session.ok()) << last_error_message();
   Session& s = **session;
   const size_t prompt = 5;  // BOS + "Once upon a time"
-  ASSERT_EQ(s.prefill(ref.ids.data(), prompt), Error::Ok) << last_error_message();
+  ASSERT_EQ(s.prefill(ref_.ids.data(), prompt), Error::Ok) << last_error_message();
   const size_t end = shorten(GetParam()) ? std::min<size_t>(tie, 48) : tie;
   for (size_t i = prompt; i <= end; ++i) {
     auto next = s.sample();
     ASSERT_TRUE(next.ok());
-    ASSERT_EQ(*next, ref.ids[i]) << "generated token " << i << " differs (near-tie at " << tie << ")";
+    ASSERT_EQ(*next, ref_.ids[i]) << "generated token " << i << " differs (near-tie at " << tie << ")";
     ASSERT_EQ(s.decode(*next), Error::Ok);
   }
 }
 
 TEST_P(Bitllama2cForward, PrefillBatchesMatchTokenByTokenDecode) {
-  TERN_REQUIRE_SHARED(kModel);
-  TERN_REQUIRE_SHARED(kTop5);
-  auto w = testing::read_bitllama2c(testing::shared_path(kModel));
-  ASSERT_NE(w, nullptr);
-  const Reference ref = read_reference();
   const size_t n = 40;
   ModelParams params;
   params.kv_type = GetParam();
   params.batch_tokens = 16;  // 40 tokens: batches of 16, 16, 8
   params.threads = 2;        // and the pool paths of matmul and attention
-  auto model = Model::create(w->config, w->weights, params, w->bytes);
+  auto model = Model::create(w_->config, w_->weights, params, w_->bytes);
   ASSERT_TRUE(model.ok()) << last_error_message();
   std::vector<float> batched, stepwise;
   {
     auto session = (*model)->create_session(SamplerParams{});
     ASSERT_TRUE(session.ok());
-    ASSERT_EQ((*session)->prefill(ref.ids.data(), n), Error::Ok) << last_error_message();
-    batched.assign((*session)->logits(), (*session)->logits() + w->config.vocab);
+    ASSERT_EQ((*session)->prefill(ref_.ids.data(), n), Error::Ok) << last_error_message();
+    batched.assign((*session)->logits(), (*session)->logits() + w_->config.vocab);
     (*model)->destroy_session(*session);
   }
   {
     auto session = (*model)->create_session(SamplerParams{});
     ASSERT_TRUE(session.ok());
-    for (size_t i = 0; i < n; ++i) ASSERT_EQ((*session)->decode(ref.ids[i]), Error::Ok);
-    stepwise.assign((*session)->logits(), (*session)->logits() + w->config.vocab);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ((*session)->decode(ref_.ids[i]), Error::Ok);
+    stepwise.assign((*session)->logits(), (*session)->logits() + w_->config.vocab);
     (*model)->destroy_session(*session);
   }
   float max_diff = 0.0f;

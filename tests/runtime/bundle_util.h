@@ -21,15 +21,11 @@ inline bool bundle_exists(const std::string& name) { return std::ifstream(bundle
 
 // Skips when the bundle (and its shared source) is absent; fails under CI, or when the
 // source is there but the bundle is not (the conversion fixture did not run or failed).
-#define TERN_REQUIRE_BUNDLE(name, shared_source)                                                 \
-  do {                                                                                           \
-    TERN_REQUIRE_SHARED(shared_source);                                                          \
-    if (!::tern::testing::bundle_exists(name)) {                                                 \
-      if (::tern::testing::in_ci()) {                                                            \
-        FAIL() << "bundle missing: " << ::tern::testing::bundle_path(name);                      \
-      } else {                                                                                   \
-        GTEST_SKIP() << "bundle not converted (run ctest, which converts it first): "            \
-                     << ::tern::testing::bundle_path(name);                                      \
-      }                                                                                          \
-    }                                                                                            \
+#define TERN_REQUIRE_BUNDLE(name, shared_source)                                               \
+  do {                                                                                         \
+    TERN_REQUIRE_SHARED(shared_source);                                                        \
+    TERN_REQUIRE_ASSET(::tern::testing::bundle_exists(name),                                   \
+                       "bundle missing: " << ::tern::testing::bundle_path(name),               \
+                       "bundle not converted (run ctest, which converts it first): "           \
+                           << ::tern::testing::bundle_path(name));                             \
   } while (0)

@@ -94,6 +94,35 @@ TEST(NoAlloc, PrefillDecodeSampleGenerateOneThread) {
   run_without_allocating("tiny-austen-packed.tern", "", 1);
 }
 
+// Two turns of a drafting session while heap calls are counted: `prompt` with `stop` (a stop
+// inside accepted drafts rolls them back), then `follow_up` without it, then (with `reset`)
+// a session reset.
+struct TwoTurns {
+  long heap_calls = 0;
+  tern_generate_stats first{}, second{};
+};
+
+TwoTurns generate_two_turns(tern_session* session, const char* prompt, const char* stop, const char* follow_up,
+                            uint32_t max_new_tokens, bool reset) {
+  tern_generate_params gp = tern_generate_default_params();
+  gp.max_new_tokens = max_new_tokens;
+  gp.stop_strings = &stop;
+  gp.n_stop_strings = 1;
+  TwoTurns t;
+  size_t bytes = 0;
+  Counting counting;
+  EXPECT_EQ(tern_generate(session, prompt, std::strlen(prompt), &gp, sink, &bytes, &t.first), TERN_OK)
+      << tern_last_error_message();
+  gp.n_stop_strings = 0;
+  EXPECT_EQ(tern_generate(session, follow_up, std::strlen(follow_up), &gp, sink, &bytes, &t.second), TERN_OK)
+      << tern_last_error_message();
+  if (reset) {
+    EXPECT_EQ(tern_session_reset(session), TERN_OK);
+  }
+  t.heap_calls = counting.calls();
+  return t;
+}
+
 // Speculative decoding: drafting, the batched verification with every row's logits, the
 // roll-back and the final truncation stay inside the session's arena.
 TEST(NoAlloc, GenerateWithDraftingAllocatesNothing) {
@@ -111,25 +140,11 @@ TEST(NoAlloc, GenerateWithDraftingAllocatesNothing) {
     sp.n_draft = 8;
     tern_session* session = nullptr;
     ASSERT_EQ(tern_session_create(model, &sp, &session), TERN_OK) << tern_last_error_message();
-    const char text[] = "It is a truth universally acknowledged, that a single man. It is a truth universally";
-    tern_generate_params gp = tern_generate_default_params();
-    gp.max_new_tokens = 60;
-    const char* stops[] = {"United States, and"};  // a stop inside accepted drafts rolls them back
-    gp.stop_strings = stops;
-    gp.n_stop_strings = 1;
-    tern_generate_stats st{};
-    size_t bytes = 0;
-    long calls = 0;
-    {
-      Counting counting;
-      EXPECT_EQ(tern_generate(session, text, sizeof text - 1, &gp, sink, &bytes, &st), TERN_OK)
-          << tern_last_error_message();
-      gp.n_stop_strings = 0;
-      EXPECT_EQ(tern_generate(session, " The", 4, &gp, sink, &bytes, &st), TERN_OK) << tern_last_error_message();
-      calls = counting.calls();
-    }
-    EXPECT_EQ(calls, 0) << "heap calls while generating with drafting, kv " << mode;
-    EXPECT_GT(st.accepted_tokens, 0u) << "no draft was accepted: the test would not exercise verification";
+    const TwoTurns t = generate_two_turns(
+        session, "It is a truth universally acknowledged, that a single man. It is a truth universally",
+        "United States, and", " The", 60, false);
+    EXPECT_EQ(t.heap_calls, 0) << "heap calls while generating with drafting, kv " << mode;
+    EXPECT_GT(t.second.accepted_tokens, 0u) << "no draft was accepted: the test would not exercise verification";
     tern_session_free(session);
     tern_model_free(model);
   }
@@ -183,27 +198,14 @@ TEST(NoAlloc, GenerateWithADraftModelAllocatesNothing) {
     sp.draft_model = draft;
     tern_session* session = nullptr;
     ASSERT_EQ(tern_session_create(model, &sp, &session), TERN_OK) << tern_last_error_message();
-    const char text[] = "Once upon a time, there was a little girl named Lily. She loved to play outside.";
-    tern_generate_params gp = tern_generate_default_params();
-    gp.max_new_tokens = 40;
-    const char* stops[] = {"Lily was"};  // a stop may land inside accepted drafts: both roll back
-    gp.stop_strings = stops;
-    gp.n_stop_strings = 1;
-    tern_generate_stats st{}, st2{};
-    size_t bytes = 0;
-    long calls = 0;
-    {
-      Counting counting;
-      EXPECT_EQ(tern_generate(session, text, sizeof text - 1, &gp, sink, &bytes, &st), TERN_OK)
-          << tern_last_error_message();
-      gp.n_stop_strings = 0;
-      EXPECT_EQ(tern_generate(session, " Then", 5, &gp, sink, &bytes, &st2), TERN_OK) << tern_last_error_message();
-      EXPECT_EQ(tern_session_reset(session), TERN_OK);
-      calls = counting.calls();
-    }
-    EXPECT_EQ(calls, 0) << "heap calls while generating with a draft model, kv " << mode << ", temperature "
-                        << temperature;
-    EXPECT_GT(st.accepted_tokens + st2.accepted_tokens, 0u) << "no draft accepted: verification not exercised";
+    // The stop may land inside accepted drafts: target and draft sessions both roll back.
+    const TwoTurns t = generate_two_turns(
+        session, "Once upon a time, there was a little girl named Lily. She loved to play outside.", "Lily was",
+        " Then", 40, true);
+    EXPECT_EQ(t.heap_calls, 0) << "heap calls while generating with a draft model, kv " << mode << ", temperature "
+                               << temperature;
+    EXPECT_GT(t.first.accepted_tokens + t.second.accepted_tokens, 0u)
+        << "no draft accepted: verification not exercised";
     tern_session_free(session);
     tern_model_free(model);
     tern_model_free(draft);

@@ -51,17 +51,10 @@ struct Case {
   std::vector<int32_t> ids;
 };
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // llama.cpp's test-tokenizer-0 format: texts separated by "\n__ggml_vocab_test__\n" (the
 // file ends with a separator), one line of space-separated ids per text, no BOS.
 std::vector<Case> read_ggml_cases(const std::string& stem) {
-  const std::string inp = read_text(stem + ".inp");
+  const std::string inp = testing::read_file_text(stem + ".inp");
   const std::string sep = "\n__ggml_vocab_test__\n";
   std::vector<Case> cases;
   for (size_t pos = 0; pos < inp.size();) {
@@ -118,6 +111,17 @@ void expect_cases(HostTokenizer& tok, const std::vector<Case>& cases, const char
   EXPECT_EQ(round_trip_failures, 0u);
 }
 
+// One ground-truth file under tokenizers/ground-truth/: llama.cpp's .gguf.inp/.out pair or
+// an HF .jsonl sample, with the number of cases it holds.
+void expect_ground_truth(HostTokenizer& tok, const std::string& file, size_t count) {
+  const std::string rel = "tokenizers/ground-truth/" + file;
+  const bool ggml = file.size() > 5 && file.compare(file.size() - 5, 5, ".gguf") == 0;
+  TERN_REQUIRE_SHARED(ggml ? rel + ".inp" : rel);
+  const auto cases = ggml ? read_ggml_cases(shared_path(rel)) : read_jsonl_cases(shared_path(rel));
+  ASSERT_EQ(cases.size(), count);
+  expect_cases(tok, cases, file.c_str());
+}
+
 class Llama3 : public ::testing::Test {
  protected:
   // Parsing the 9 MB tokenizer.json takes a while: once per suite.
@@ -163,19 +167,9 @@ TEST_F(Llama3, ImportedMetadata) {
   EXPECT_FALSE(tok_->table()->chat_template()->str().empty());
 }
 
-TEST_F(Llama3, GgmlVocabTestVectors) {
-  TERN_REQUIRE_SHARED("tokenizers/ground-truth/ggml-vocab-llama-bpe.gguf.inp");
-  auto cases = read_ggml_cases(shared_path("tokenizers/ground-truth/ggml-vocab-llama-bpe.gguf"));
-  ASSERT_EQ(cases.size(), 46u);
-  expect_cases(*tok_, cases, "ggml-vocab-llama-bpe");
-}
+TEST_F(Llama3, GgmlVocabTestVectors) { expect_ground_truth(*tok_, "ggml-vocab-llama-bpe.gguf", 46); }
 
-TEST_F(Llama3, HuggingFaceSamples) {
-  TERN_REQUIRE_SHARED("tokenizers/ground-truth/llama3-sample.jsonl");
-  auto cases = read_jsonl_cases(shared_path("tokenizers/ground-truth/llama3-sample.jsonl"));
-  ASSERT_EQ(cases.size(), 327u);
-  expect_cases(*tok_, cases, "llama3-sample");
-}
+TEST_F(Llama3, HuggingFaceSamples) { expect_ground_truth(*tok_, "llama3-sample.jsonl", 327); }
 
 TEST_F(Llama3, EmptyInputGivesNoIdsOrJustBos) {
   EXPECT_TRUE(ids("").empty());
@@ -394,19 +388,9 @@ TEST_F(Llama3, ArenaPlanIsExact) {
   EXPECT_EQ(Tokenizer::create(table, small).error(), Error::ArenaExhausted);
 }
 
-TEST_F(Llama2, GgmlVocabTestVectors) {
-  TERN_REQUIRE_SHARED("tokenizers/ground-truth/ggml-vocab-llama-spm.gguf.inp");
-  auto cases = read_ggml_cases(shared_path("tokenizers/ground-truth/ggml-vocab-llama-spm.gguf"));
-  ASSERT_EQ(cases.size(), 46u);
-  expect_cases(*tok_, cases, "ggml-vocab-llama-spm");
-}
+TEST_F(Llama2, GgmlVocabTestVectors) { expect_ground_truth(*tok_, "ggml-vocab-llama-spm.gguf", 46); }
 
-TEST_F(Llama2, SentencePieceSamples) {
-  TERN_REQUIRE_SHARED("tokenizers/ground-truth/llama2-sample.jsonl");
-  auto cases = read_jsonl_cases(shared_path("tokenizers/ground-truth/llama2-sample.jsonl"));
-  ASSERT_EQ(cases.size(), 327u);
-  expect_cases(*tok_, cases, "llama2-sample");
-}
+TEST_F(Llama2, SentencePieceSamples) { expect_ground_truth(*tok_, "llama2-sample.jsonl", 327); }
 
 TEST_F(Llama2, ImportedMetadata) {
   Tokenizer& t = tok_->tokenizer();
