@@ -310,6 +310,44 @@ TEST(KvSession, EvictionKeepsGeneratingPastTheCapacity) {
   model->destroy_session(&s);
 }
 
+// Heavy-hitter eviction through the forward pass. With equal budgets and every block
+// protected (@100%) it drops the oldest block, and the cache's own re-positioning of the
+// sinks (KvAttention::rope) stands in for the forward pass's q_sinks: a session past the
+// capacity gives StreamingLLM's logits at every step. With calibrated budgets, heads keep
+// different positions and the session still generates.
+TEST(KvSession, HeavyHitterEvictionMatchesStreamingLlmWhenItEvictsTheOldest) {
+  TERN_REQUIRE_BUNDLE("tiny-austen-calibrated.tern", "corpus/austen_all.txt");
+  const char* bundle = "tiny-austen-calibrated.tern";
+  const std::vector<int32_t> tokens = tokens_for(2048, 300, 5);
+  const auto streaming = logits_per_step(bundle, mode_params("q4", -1, 132), tokens);
+  const auto hh = logits_per_step(bundle, mode_params("q4/hh=equal@100%", -1, 132), tokens);
+  ASSERT_EQ(streaming.size(), hh.size());
+  ASSERT_FALSE(hh.empty());
+  // (Equal to the bit natively; aarch64 may fuse the two rotations' multiply-adds differently.)
+  EXPECT_LE(max_abs_diff(streaming.data(), hh.data(), hh.size()), 1e-3f * max_abs(streaming.data(), streaming.size()));
+
+  auto model = load(bundle, mode_params("q4/hh", -1, 132));
+  ASSERT_NE(model, nullptr);
+  auto made = model->create_session(SamplerParams{});
+  ASSERT_TRUE(made.ok()) << last_error_message();
+  Session& s = **made;
+  ASSERT_EQ(s.prefill(tokens.data(), tokens.size()), Error::Ok) << last_error_message();
+  const CompressedKvCache* kv = s.kv_cache().compressed();
+  ASSERT_NE(kv, nullptr);
+  std::vector<uint32_t> kept(kv->resident_capacity());
+  bool differ = false;
+  const uint32_t n0 = kv->resident_positions(0, 0, kept.data());
+  std::vector<uint32_t> first(kept.begin(), kept.begin() + n0);
+  for (uint32_t l = 0; l < model->config().layers; ++l)
+    for (uint32_t h = 0; h < model->config().kv_heads; ++h) {
+      const uint32_t n = kv->resident_positions(l, h, kept.data());
+      differ = differ || std::vector<uint32_t>(kept.begin(), kept.begin() + n) != first;
+    }
+  EXPECT_TRUE(differ) << "calibrated budgets: heads hold different positions";
+  EXPECT_EQ(s.kv_cache().exact_append_room(), 0u);
+  model->destroy_session(&s);
+}
+
 TEST(KvSession, WithoutEvictionTheCapacityIsAHardLimit) {
   TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
   auto model = load(kAusten, mode_params("q4", 0, 132));
