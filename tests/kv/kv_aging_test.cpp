@@ -352,19 +352,13 @@ struct IndependentCount {
 // planner's capacity for a budget is the largest whose plan fits (one more block does not).
 TEST(KvAgingBudgetTest, CapacityIsTheMostThatFitsAndNeverExceedsTheBudget) {
   std::mt19937 rng(77);
-  const uint32_t dims[] = {32, 64, 100, 128};
   const uint8_t widths[] = {0, 2, 3, 4, 8};
   const int iterations = std::getenv("TERN_SLOW_EMULATION") ? 25 : 100;
   for (int it = 0; it < iterations; ++it) {
     KvCacheSpec spec;
     spec.compressed = true;
     KvCacheProfile& p = spec.profile;
-    p.shape = KvShape{static_cast<uint32_t>(1 + rng() % 4), static_cast<uint32_t>(1 + rng() % 3), dims[rng() % 4]};
-    p.exact_type = rng() % 2 ? KvType::F16 : KvType::F32;
-    p.sink_tokens = rng() % 9;
-    p.recent_window = rng() % 65;
-    p.block_tokens = 8u << (rng() % 3);
-    p.value_group = 8u << (rng() % 3);
+    testing::randomize_kv_layout(rng, 4, 3, 2, &p);
     p.aged_bits = widths[1 + rng() % 4];
     if (rng() % 2) {
       p.aged_after_tokens = 1 + rng() % 200;

@@ -224,18 +224,12 @@ TEST(KvPolicyTest, HandComputedBytesPerToken) {
 // costs more (so the planner's bisection over capacities finds the largest that fits).
 TEST(KvPolicyTest, CapacityNeverExceedsTheBudget) {
   std::mt19937 rng(2024);
-  const uint32_t dims[] = {32, 64, 100, 128};
   const uint8_t widths[] = {0, 2, 3, 4, 8};
   const int iterations = std::getenv("TERN_SLOW_EMULATION") ? 40 : 200;
   int fitted = 0;
   for (int it = 0; it < iterations; ++it) {
     KvCacheProfile p;
-    p.shape = KvShape{static_cast<uint32_t>(1 + rng() % 5), static_cast<uint32_t>(1 + rng() % 4), dims[rng() % 4]};
-    p.exact_type = rng() % 2 ? KvType::F16 : KvType::F32;
-    p.sink_tokens = rng() % 9;
-    p.recent_window = rng() % 65;
-    p.block_tokens = 8u << (rng() % 4);
-    p.value_group = 8u << (rng() % 4);
+    testing::randomize_kv_layout(rng, 5, 4, 3, &p);
     std::vector<KvHeadBits> bits(p.shape.layers * p.shape.kv_heads);
     for (auto& b : bits) {
       const uint8_t w = widths[rng() % 5];
