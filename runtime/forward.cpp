@@ -195,14 +195,8 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
     // which the eviction bounds by the capacity.
     const uint32_t evicted = s.reposition_sinks ? kv.evicted_positions(l) : 0;
     if (evicted > 0) {
-      rope_angles(model.rope_inv_freq(), half, evicted, s.sink_cos, s.sink_sin);
-      for (size_t i = 0; i < half; ++i) s.sink_sin[i] = -s.sink_sin[i];
       std::memcpy(s.q_sinks, s.q, static_cast<size_t>(n) * qd * sizeof(float));
-      for (size_t h = 0; h < static_cast<size_t>(n) * c.heads; ++h) {
-        float* head = s.q_sinks + h * hd;
-        adjacent ? rope_adjacent_pairs(head, hd, s.sink_cos, s.sink_sin)
-                 : rope_rotate_half(head, hd, s.sink_cos, s.sink_sin);
-      }
+      rope.rotate_back(s.q_sinks, n * c.heads, c.head_dim, evicted, s.sink_cos, s.sink_sin);
     }
     KvAttention attention;
     attention.q = s.q;

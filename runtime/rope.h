@@ -40,16 +40,9 @@ struct Rope {
   const float* inv_freq = nullptr;  // head_dim / 2 frequencies
   bool adjacent_pairs = false;
   // Rotates `count` rows of head_dim floats by -back positions (R(p - back) = R(-back) R(p)).
-  // cos and sin hold head_dim / 2 floats each (scratch).
-  void rotate_back(float* rows, uint32_t count, uint32_t head_dim, uint32_t back, float* cos, float* sin) const {
-    const size_t half = head_dim / 2;
-    rope_angles(inv_freq, half, back, cos, sin);
-    for (size_t i = 0; i < half; ++i) sin[i] = -sin[i];
-    for (uint32_t r = 0; r < count; ++r) {
-      float* row = rows + static_cast<size_t>(r) * head_dim;
-      adjacent_pairs ? rope_adjacent_pairs(row, head_dim, cos, sin) : rope_rotate_half(row, head_dim, cos, sin);
-    }
-  }
+  // cos and sin hold head_dim / 2 floats each (scratch). Out of line (rope.cpp), so the
+  // forward pass and the KV cache round alike wherever a compiler would fuse differently.
+  void rotate_back(float* rows, uint32_t count, uint32_t head_dim, uint32_t back, float* cos, float* sin) const;
 };
 
 }  // namespace tern
