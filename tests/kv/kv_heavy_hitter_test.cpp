@@ -362,8 +362,9 @@ INSTANTIATE_TEST_SUITE_P(Isa, KvHeavyHitterIsaTest, ::testing::ValuesIn(testing:
                          testing::kv_isa_name);
 
 // Equal budgets with every block protected (@100%) drop the oldest block: StreamingLLM. The
-// outputs are the same, the re-positioned sinks included (StreamingLLM is given the query
-// rotated back by its evicted positions, as the forward pass does).
+// outputs are the same to the bit, the re-positioned sinks included (StreamingLLM is given
+// the query rotated back by its evicted positions with the same Rope::rotate_back, as the
+// forward pass does).
 TEST(KvHeavyHitterCacheTest, EqualBudgetsKeepingEveryRecentBlockAreStreamingLlm) {
   KvHeadBits heads[4];
   KvCacheProfile p = hh_profile(heads);
@@ -390,10 +391,7 @@ TEST(KvHeavyHitterCacheTest, EqualBudgetsKeepingEveryRecentBlockAreStreamingLlm)
       q_sinks = q;
       rope.rotate_back(q_sinks.data(), 2, D, (*sl)->evicted_positions(0, h), cos.data(), sin.data());
       (*sl)->attend(0, h, q.data(), q_sinks.data(), 2, pos + 1, 0.2f, scores.data(), o2.data());
-      // (The same to the bit where the compiler fuses the rotation's multiply-adds alike; aarch64
-      // may fuse the test's copy differently from the cache's.)
-      for (uint32_t i = 0; i < 2 * D; ++i)
-        ASSERT_NEAR(o1[i], o2[i], 1e-5f * (1 + std::fabs(o2[i]))) << "head " << h << " at " << pos << " out " << i;
+      ASSERT_EQ(o1, o2) << "head " << h << " at " << pos;
       ASSERT_EQ((*hh)->evicted_positions(0, h), (*sl)->evicted_positions(0, h));
     }
   }
