@@ -1,0 +1,32 @@
+// Four f32 lanes (q register): the vector traits the KV kernels' shared loops (kv_*_impl.h)
+// are instantiated with (aarch64 baseline Advanced SIMD); each kernel file derives its
+// traits `Isa` (in its anonymous namespace) from this, so every copy of these functions
+// carries only that file's ISA flags.
+#pragma once
+
+#include <arm_neon.h>
+
+#include <cstdint>
+
+#include "kernels/half.h"
+
+namespace tern {
+
+template <typename Isa>
+struct F32x4 {
+  using Vec = float32x4_t;
+  static constexpr uint32_t kWidth = 4;
+  static Vec zero() { return vdupq_n_f32(0.0f); }
+  static Vec set1(float v) { return vdupq_n_f32(v); }
+  static Vec load(const float* p) { return vld1q_f32(p); }
+  static Vec load(const uint16_t* halves) { return load_f16x4(halves); }
+  static void store(float* p, Vec v) { vst1q_f32(p, v); }
+  static Vec fma(Vec a, Vec b, Vec acc) { return vfmaq_f32(acc, a, b); }
+  static Vec min(Vec a, Vec b) { return vminq_f32(a, b); }
+  static Vec max(Vec a, Vec b) { return vmaxq_f32(a, b); }
+  static float hsum(Vec v) { return vaddvq_f32(v); }
+  static float reduce_min(Vec v) { return vminvq_f32(v); }
+  static float reduce_max(Vec v) { return vmaxvq_f32(v); }
+};
+
+}  // namespace tern
