@@ -1,7 +1,8 @@
-// Eight f32 lanes (ymm): the vector traits the KV kernels' shared loops (kv_*_impl.h) are
-// instantiated with. Include only from files built with AVX2, FMA and F16C (the avx2 and
-// avx512 files); each kernel file derives its traits `Isa` (in its anonymous namespace) from
-// this, so every copy of these functions carries only that file's ISA flags.
+// Eight f32 lanes (ymm): the vector traits the shared attention and KV loops
+// (kv_*_impl.h, dense_attention_impl.h) are instantiated with. Include only from files built
+// with AVX2, FMA and F16C (the avx2 and avx512 files); each kernel file derives its traits
+// `Isa` (in its anonymous namespace) from this, so every copy of these functions carries only
+// that file's ISA flags.
 #pragma once
 
 #include <immintrin.h>
@@ -22,6 +23,8 @@ struct F32x8 {
   static Vec load(const uint16_t* halves) { return load_f16x8(halves); }
   static void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
   static Vec fma(Vec a, Vec b, Vec acc) { return _mm256_fmadd_ps(a, b, acc); }
+  static Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+  static Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
   static Vec min(Vec a, Vec b) { return _mm256_min_ps(a, b); }
   static Vec max(Vec a, Vec b) { return _mm256_max_ps(a, b); }
   static float hsum(Vec v) {

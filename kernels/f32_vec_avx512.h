@@ -1,7 +1,7 @@
-// Sixteen f32 lanes (zmm): the vector traits the KV kernels' shared loops (kv_*_impl.h) are
-// instantiated with. Include only from files built with the avx512 flags; each kernel file
-// derives its traits `Isa` (in its anonymous namespace) from this, so every copy of these
-// functions carries only that file's ISA flags.
+// Sixteen f32 lanes (zmm): the vector traits the shared attention and KV loops
+// (kv_*_impl.h, dense_attention_impl.h) are instantiated with. Include only from files built
+// with the avx512 flags; each kernel file derives its traits `Isa` (in its anonymous
+// namespace) from this, so every copy of these functions carries only that file's ISA flags.
 #pragma once
 
 // GCC 12 reports its own _mm512_undefined_* helpers as maybe-uninitialized.
@@ -26,6 +26,8 @@ struct F32x16 {
   static Vec load(const uint16_t* halves) { return load_f16x16(halves); }
   static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
   static Vec fma(Vec a, Vec b, Vec acc) { return _mm512_fmadd_ps(a, b, acc); }
+  static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+  static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
   static Vec min(Vec a, Vec b) { return _mm512_min_ps(a, b); }
   static Vec max(Vec a, Vec b) { return _mm512_max_ps(a, b); }
   static float hsum(Vec v) { return _mm512_reduce_add_ps(v); }

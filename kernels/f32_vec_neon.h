@@ -1,7 +1,7 @@
-// Four f32 lanes (q register): the vector traits the KV kernels' shared loops (kv_*_impl.h)
-// are instantiated with (aarch64 baseline Advanced SIMD); each kernel file derives its
-// traits `Isa` (in its anonymous namespace) from this, so every copy of these functions
-// carries only that file's ISA flags.
+// Four f32 lanes (q register): the vector traits the shared attention and KV loops
+// (kv_*_impl.h, dense_attention_impl.h) are instantiated with (aarch64 baseline Advanced
+// SIMD); each kernel file derives its traits `Isa` (in its anonymous namespace) from this, so
+// every copy of these functions carries only that file's ISA flags.
 #pragma once
 
 #include <arm_neon.h>
@@ -22,6 +22,8 @@ struct F32x4 {
   static Vec load(const uint16_t* halves) { return load_f16x4(halves); }
   static void store(float* p, Vec v) { vst1q_f32(p, v); }
   static Vec fma(Vec a, Vec b, Vec acc) { return vfmaq_f32(acc, a, b); }
+  static Vec add(Vec a, Vec b) { return vaddq_f32(a, b); }
+  static Vec mul(Vec a, Vec b) { return vmulq_f32(a, b); }
   static Vec min(Vec a, Vec b) { return vminq_f32(a, b); }
   static Vec max(Vec a, Vec b) { return vmaxq_f32(a, b); }
   static float hsum(Vec v) { return vaddvq_f32(v); }
