@@ -21,9 +21,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/isa.h"
+#include "kernels/with_constant.h"
 #include "platform/error.h"
 
 namespace tern {
@@ -37,18 +37,6 @@ constexpr size_t kKvReadPadding = 16;
 constexpr uint32_t kKvMaxHeadDim = 512;
 // Query heads the attention kernels serve in one pass over a block (a GQA group, or part of it).
 constexpr uint32_t kKvMaxQueries = 4;
-
-// For the ISA files: f(std::integral_constant<T, V>) for the V among Values that equals v (the
-// last one when none does), so loops get v as a compile-time constant.
-template <typename T, T First, T... Rest, typename F>
-inline auto with_constant(T v, F&& f) {
-  if constexpr (sizeof...(Rest) == 0) {
-    return f(std::integral_constant<T, First>{});
-  } else {
-    if (v == First) return f(std::integral_constant<T, First>{});
-    return with_constant<T, Rest...>(v, f);
-  }
-}
 
 // Q = queries (1..kKvMaxQueries), so each query's accumulators are a fixed set of registers.
 template <typename F>
