@@ -5,14 +5,7 @@
 #include "kernels/f32_vec_avx2.h"
 
 namespace tern {
-namespace {
 
-struct Avx2 : F32x8<Avx2> {
-  static constexpr uint32_t kScoreBlocks = 2, kValueWide = 2, kValueNarrow = 1;
-};
-
-}  // namespace
-
-const DenseAttentionUkernels dense_attention__avx2 = dense_attention_impl::ukernels<Avx2>();
+const DenseAttentionUkernels dense_attention__avx2 = dense_attention_impl::ukernels<F32x8, 2, 2, 1>();
 
 }  // namespace tern

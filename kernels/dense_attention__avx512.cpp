@@ -8,9 +8,8 @@
 namespace tern {
 namespace {
 
-struct Avx512 : F32x16<Avx512> {
-  static constexpr uint32_t kScoreBlocks = 4, kValueWide = 4, kValueNarrow = 1;
-  using Half = F32x8<Avx512>;
+struct Avx512 : F32x16 {
+  using Half = F32x8;
   static Vec load_blocks(const float* lo, const float* hi) {
     const __m512d l = _mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(lo)));
     return _mm512_castpd_ps(_mm512_insertf64x4(l, _mm256_castps_pd(_mm256_loadu_ps(hi)), 1));
@@ -24,6 +23,6 @@ struct Avx512 : F32x16<Avx512> {
 
 }  // namespace
 
-const DenseAttentionUkernels dense_attention__avx512 = dense_attention_impl::ukernels<Avx512>();
+const DenseAttentionUkernels dense_attention__avx512 = dense_attention_impl::ukernels<Avx512, 4, 4, 1>();
 
 }  // namespace tern

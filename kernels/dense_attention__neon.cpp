@@ -5,14 +5,7 @@
 #include "kernels/f32_vec_neon.h"
 
 namespace tern {
-namespace {
 
-struct Neon : F32x4<Neon> {
-  static constexpr uint32_t kScoreBlocks = 1, kValueWide = 4, kValueNarrow = 0;
-};
-
-}  // namespace
-
-const DenseAttentionUkernels dense_attention__neon = dense_attention_impl::ukernels<Neon>();
+const DenseAttentionUkernels dense_attention__neon = dense_attention_impl::ukernels<F32x4, 1, 4, 0>();
 
 }  // namespace tern

@@ -1,12 +1,11 @@
 // The dense attention loops shared by dense_attention__{avx2,avx512,neon}.cpp. Every function
-// is a template on the including file's traits `K` (defined in that file's anonymous namespace,
-// so each instantiation carries only that file's ISA flags, -ffp-contract=off included): the
-// f32 vector ops of f32_vec_<isa>.h (Vec, kWidth, zero, set1, load of floats or halves, store,
-// add, mul) and
-//   kScoreBlocks:      key blocks per step of the key loop (prefetched ahead);
-//   kValueWide/Narrow: vectors of columns per value pass (Narrow 0: none);
-//   a vector wider than a key block (kWidth 16) also gives load_blocks(lo, hi), element i of
-//   two adjacent blocks, and Half, the traits of a block-wide vector for an odd last block.
+// is a template on the including file's traits `K` (internal to that file, so each
+// instantiation carries only its ISA flags, -ffp-contract=off included): the f32 vector ops
+// of f32_vec_<isa>.h (Vec, kWidth, zero, set1, load of floats or halves, store, add, mul);
+// a vector wider than a key block (kWidth 16) also gives load_blocks(lo, hi), element i of
+// two adjacent blocks, and Half, the traits of a block-wide vector for an odd last block.
+// Steps: ScoreBlocks key blocks per step of the key loop (prefetched ahead); ValueWide and
+// ValueNarrow vectors of columns per value pass (ValueNarrow 0: none).
 // Every sum is a multiply then an add in the scalar order (dense_attention.h).
 #pragma once
 
@@ -48,11 +47,11 @@ inline void blocks_q(const float* q, uint32_t head_dim, const Element* blocks, f
     for (uint32_t z = 0; z < Z; ++z) K::store(scores + j * stride + z * K::kWidth, K::mul(acc[j][z], s));
 }
 
-template <typename K, uint32_t Q, typename Element>
+template <typename K, uint32_t ScoreBlocks, uint32_t Q, typename Element>
 void blocks_for(const float* q, uint32_t head_dim, const Element* keys, uint32_t blocks, float scale, float* scores,
                 size_t stride) {
   const size_t block_floats = static_cast<size_t>(head_dim) * kKvKeyBlock;
-  constexpr uint32_t kWide = K::kScoreBlocks;
+  constexpr uint32_t kWide = ScoreBlocks;
   constexpr uint32_t kNarrow = K::kWidth > kKvKeyBlock ? K::kWidth / kKvKeyBlock : 1;  // blocks per vector
   uint32_t b = 0;
   for (; b + kWide <= blocks; b += kWide) {
@@ -71,11 +70,11 @@ void blocks_for(const float* q, uint32_t head_dim, const Element* keys, uint32_t
   }
 }
 
-template <typename K, typename Element>
+template <typename K, uint32_t ScoreBlocks, typename Element>
 void block_scores(const float* q, uint32_t queries, uint32_t head_dim, const Element* keys, uint32_t blocks,
                   float scale, float* scores, size_t stride) {
   with_query_count(queries, [&](auto n) {
-    blocks_for<K, decltype(n)::value>(q, head_dim, keys, blocks, scale, scores, stride);
+    blocks_for<K, ScoreBlocks, decltype(n)::value>(q, head_dim, keys, blocks, scale, scores, stride);
   });
 }
 
@@ -102,30 +101,31 @@ inline void columns_q(const float* probs, size_t p_stride, const Element* values
     for (uint32_t c = 0; c < C; ++c) K::store(out + static_cast<size_t>(j) * head_dim + c0 + K::kWidth * c, acc[j][c]);
 }
 
-template <typename K, uint32_t Q, typename Element>
+template <typename K, uint32_t ValueWide, uint32_t ValueNarrow, uint32_t Q, typename Element>
 uint32_t columns_for(const float* probs, size_t p_stride, const Element* values, uint32_t head_dim, uint32_t len,
                      float* out) {
-  constexpr uint32_t kWide = K::kValueWide * K::kWidth, kNarrow = K::kValueNarrow * K::kWidth;
+  constexpr uint32_t kWide = ValueWide * K::kWidth, kNarrow = ValueNarrow * K::kWidth;
   uint32_t c0 = 0;
-  for (; c0 + kWide <= head_dim; c0 += kWide) columns_q<K, Q, K::kValueWide>(probs, p_stride, values, head_dim, len, c0, out);
+  for (; c0 + kWide <= head_dim; c0 += kWide) columns_q<K, Q, ValueWide>(probs, p_stride, values, head_dim, len, c0, out);
   if constexpr (kNarrow > 0) {
     for (; c0 + kNarrow <= head_dim; c0 += kNarrow)
-      columns_q<K, Q, K::kValueNarrow>(probs, p_stride, values, head_dim, len, c0, out);
+      columns_q<K, Q, ValueNarrow>(probs, p_stride, values, head_dim, len, c0, out);
   }
   return c0;
 }
 
-template <typename K, typename Element>
+template <typename K, uint32_t ValueWide, uint32_t ValueNarrow, typename Element>
 uint32_t value_columns(const float* probs, size_t p_stride, uint32_t queries, const Element* values, uint32_t head_dim,
                        uint32_t len, float* out) {
   return with_query_count(queries, [&](auto n) {
-    return columns_for<K, decltype(n)::value>(probs, p_stride, values, head_dim, len, out);
+    return columns_for<K, ValueWide, ValueNarrow, decltype(n)::value>(probs, p_stride, values, head_dim, len, out);
   });
 }
 
-template <typename K>
+template <typename K, uint32_t ScoreBlocks, uint32_t ValueWide, uint32_t ValueNarrow>
 constexpr DenseAttentionUkernels ukernels() {
-  return {block_scores<K, float>, value_columns<K, float>, block_scores<K, uint16_t>, value_columns<K, uint16_t>};
+  return {block_scores<K, ScoreBlocks, float>, value_columns<K, ValueWide, ValueNarrow, float>,
+          block_scores<K, ScoreBlocks, uint16_t>, value_columns<K, ValueWide, ValueNarrow, uint16_t>};
 }
 
 }  // namespace dense_attention_impl

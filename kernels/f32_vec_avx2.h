@@ -1,8 +1,7 @@
 // Eight f32 lanes (ymm): the vector traits the shared attention and KV loops
 // (kv_*_impl.h, dense_attention_impl.h) are instantiated with. Include only from files built
-// with AVX2, FMA and F16C (the avx2 and avx512 files); each kernel file derives its traits
-// `Isa` (in its anonymous namespace) from this, so every copy of these functions carries only
-// that file's ISA flags.
+// with AVX2, FMA and F16C (the avx2 and avx512 files). Internal linkage: each file compiles
+// its own copy with its own ISA flags.
 #pragma once
 
 #include <immintrin.h>
@@ -12,8 +11,8 @@
 #include "kernels/half.h"
 
 namespace tern {
+namespace {
 
-template <typename Isa>
 struct F32x8 {
   using Vec = __m256;
   static constexpr uint32_t kWidth = 8;
@@ -50,4 +49,5 @@ struct F32x8 {
   }
 };
 
+}  // namespace
 }  // namespace tern

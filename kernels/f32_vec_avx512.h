@@ -1,7 +1,7 @@
 // Sixteen f32 lanes (zmm): the vector traits the shared attention and KV loops
 // (kv_*_impl.h, dense_attention_impl.h) are instantiated with. Include only from files built
-// with the avx512 flags; each kernel file derives its traits `Isa` (in its anonymous
-// namespace) from this, so every copy of these functions carries only that file's ISA flags.
+// with the avx512 flags. Internal linkage: each file compiles its own copy with its own ISA
+// flags.
 #pragma once
 
 // GCC 12 reports its own _mm512_undefined_* helpers as maybe-uninitialized.
@@ -15,8 +15,8 @@
 #include "kernels/half.h"
 
 namespace tern {
+namespace {
 
-template <typename Isa>
 struct F32x16 {
   using Vec = __m512;
   static constexpr uint32_t kWidth = 16;
@@ -35,4 +35,5 @@ struct F32x16 {
   static float reduce_max(Vec v) { return _mm512_reduce_max_ps(v); }
 };
 
+}  // namespace
 }  // namespace tern

@@ -1,7 +1,6 @@
 // Four f32 lanes (q register): the vector traits the shared attention and KV loops
 // (kv_*_impl.h, dense_attention_impl.h) are instantiated with (aarch64 baseline Advanced
-// SIMD); each kernel file derives its traits `Isa` (in its anonymous namespace) from this, so
-// every copy of these functions carries only that file's ISA flags.
+// SIMD). Internal linkage: each file compiles its own copy with its own ISA flags.
 #pragma once
 
 #include <arm_neon.h>
@@ -11,8 +10,8 @@
 #include "kernels/half.h"
 
 namespace tern {
+namespace {
 
-template <typename Isa>
 struct F32x4 {
   using Vec = float32x4_t;
   static constexpr uint32_t kWidth = 4;
@@ -31,4 +30,5 @@ struct F32x4 {
   static float reduce_max(Vec v) { return vmaxvq_f32(v); }
 };
 
+}  // namespace
 }  // namespace tern

@@ -6,10 +6,10 @@
 namespace tern {
 namespace {
 
-struct Avx2 : F32x8<Avx2> {
+struct Avx2 : F32x8 {
   static constexpr uint32_t kCodeVectors = 1, kValueWide = 16, kValueNarrow = 8;
   template <uint32_t B>
-  static void codes(const uint8_t* row, uint32_t c, Vec* v) { *v = kv_codes8<Avx2, B>(row, c); }
+  static void codes(const uint8_t* row, uint32_t c, Vec* v) { *v = kv_codes8<B>(row, c); }
   static float half(uint16_t h) { return _cvtsh_ss(h); }
 
   template <uint32_t B, uint32_t Q>
@@ -21,12 +21,12 @@ struct Avx2 : F32x8<Avx2> {
     __m256 extra = _mm256_setzero_ps();  // one query alone: a second chain hides the FMA latency
     if (Q == 1) {
       for (; c + 16 <= body; c += 16) {
-        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(qs + c), kv_codes8<Avx2, B>(row, c), acc[0]);
-        extra = _mm256_fmadd_ps(_mm256_loadu_ps(qs + c + 8), kv_codes8<Avx2, B>(row, c + 8), extra);
+        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(qs + c), kv_codes8<B>(row, c), acc[0]);
+        extra = _mm256_fmadd_ps(_mm256_loadu_ps(qs + c + 8), kv_codes8<B>(row, c + 8), extra);
       }
     }
     for (; c < body; c += 8) {
-      const __m256 codes = kv_codes8<Avx2, B>(row, c);
+      const __m256 codes = kv_codes8<B>(row, c);
       for (uint32_t i = 0; i < Q; ++i) acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(qs + i * head_dim + c), codes, acc[i]);
     }
     if (Q == 1) acc[0] = _mm256_add_ps(acc[0], extra);

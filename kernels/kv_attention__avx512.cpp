@@ -7,16 +7,14 @@
 namespace tern {
 namespace {
 
-struct Avx512;
-
 // Codes c..c+15 as one zmm.
 template <uint32_t B>
 inline __m512 codes16(const uint8_t* row, uint32_t c) {
-  const __m512d lo = _mm512_castps_pd(_mm512_castps256_ps512(kv_codes8<Avx512, B>(row, c)));
-  return _mm512_castpd_ps(_mm512_insertf64x4(lo, _mm256_castps_pd(kv_codes8<Avx512, B>(row, c + 8)), 1));
+  const __m512d lo = _mm512_castps_pd(_mm512_castps256_ps512(kv_codes8<B>(row, c)));
+  return _mm512_castpd_ps(_mm512_insertf64x4(lo, _mm256_castps_pd(kv_codes8<B>(row, c + 8)), 1));
 }
 
-struct Avx512 : F32x16<Avx512> {
+struct Avx512 : F32x16 {
   static constexpr uint32_t kCodeVectors = 1, kValueWide = 32, kValueNarrow = 16;
   template <uint32_t B>
   static void codes(const uint8_t* row, uint32_t c, Vec* v) { *v = codes16<B>(row, c); }
@@ -39,10 +37,10 @@ struct Avx512 : F32x16<Avx512> {
       for (uint32_t i = 0; i < Q; ++i) acc16[i] = _mm512_fmadd_ps(_mm512_loadu_ps(qs + i * head_dim + c), codes, acc16[i]);
     }
     for (; c < body; c += 8) {
-      const __m256 codes = kv_codes8<Avx512, B>(row, c);
+      const __m256 codes = kv_codes8<B>(row, c);
       for (uint32_t i = 0; i < Q; ++i) acc8[i] = _mm256_fmadd_ps(_mm256_loadu_ps(qs + i * head_dim + c), codes, acc8[i]);
     }
-    for (uint32_t i = 0; i < Q; ++i) sums[i] = hsum(acc16[i]) + F32x8<Avx512>::hsum(acc8[i]);
+    for (uint32_t i = 0; i < Q; ++i) sums[i] = hsum(acc16[i]) + F32x8::hsum(acc8[i]);
     return c;
   }
 };

@@ -1,6 +1,6 @@
 // The code unpacking of the x86 compressed-cache attention files (kv_attention__{avx2,avx512}.cpp),
-// built with AVX2 either way. Templates on the including file's traits `Isa`, so each copy
-// carries only that file's ISA flags.
+// built with AVX2 either way. Internal linkage: each file compiles its own copy with its own
+// ISA flags.
 #pragma once
 
 #include <immintrin.h>
@@ -9,9 +9,10 @@
 #include <cstring>
 
 namespace tern {
+namespace {
 
 // Codes c..c+7 of a packed row (c a multiple of 8) as floats; reads up to 8 bytes.
-template <typename Isa, uint32_t B>
+template <uint32_t B>
 inline __m256 kv_codes8(const uint8_t* row, uint32_t c) {
   const uint8_t* p = row + (c / 8) * B;
   if (B == 8) {
@@ -26,4 +27,5 @@ inline __m256 kv_codes8(const uint8_t* row, uint32_t c) {
   }
 }
 
+}  // namespace
 }  // namespace tern

@@ -5,7 +5,7 @@
 namespace tern {
 namespace {
 
-struct Avx2 : F32x8<Avx2> {
+struct Avx2 : F32x8 {
   static constexpr uint32_t kCodeStep = 8;
   static void codes(const float* x, const float* min, const float* inv, float top, uint8_t* out) {
     __m256 r = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(min)), _mm256_loadu_ps(inv));

@@ -5,7 +5,7 @@
 namespace tern {
 namespace {
 
-struct Avx512 : F32x16<Avx512> {
+struct Avx512 : F32x16 {
   static constexpr uint32_t kCodeStep = 16;
   static void codes(const float* x, const float* min, const float* inv, float top, uint8_t* out) {
     __m512 r = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x), _mm512_loadu_ps(min)), _mm512_loadu_ps(inv));

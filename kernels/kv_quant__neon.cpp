@@ -5,7 +5,7 @@
 namespace tern {
 namespace {
 
-struct Neon : F32x4<Neon> {
+struct Neon : F32x4 {
   static constexpr uint32_t kCodeStep = 8;
   // Eight codes: two vectors narrowed into one 8-byte store.
   static void codes(const float* x, const float* min, const float* inv, float top, uint8_t* out) {

@@ -32,8 +32,7 @@ struct Planes<T2iTiles> {
   static constexpr size_t kCount = 4;
   static void decode(__m256i packed, __m256i* w) {
     const __m256i mask = _mm256_set1_epi8(3);
-    w[0] = _mm256_and_si256(packed, mask);
-    for (int j = 1; j < 4; ++j) w[j] = _mm256_and_si256(_mm256_srli_epi16(packed, 2 * j), mask);
+    for (int j = 0; j < 4; ++j) w[j] = _mm256_and_si256(_mm256_srli_epi16(packed, 2 * j), mask);
   }
 };
 
