@@ -1,10 +1,10 @@
 // The AVX2 microkernel loop over both tile layouts (ternary_block_{t2i16,t3i16}__avx2.cpp),
-// templates on the layout (T2iTiles, T3iTiles). Internal linkage: each file compiles its own
-// copy with its own ISA flags. A 64-byte tile
-// is two ymm halves (rows 0-7, 8-15); plane j of a half is 8 rows x columns 4j..4j+3 as
-// unsigned bytes code + 1. PMADDUBSW multiplies a plane by the broadcast activation bytes
-// into int16 pairs (at most 2 * 2 * 128), the planes are summed in int16 (at most
-// 5 * 2 * 2 * 128) and one PMADDWD widens to int32 rows.
+// templates on the layout's plane decoder (T2iPlanes, T3iPlanes). Internal linkage: each file
+// compiles its own copy with its own ISA flags. A 64-byte tile is two ymm halves (rows 0-7,
+// 8-15); plane j of a half is 8 rows x columns 4j..4j+3 as unsigned bytes code + 1. PMADDUBSW
+// multiplies a plane by the broadcast activation bytes into int16 pairs (at most
+// 2 * 2 * 128), the planes are summed in int16 (at most 5 * 2 * 2 * 128) and one PMADDWD
+// widens to int32 rows.
 #pragma once
 
 #include <immintrin.h>
@@ -23,12 +23,12 @@ inline __m256i broadcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-template <typename Tiles>
-struct Planes;
+// The layouts' plane decoders: decode(half, w) gives the kCount planes of one ymm half of a
+// Tiles tile.
 
 // 2 bits per plane: plane j is the bytes shifted right by 2j (16-bit lanes), masked.
-template <>
-struct Planes<T2iTiles> {
+struct T2iPlanes {
+  using Tiles = T2iTiles;
   static constexpr size_t kCount = 4;
   static void decode(__m256i packed, __m256i* w) {
     const __m256i mask = _mm256_set1_epi8(3);
@@ -39,8 +39,8 @@ struct Planes<T2iTiles> {
 // Base 3 (ternary_base3.h). AVX2 has no byte multiply or byte shift, so p * 3 is two byte
 // adds and digit floor(3p / 256) is (p >= 86) + (p >= 171) from two unsigned compares
 // (max + cmpeq).
-template <>
-struct Planes<T3iTiles> {
+struct T3iPlanes {
+  using Tiles = T3iTiles;
   static constexpr size_t kCount = kT3iDigits;
   static __m256i at_least(__m256i p, __m256i k) { return _mm256_cmpeq_epi8(_mm256_max_epu8(p, k), p); }
   static void decode(__m256i p, __m256i* w) {
@@ -56,9 +56,9 @@ struct Planes<T3iTiles> {
 
 constexpr size_t kMaxTokens = 4;
 
-template <typename Tiles, size_t NT>
+template <typename P, size_t NT>
 void block_n(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride, int32_t* out) {
-  using P = Planes<Tiles>;
+  using Tiles = typename P::Tiles;
   const __m256i ones16 = _mm256_set1_epi16(1);
   __m256i acc[NT][2];
   for (size_t t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_si256();

@@ -1,6 +1,6 @@
 // The Arm microkernels' loops over both tile layouts (ternary_block_{t2i16,t3i16}__{neon,
-// neondot}.cpp, and the planes for ...__neoni8mm.cpp), templates on the layout (T2iTiles,
-// T3iTiles). Internal linkage: each file compiles its own copy with its own ISA flags. A
+// neondot}.cpp, and the planes for ...__neoni8mm.cpp), templates on the layout's plane
+// decoder (T2iPlanes, T3iPlanes). Internal linkage: each file compiles its own copy with its own ISA flags. A
 // 64-byte tile is four q-registers of 4 rows each; plane j of a register is 4 rows x columns
 // 4j..4j+3 as bytes code + 1.
 #pragma once
@@ -15,12 +15,12 @@ namespace tern {
 namespace ternary_neon {
 namespace {
 
-template <typename Tiles>
-struct Planes;
+// The layouts' plane decoders: decode(register, w) gives the kCount planes of one 4-row
+// register of a Tiles tile.
 
 // 2 bits per plane: masks and shifts.
-template <>
-struct Planes<T2iTiles> {
+struct T2iPlanes {
+  using Tiles = T2iTiles;
   static constexpr int kCount = 4;
   static void decode(uint8x16_t packed, int8x16_t* w) {
     const uint8x16_t mask = vdupq_n_u8(3);
@@ -34,8 +34,8 @@ struct Planes<T2iTiles> {
 // Base 3 (ternary_base3.h): digit j is floor(3 * (p * 3^j mod 256) / 256), and
 // floor(3p / 256) = floor(floor(3p / 4) / 64) with floor(3p / 4) = hadd(p, p >> 1) (halving
 // add keeps the 9th bit): the digit without widening.
-template <>
-struct Planes<T3iTiles> {
+struct T3iPlanes {
+  using Tiles = T3iTiles;
   static constexpr int kCount = static_cast<int>(kT3iDigits);
   static int8x16_t digit_of(uint8x16_t p) {
     return vreinterpretq_s8_u8(vshrq_n_u8(vhaddq_u8(p, vshrq_n_u8(p, 1)), 6));
@@ -127,9 +127,9 @@ struct Sdot {
 
 // The block loop: per tile, each token's activations are prepared once (Dot::acts) and each
 // 4-row register's planes decoded once for every token.
-template <typename Tiles, typename Dot, size_t NT>
+template <typename P, typename Dot, size_t NT>
 void block_n(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride, int32_t* out) {
-  using P = Planes<Tiles>;
+  using Tiles = typename P::Tiles;
   int32x4_t acc[NT][4];
   for (size_t t = 0; t < NT; ++t)
     for (size_t m = 0; m < 4; ++m) acc[t][m] = vdupq_n_s32(0);
@@ -150,9 +150,9 @@ void block_n(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride
 }
 
 // The kernel for 1..Dot::kMaxTokens tokens.
-template <typename Tiles, typename Dot>
+template <typename P, typename Dot>
 void block_tokens(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride, size_t tokens, int32_t* out) {
-  auto run = [&](auto nt) { block_n<Tiles, Dot, decltype(nt)::value>(block, cols, q, q_stride, out); };
+  auto run = [&](auto nt) { block_n<P, Dot, decltype(nt)::value>(block, cols, q, q_stride, out); };
   if constexpr (Dot::kMaxTokens == 2) {
     with_constant<size_t, 1, 2>(tokens, run);
   } else {
@@ -160,9 +160,9 @@ void block_tokens(const uint8_t* block, size_t cols, const int8_t* q, size_t q_s
   }
 }
 
-template <typename Tiles, typename Dot>
+template <typename P, typename Dot>
 constexpr TernaryBlockKernelInfo kernel() {
-  return {block_tokens<Tiles, Dot>, Dot::kMaxTokens};
+  return {block_tokens<P, Dot>, Dot::kMaxTokens};
 }
 
 }  // namespace

@@ -6,6 +6,6 @@
 
 namespace tern {
 
-const TernaryBlockKernelInfo ternary_block_t2i16__neondot = ternary_neon::kernel<T2iTiles, ternary_neon::Sdot>();
+const TernaryBlockKernelInfo ternary_block_t2i16__neondot = ternary_neon::kernel<ternary_neon::T2iPlanes, ternary_neon::Sdot>();
 
 }  // namespace tern

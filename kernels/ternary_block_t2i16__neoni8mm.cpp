@@ -29,7 +29,7 @@ void block_t2i16_i8mm_pairs(const uint8_t* block, size_t cols, const int8_t* q, 
 #pragma GCC unroll 4
     for (size_t m = 0; m < 4; ++m) {
       int8x16_t wp[4];
-      ternary_neon::Planes<T2iTiles>::decode(vld1q_u8(w + 16 * m), wp);
+      ternary_neon::T2iPlanes::decode(vld1q_u8(w + 16 * m), wp);
       const int32x4_t w0 = vreinterpretq_s32_s8(wp[0]), w1 = vreinterpretq_s32_s8(wp[1]);
       const int32x4_t w2 = vreinterpretq_s32_s8(wp[2]), w3 = vreinterpretq_s32_s8(wp[3]);
       const int8x16_t lo_rows01 = vreinterpretq_s8_s32(vzip1q_s32(w0, w1));
