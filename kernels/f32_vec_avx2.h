@@ -21,6 +21,7 @@ struct F32x8 {
   static Vec load(const float* p) { return _mm256_loadu_ps(p); }
   static Vec load(const uint16_t* halves) { return load_f16x8(halves); }
   static void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+  static float half(uint16_t h) { return _cvtsh_ss(h); }
   static Vec fma(Vec a, Vec b, Vec acc) { return _mm256_fmadd_ps(a, b, acc); }
   static Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
   static Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }

@@ -25,6 +25,7 @@ struct F32x16 {
   static Vec load(const float* p) { return _mm512_loadu_ps(p); }
   static Vec load(const uint16_t* halves) { return load_f16x16(halves); }
   static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+  static float half(uint16_t h) { return _cvtsh_ss(h); }
   static Vec fma(Vec a, Vec b, Vec acc) { return _mm512_fmadd_ps(a, b, acc); }
   static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
   static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }

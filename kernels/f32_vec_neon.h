@@ -20,6 +20,7 @@ struct F32x4 {
   static Vec load(const float* p) { return vld1q_f32(p); }
   static Vec load(const uint16_t* halves) { return load_f16x4(halves); }
   static void store(float* p, Vec v) { vst1q_f32(p, v); }
+  static float half(uint16_t h) { return f16_to_f32(h); }
   static Vec fma(Vec a, Vec b, Vec acc) { return vfmaq_f32(acc, a, b); }
   static Vec add(Vec a, Vec b) { return vaddq_f32(a, b); }
   static Vec mul(Vec a, Vec b) { return vmulq_f32(a, b); }

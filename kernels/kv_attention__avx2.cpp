@@ -7,10 +7,8 @@ namespace tern {
 namespace {
 
 struct Avx2 : F32x8 {
-  static constexpr uint32_t kCodeVectors = 1, kValueWide = 16, kValueNarrow = 8;
   template <uint32_t B>
   static void codes(const uint8_t* row, uint32_t c, Vec* v) { *v = kv_codes8<B>(row, c); }
-  static float half(uint16_t h) { return _cvtsh_ss(h); }
 
   template <uint32_t B, uint32_t Q>
   static uint32_t row_dots(const float* qs, const uint8_t* row, uint32_t head_dim, float* sums) {

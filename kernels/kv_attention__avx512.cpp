@@ -15,10 +15,8 @@ inline __m512 codes16(const uint8_t* row, uint32_t c) {
 }
 
 struct Avx512 : F32x16 {
-  static constexpr uint32_t kCodeVectors = 1, kValueWide = 32, kValueNarrow = 16;
   template <uint32_t B>
   static void codes(const uint8_t* row, uint32_t c, Vec* v) { *v = codes16<B>(row, c); }
-  static float half(uint16_t h) { return _cvtsh_ss(h); }
 
   // Sixteen columns a step in a zmm per query, then eight in a ymm.
   // Sixteen columns a step in a zmm per query, then eight in a ymm.

@@ -1,11 +1,10 @@
 // The compressed-cache attention loops shared by kv_attention__{avx2,avx512,neon}.cpp. Every
-// function is a template on the including file's traits `K` (defined in that file's anonymous
-// namespace, so each instantiation carries only that file's ISA flags): the f32 vector ops of
-// f32_vec_<isa>.h (Vec, kWidth, zero, set1, load of floats or halves, store, fma, hsum) and
+// function is a template on the including file's traits `K` (internal to that file, so each
+// instantiation carries only its ISA flags): the f32 vector ops of f32_vec_<isa>.h (Vec,
+// kWidth, zero, set1, load of floats or halves, store, fma, hsum, half) and
 //   row_dots<B, Q>(qs, row, head_dim, sums): a key row's vector part for Q queries (below);
-//   codes<B>(row, c, Vec* v):  codes c.. of a packed row as floats, kCodeVectors vectors;
-//   half(h):                   an f16 as a float;
-//   kValueWide, kValueNarrow:  the value chunks' columns (kv_value_rows_impl.h).
+//   codes<B>(row, c, Vec* v): codes c.. of a packed row as floats, kCodeColumns of them
+//   (kWidth, at least 8: whole bytes for every width) in kCodeColumns / kWidth vectors.
 #pragma once
 
 #include <type_traits>
@@ -25,7 +24,8 @@ inline float to_float(uint16_t h) { return f16_to_f32(h); }
 // for every query.
 template <typename K>
 struct ValueChunks {
-  static constexpr uint32_t kWide = K::kValueWide, kNarrow = K::kValueNarrow;
+  static constexpr uint32_t kCodeColumns = K::kWidth > 8 ? K::kWidth : 8;
+  static constexpr uint32_t kWide = 2 * kCodeColumns, kNarrow = kCodeColumns;
   template <uint32_t B, int Q, uint32_t Columns>
   static void run(const KvValueRows& v, uint32_t g, uint32_t c, bool first, KvValueBias bias, float* out) {
     constexpr int Z = Columns / K::kWidth;
@@ -39,7 +39,8 @@ struct ValueChunks {
       const float st = K::half(sh);
       const uint8_t* codes_row = row + 4 * static_cast<size_t>(v.groups);
       typename K::Vec codes[Z];
-      for (int z = 0; z < Z; z += K::kCodeVectors) K::template codes<B>(codes_row, c + K::kWidth * z, codes + z);
+      for (int z = 0; z < Z; z += kCodeColumns / K::kWidth)
+        K::template codes<B>(codes_row, c + K::kWidth * z, codes + z);
       for (int i = 0; i < Q; ++i) {
         const float pt = v.p[i * v.p_stride + t];
         const typename K::Vec a = K::set1(pt * st);
