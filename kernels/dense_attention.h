@@ -70,19 +70,6 @@ const DenseAttentionUkernels& dense_attention_ukernels(Isa isa);
 // The level the dense attention kernels run (kernels/isa.h).
 Isa dense_attention_active_isa();
 
-// For the ISA files: f(std::integral_constant<uint32_t, Q>) with Q = queries (1..kKvMaxQueries),
-// so each query's accumulators are a fixed set of registers.
-template <typename F>
-inline auto with_query_count(uint32_t queries, F&& f) {
-  switch (queries) {
-    case 1: return f(std::integral_constant<uint32_t, 1>{});
-    case 2: return f(std::integral_constant<uint32_t, 2>{});
-    case 3: return f(std::integral_constant<uint32_t, 3>{});
-    default: return f(std::integral_constant<uint32_t, kKvMaxQueries>{});
-  }
-}
-static_assert(kKvMaxQueries == 4, "with_query_count covers 1..4 queries");
-
 // A cache element as f32 (halves widen exactly).
 inline float dense_attention_widen(float x) { return x; }
 inline float dense_attention_widen(uint16_t x) { return f16_to_f32(x); }

@@ -1,24 +1,12 @@
 // Dense GEMV, AVX-512F: f16 via VCVTPH2PS, bf16 by a 16-bit shift, int8 via VPMOVSXBD.
-#include <immintrin.h>
-
 #include "kernels/dense_gemv_impl.h"
 #include "kernels/dense_ukernels.h"
+#include "kernels/f32_vec_avx512.h"
 
 namespace tern {
 namespace {
 
-struct Avx512 {
-  using Vec = __m512;
-  static constexpr size_t kWidth = 16;
-  static Vec zero() { return _mm512_setzero_ps(); }
-  static Vec load_x(const float* p) { return _mm512_loadu_ps(p); }
-  static Vec fma(Vec a, Vec b, Vec acc) { return _mm512_fmadd_ps(a, b, acc); }
-  static Vec set1(float v) { return _mm512_set1_ps(v); }
-  static float hsum(Vec v) { return _mm512_reduce_add_ps(v); }
-  static Vec f32(const float* p) { return _mm512_loadu_ps(p); }
-  static Vec f16(const uint16_t* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  }
+struct Avx512 : F32x16 {
   static Vec bf16(const uint16_t* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));

@@ -12,14 +12,13 @@ struct Neon {
   using Vec = float32x4x2_t;
   static constexpr size_t kWidth = 8;
   static Vec zero() { return {{vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)}}; }
-  static Vec load_x(const float* p) { return {{vld1q_f32(p), vld1q_f32(p + 4)}}; }
+  static Vec load(const float* p) { return {{vld1q_f32(p), vld1q_f32(p + 4)}}; }
   static Vec fma(Vec a, Vec b, Vec acc) {
     return {{vfmaq_f32(acc.val[0], a.val[0], b.val[0]), vfmaq_f32(acc.val[1], a.val[1], b.val[1])}};
   }
   static Vec set1(float v) { return {{vdupq_n_f32(v), vdupq_n_f32(v)}}; }
   static float hsum(Vec v) { return vaddvq_f32(vaddq_f32(v.val[0], v.val[1])); }
-  static Vec f32(const float* p) { return load_x(p); }
-  static Vec f16(const uint16_t* p) {
+  static Vec load(const uint16_t* p) {
     const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(p));
     return {{vcvt_f32_f16(vget_low_f16(h)), vcvt_high_f32_f16(h)}};
   }

@@ -1,9 +1,9 @@
 // The dense GEMV algorithm shared by the SIMD translation units; each includes this with
 // its own vector traits `V` (defined in that file's anonymous namespace, so every
 // instantiation is distinct and carries only that file's ISA flags):
-//   using Vec; static constexpr size_t kWidth;  zero(), load_x(const float*),
-//   fma(a, b, acc) = a * b + acc, set1(float), hsum(Vec),
-//   f32(const float*), f16(const uint16_t*), bf16(const uint16_t*), q8(const int8_t*)
+//   using Vec; kWidth;  zero(), load(const float*), load(const uint16_t* halves),
+//   fma(a, b, acc) = a * b + acc, set1(float), hsum(Vec)  (on x86 those of f32_vec_<isa>.h),
+//   bf16(const uint16_t*), q8(const int8_t*)
 // Weights are widened to f32 in registers and multiplied by the f32 activations with
 // FMA, four rows at a time so each activation load serves four rows. Accuracy is that of
 // the f32 reference; only the summation order differs.
@@ -35,7 +35,7 @@ inline void rows_plain(const Load& load, size_t cols, const float* x, float* y, 
   for (size_t c = 0, step = 0; c < full; c += V::kWidth, ++step) {
     if (step % lines_every == 0 && r + 2 * N <= load.rows)
       for (size_t i = 0; i < N; ++i) prefetch_line(load.address(r + N + i, c));
-    const typename V::Vec xv = V::load_x(x + c);
+    const typename V::Vec xv = V::load(x + c);
     for (size_t i = 0; i < N; ++i) acc[i] = V::fma(load(r + i, c), xv, acc[i]);
   }
   for (size_t i = 0; i < N; ++i) {
@@ -59,7 +59,7 @@ inline void rows_q8(const DenseMatrix& m, const float* x, float* y, size_t r) {
     typename V::Vec part[N];
     for (size_t i = 0; i < N; ++i) part[i] = V::zero();
     for (size_t c = g * m.group; c < (g + 1) * m.group; c += V::kWidth) {
-      const typename V::Vec xv = V::load_x(x + c);
+      const typename V::Vec xv = V::load(x + c);
       for (size_t i = 0; i < N; ++i) part[i] = V::fma(V::q8(w + (r + i) * m.cols + c), xv, part[i]);
     }
     for (size_t i = 0; i < N; ++i) acc[i] = V::fma(part[i], V::set1(m.scales[(r + i) * groups + g]), acc[i]);
@@ -73,7 +73,7 @@ struct LoadF32 {
   const float* w;
   size_t cols, rows;
   const void* address(size_t r, size_t c) const { return w + r * cols + c; }
-  typename V::Vec operator()(size_t r, size_t c) const { return V::f32(w + r * cols + c); }
+  typename V::Vec operator()(size_t r, size_t c) const { return V::load(w + r * cols + c); }
   float scalar(size_t r, size_t c) const { return w[r * cols + c]; }
 };
 template <typename V>
@@ -82,7 +82,7 @@ struct LoadF16 {
   const uint16_t* w;
   size_t cols, rows;
   const void* address(size_t r, size_t c) const { return w + r * cols + c; }
-  typename V::Vec operator()(size_t r, size_t c) const { return V::f16(w + r * cols + c); }
+  typename V::Vec operator()(size_t r, size_t c) const { return V::load(w + r * cols + c); }
   float scalar(size_t r, size_t c) const { return f16_to_f32(w[r * cols + c]); }
 };
 template <typename V>

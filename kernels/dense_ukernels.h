@@ -29,8 +29,9 @@ struct DenseActivationsI8 {
   const float* scales;  // one per group
   const int32_t* sums;  // one per group: Σ q, which undoes the +8 of Q4's stored nibbles
 };
-using DenseGemvI8Kernel = void (*)(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
-                                   size_t row_end);
+using DenseGemvI8Fn = void(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
+                           size_t row_end);
+using DenseGemvI8Kernel = DenseGemvI8Fn*;
 
 // Position of column c in DenseActivationsI8::q.
 inline size_t dense_i8_position(DenseType type, size_t c) {
@@ -39,19 +40,13 @@ inline size_t dense_i8_position(DenseType type, size_t c) {
   return c - j + (j % 2) * 32 + j / 2;
 }
 
-void dense_gemv_i8__scalar(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
-                           size_t row_end);
+// The kernels, declared by their type (each file defines one with the DenseGemvI8Fn signature).
+DenseGemvI8Fn dense_gemv_i8__scalar;
 #if defined(__x86_64__)
-void dense_gemv_i8__avx2(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
-                         size_t row_end);
-void dense_gemv_i8__avx512vnni(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
-                               size_t row_end);
+DenseGemvI8Fn dense_gemv_i8__avx2, dense_gemv_i8__avx512vnni;
 #endif
 #if defined(__aarch64__)
-void dense_gemv_i8__neon(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
-                         size_t row_end);
-void dense_gemv_i8__neondot(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
-                            size_t row_end);
+DenseGemvI8Fn dense_gemv_i8__neon, dense_gemv_i8__neondot;
 #endif
 
 }  // namespace tern

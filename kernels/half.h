@@ -15,6 +15,18 @@
 
 namespace tern {
 
+// A float's IEEE bits and back.
+inline uint32_t float_bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+inline float float_from_bits(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
 // Exact: every half is a float. Branch-free on normal values, which is all a KV cache holds
 // in practice; subnormals renormalize through one float subtraction.
 inline float f16_to_f32(uint16_t h) {
@@ -26,22 +38,15 @@ inline float f16_to_f32(uint16_t h) {
     o += (128u - 16u) << 23;  // inf / NaN (payload kept)
   } else if (exp == 0) {
     o += 1u << 23;
-    float f, magic;
-    std::memcpy(&f, &o, 4);
-    std::memcpy(&magic, &magic_bits, 4);
-    f -= magic;
-    std::memcpy(&o, &f, 4);
+    o = float_bits(float_from_bits(o) - float_from_bits(magic_bits));
   }
   o |= static_cast<uint32_t>(h & 0x8000u) << 16;
-  float out;
-  std::memcpy(&out, &o, 4);
-  return out;
+  return float_from_bits(o);
 }
 
 // Round to nearest even; overflow to infinity; NaN stays NaN.
 inline uint16_t f32_to_f16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
+  const uint32_t x = float_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7fffffffu;
   if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
@@ -63,17 +68,11 @@ inline uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(sign | half);
 }
 
-inline float bf16_to_f32(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+inline float bf16_to_f32(uint16_t h) { return float_from_bits(static_cast<uint32_t>(h) << 16); }
 
 // Round to nearest even; NaN stays a quiet NaN.
 inline uint16_t f32_to_bf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
+  const uint32_t x = float_bits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
   const uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
   return static_cast<uint16_t>((x + rounding) >> 16);

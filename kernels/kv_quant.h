@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "kernels/isa.h"
+#include "kernels/with_constant.h"
 #include "platform/error.h"
 
 namespace tern {
@@ -36,6 +37,13 @@ constexpr size_t kKvReadPadding = 16;
 constexpr uint32_t kKvMaxHeadDim = 512;
 // Query heads the attention kernels serve in one pass over a block (a GQA group, or part of it).
 constexpr uint32_t kKvMaxQueries = 4;
+
+// Q = queries (1..kKvMaxQueries), so each query's accumulators are a fixed set of registers.
+template <typename F>
+inline auto with_query_count(uint32_t queries, F&& f) {
+  return with_constant<uint32_t, 1, 2, 3, kKvMaxQueries>(queries, f);
+}
+static_assert(kKvMaxQueries == 4, "with_query_count covers 1..4 queries");
 
 inline bool kv_bits_supported(uint32_t bits) { return bits == 2 || bits == 3 || bits == 4 || bits == 8; }
 inline size_t kv_packed_bytes(uint32_t bits, size_t count) { return (count * bits + 7) / 8; }

@@ -1,6 +1,4 @@
 // Portable reference for the KV quantization inner loops.
-#include <cmath>
-
 #include "kernels/kv_ukernels.h"
 
 namespace tern {
@@ -10,30 +8,20 @@ void key_block_minmax(const float* keys, uint32_t tokens, uint32_t head_dim, flo
   for (uint32_t c = 0; c < head_dim; ++c) lo[c] = hi[c] = keys[c];
   for (uint32_t t = 1; t < tokens; ++t) {
     const float* row = keys + static_cast<size_t>(t) * head_dim;
-    for (uint32_t c = 0; c < head_dim; ++c) {
-      lo[c] = row[c] < lo[c] ? row[c] : lo[c];
-      hi[c] = row[c] > hi[c] ? row[c] : hi[c];
-    }
+    for (uint32_t c = 0; c < head_dim; ++c) kv_widen_range(row[c], lo + c, hi + c);
   }
 }
 
 void range(const float* x, uint32_t n, float* lo, float* hi) {
   float a = x[0], b = x[0];
-  for (uint32_t i = 1; i < n; ++i) {
-    a = x[i] < a ? x[i] : a;
-    b = x[i] > b ? x[i] : b;
-  }
+  for (uint32_t i = 1; i < n; ++i) kv_widen_range(x[i], &a, &b);
   *lo = a;
   *hi = b;
 }
 
 void codes(const float* x, const float* min, const float* inv, uint32_t n, uint32_t levels, uint8_t* out) {
   const float top = static_cast<float>(levels);
-  for (uint32_t i = 0; i < n; ++i) {
-    float r = std::nearbyint((x[i] - min[i]) * inv[i]);  // round half to even, like the SIMD paths
-    r = r < 0.0f ? 0.0f : (r > top ? top : r);
-    out[i] = static_cast<uint8_t>(r);
-  }
+  for (uint32_t i = 0; i < n; ++i) out[i] = kv_code(x[i], min[i], inv[i], top);
 }
 
 }  // namespace

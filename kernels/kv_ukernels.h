@@ -1,6 +1,7 @@
 // Per-ISA entry points behind kv_quant.h / kv_attention.h (internal to kernels/).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -65,6 +66,32 @@ inline uint32_t kv_code_at(const uint8_t* row, uint32_t i, uint32_t bits) {
   const uint32_t hi = ((bit & 7) + bits > 8) ? row[(bit >> 3) + 1] : 0u;
   return ((lo | (hi << 8)) >> (bit & 7)) & ((1u << bits) - 1);
 }
+
+// The scalar steps of the quantization kernels (the scalar file, and the SIMD files' tails).
+// Internal linkage: a copy the compiler keeps out of line carries its own file's ISA flags.
+namespace {
+
+inline void kv_widen_range(float x, float* lo, float* hi) {
+  *lo = x < *lo ? x : *lo;
+  *hi = x > *hi ? x : *hi;
+}
+
+// Range of column c over a key block's tokens.
+inline void kv_column_range(const float* keys, uint32_t tokens, uint32_t head_dim, uint32_t c, float* lo, float* hi) {
+  float l = keys[c], h = keys[c];
+  for (uint32_t t = 1; t < tokens; ++t) kv_widen_range(keys[static_cast<size_t>(t) * head_dim + c], &l, &h);
+  *lo = l;
+  *hi = h;
+}
+
+// clamp(round_even((x - min) * inv), 0, top), like the SIMD paths' rounding.
+inline uint8_t kv_code(float x, float min, float inv, float top) {
+  float r = std::nearbyint((x - min) * inv);
+  r = r < 0.0f ? 0.0f : (r > top ? top : r);
+  return static_cast<uint8_t>(r);
+}
+
+}  // namespace
 
 
 }  // namespace tern

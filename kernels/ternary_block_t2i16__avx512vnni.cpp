@@ -40,7 +40,7 @@ __attribute__((noinline)) void block_t2i16_avx512vnni_n(const uint8_t* block, si
   const size_t full = cols / kT2iBlockCols;
   const size_t k_tiles = (cols + kT2iBlockCols - 1) / kT2iBlockCols;
   int8_t tail[NT * kT2iBlockCols];
-  if (k_tiles != full) t2i_copy_tail(q, q_stride, NT, cols, tail);
+  if (k_tiles != full) copy_tail<T2iTiles>(q, q_stride, NT, cols, tail);
   for (size_t kt = 0; kt < k_tiles; ++kt) {
     const bool padded = kt == full;
     const int8_t* qp = padded ? tail : q + kt * kT2iBlockCols;

@@ -5,9 +5,7 @@
 //   ZIP1.4S(plane 2, plane 3) = rows 0,1 x columns 8..15   ZIP2.4S -> rows 2,3
 //   ZIP1.2D(token a, token b) = tokens a,b x columns 0..7  ZIP2.2D -> columns 8..15
 // A single token (decode) gains nothing from SMMLA and goes to the SDOT kernel.
-#include <arm_neon.h>
-
-#include "kernels/ternary_ukernels.h"
+#include "kernels/ternary_block_neon_impl.h"
 
 namespace tern {
 namespace {
@@ -16,20 +14,11 @@ constexpr size_t kMaxTokens = 4;
 
 template <size_t NP>  // token pairs
 void block_t2i16_i8mm_pairs(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride, int32_t* out) {
-  const uint8x16_t mask = vdupq_n_u8(3);
   int32x4_t acc[NP][4][2];  // [pair][row quad][rows 0,1 | rows 2,3], each [r t0, r t1, r' t0, r' t1]
   for (size_t p = 0; p < NP; ++p)
     for (size_t m = 0; m < 4; ++m) acc[p][m][0] = acc[p][m][1] = vdupq_n_s32(0);
 
-  const size_t full = cols / kT2iBlockCols;
-  const size_t k_tiles = (cols + kT2iBlockCols - 1) / kT2iBlockCols;
-  int8_t tail[2 * NP * kT2iBlockCols];
-  if (k_tiles != full) t2i_copy_tail(q, q_stride, 2 * NP, cols, tail);
-  for (size_t kt = 0; kt < k_tiles; ++kt) {
-    const bool padded = kt == full;
-    const int8_t* qp = padded ? tail : q + kt * kT2iBlockCols;
-    const size_t stride = padded ? kT2iBlockCols : q_stride;
-    const uint8_t* w = block + kt * kT2iTileBytes;
+  for_each_tile<T2iTiles, 2 * NP>(block, cols, q, q_stride, [&](const uint8_t* w, const int8_t* qp, size_t stride) {
     int8x16_t b_lo[NP], b_hi[NP];
     for (size_t p = 0; p < NP; ++p) {
       const int64x2_t a0 = vreinterpretq_s64_s8(vld1q_s8(qp + 2 * p * stride));
@@ -39,11 +28,10 @@ void block_t2i16_i8mm_pairs(const uint8_t* block, size_t cols, const int8_t* q, 
     }
 #pragma GCC unroll 4
     for (size_t m = 0; m < 4; ++m) {
-      const uint8x16_t packed = vld1q_u8(w + 16 * m);
-      const int32x4_t w0 = vreinterpretq_s32_u8(vandq_u8(packed, mask));
-      const int32x4_t w1 = vreinterpretq_s32_u8(vandq_u8(vshrq_n_u8(packed, 2), mask));
-      const int32x4_t w2 = vreinterpretq_s32_u8(vandq_u8(vshrq_n_u8(packed, 4), mask));
-      const int32x4_t w3 = vreinterpretq_s32_u8(vshrq_n_u8(packed, 6));
+      int8x16_t wp[4];
+      ternary_neon::T2iPlanes::decode(vld1q_u8(w + 16 * m), wp);
+      const int32x4_t w0 = vreinterpretq_s32_s8(wp[0]), w1 = vreinterpretq_s32_s8(wp[1]);
+      const int32x4_t w2 = vreinterpretq_s32_s8(wp[2]), w3 = vreinterpretq_s32_s8(wp[3]);
       const int8x16_t lo_rows01 = vreinterpretq_s8_s32(vzip1q_s32(w0, w1));
       const int8x16_t lo_rows23 = vreinterpretq_s8_s32(vzip2q_s32(w0, w1));
       const int8x16_t hi_rows01 = vreinterpretq_s8_s32(vzip1q_s32(w2, w3));
@@ -55,7 +43,7 @@ void block_t2i16_i8mm_pairs(const uint8_t* block, size_t cols, const int8_t* q, 
         acc[p][m][1] = vmmlaq_s32(acc[p][m][1], hi_rows23, b_hi[p]);
       }
     }
-  }
+  });
   for (size_t p = 0; p < NP; ++p)
     for (size_t m = 0; m < 4; ++m) {
       vst1q_s32(out + (2 * p) * kT2iBlockRows + 4 * m, vuzp1q_s32(acc[p][m][0], acc[p][m][1]));

@@ -19,17 +19,24 @@ int32_t quantize_tail__scalar(const float* x, size_t i0, size_t n, float inv, in
   return s;
 }
 
-void quantize_row_absmax_int8__scalar(const float* x, size_t n, int8_t* q, float* scale, int32_t* sum) {
-  float amax = 0.0f;
-  for (size_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-  if (amax == 0.0f) {
-    for (size_t i = 0; i < n; ++i) q[i] = 0;
-    *scale = 0.0f;
-    *sum = 0;
-    return;
+namespace {
+
+// No vector part: quantize_row_absmax does every element in its scalar steps.
+struct ScalarSteps {
+  static float abs_max(const float*, size_t, size_t* end) {
+    *end = 0;
+    return 0.0f;
   }
-  *sum = quantize_tail__scalar(x, 0, n, 127.0f / amax, q);
-  *scale = amax / 127.0f;
+  static int32_t convert(const float*, size_t, float, int8_t*, size_t* end) {
+    *end = 0;
+    return 0;
+  }
+};
+
+}  // namespace
+
+void quantize_row_absmax_int8__scalar(const float* x, size_t n, int8_t* q, float* scale, int32_t* sum) {
+  quantize_row_absmax<ScalarSteps>(x, n, q, scale, sum);
 }
 
 namespace {
