@@ -69,13 +69,17 @@ History make_history(uint32_t bits, Isa isa) {
   return h;
 }
 
+// False (and the benchmark marked skipped) when this CPU lacks `isa`.
+bool runs_here(Isa isa, benchmark::State& state) {
+  if (isa_supported(isa, cpu_features())) return true;
+  state.SkipWithError("ISA not supported here");
+  return false;
+}
+
 void BM_Attend(benchmark::State& state) {
   const uint32_t bits = static_cast<uint32_t>(state.range(0));
   const Isa isa = static_cast<Isa>(state.range(1));
-  if (!isa_supported(isa, cpu_features())) {
-    state.SkipWithError("ISA not supported");
-    return;
-  }
+  if (!runs_here(isa, state)) return;
   const History h = make_history(bits, isa);
   uint32_t tokens = 0;
   for (const auto& s : h.segs) tokens += s.tokens;
@@ -171,10 +175,7 @@ BENCHMARK(BM_AttendGroup)->Args({16, 0})->Args({16, 1})->Args({4, 0})->Args({4, 
 // decode step's scores, softmax and weighted values.
 void BM_DenseAttendGroup(benchmark::State& state) {
   const Isa isa = static_cast<Isa>(state.range(0));
-  if (!isa_supported(isa, cpu_features())) {
-    state.SkipWithError("ISA not supported here");
-    return;
-  }
+  if (!runs_here(isa, state)) return;
   constexpr uint32_t kGroupQueries = 4;
   const auto rows = random_rows(kTokens, 1), values = random_rows(kTokens, 2);
   std::vector<float> keys(rows.size());
@@ -198,10 +199,7 @@ BENCHMARK(BM_DenseAttendGroup)->DenseRange(0, 3)->ArgName("isa");
 void BM_QuantizeBlock(benchmark::State& state) {
   const uint32_t bits = static_cast<uint32_t>(state.range(0));
   const Isa isa = static_cast<Isa>(state.range(1));
-  if (!isa_supported(isa, cpu_features())) {
-    state.SkipWithError("ISA not supported");
-    return;
-  }
+  if (!runs_here(isa, state)) return;
   const auto k = random_rows(kBlock, 4), v = random_rows(kBlock, 5);
   const size_t key_bytes = kv_key_block_bytes(bits, kHeadDim, kBlock), row_bytes = kv_value_row_bytes(bits, kHeadDim, kGroup);
   std::vector<uint8_t> block(key_bytes + kBlock * row_bytes);

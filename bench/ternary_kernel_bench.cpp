@@ -254,6 +254,33 @@ BENCHMARK(BM_MemRead)->Arg(2)->ArgName("threads")->UseRealTime()->Unit(benchmark
 // 0 = scalar).
 constexpr size_t kVocab = 128256, kDim = 2560;
 
+// A rows x cols dense matrix of `type` with deterministic contents (finite f32 and f16
+// values) and scales of 0.01, owning its storage.
+struct SyntheticDense {
+  SyntheticDense(DenseType type, size_t rows, size_t cols, uint32_t group) {
+    m.type = type;
+    m.rows = rows;
+    m.cols = cols;
+    m.group = group;
+    m.size_bytes = dense_data_size(type, rows, cols);
+    data = aligned_bytes(m.size_bytes);
+    for (size_t i = 0; i < m.size_bytes; ++i) data[i] = static_cast<uint8_t>((i * 131) >> 3);
+    if (type == DenseType::F32) {
+      float* f = reinterpret_cast<float*>(data.get());
+      for (size_t i = 0; i < rows * cols; ++i) f[i] = static_cast<float>(i % 97) * 0.01f;
+    } else if (type == DenseType::F16) {
+      uint16_t* h = reinterpret_cast<uint16_t*>(data.get());
+      for (size_t i = 0; i < rows * cols; ++i) h[i] = static_cast<uint16_t>(0x2000 + i % 0x1000);
+    }
+    scales.assign(dense_scale_count(type, rows, cols, group), 0.01f);
+    m.data = data.get();
+    m.scales = scales.empty() ? nullptr : scales.data();
+  }
+  DenseMatrix m;
+  AlignedBytes data;
+  std::vector<float> scales;
+};
+
 std::vector<float> lm_head_activation() {
   std::vector<float> x(kDim);
   for (size_t i = 0; i < kDim; ++i) x[i] = static_cast<float>((i * 7919) % 255) / 127.0f - 1.0f;
@@ -265,24 +292,8 @@ void BM_LmHead(benchmark::State& state) {
   const DenseType type = types[state.range(0)];
   const bool int8_activations = state.range(0) >= 3;
   const Isa isa = state.range(1) != 0 ? ternary_active_isa() : Isa::Scalar;
-  DenseMatrix m;
-  m.type = type;
-  m.rows = kVocab;
-  m.cols = kDim;
-  m.group = type == DenseType::Q8 || type == DenseType::Q4 ? 64 : 0;
-  m.size_bytes = dense_data_size(type, kVocab, kDim);
-  AlignedBytes data = aligned_bytes(m.size_bytes);
-  for (size_t i = 0; i < m.size_bytes; ++i) data[i] = static_cast<uint8_t>((i * 131) >> 3);
-  if (type == DenseType::F32) {  // keep the values finite
-    float* f = reinterpret_cast<float*>(data.get());
-    for (size_t i = 0; i < kVocab * kDim; ++i) f[i] = static_cast<float>(i % 97) * 0.01f;
-  } else if (type == DenseType::F16) {
-    uint16_t* h = reinterpret_cast<uint16_t*>(data.get());
-    for (size_t i = 0; i < kVocab * kDim; ++i) h[i] = static_cast<uint16_t>(0x2000 + i % 0x1000);
-  }
-  std::vector<float> scales(dense_scale_count(type, kVocab, kDim, m.group), 0.01f);
-  m.data = data.get();
-  m.scales = scales.empty() ? nullptr : scales.data();
+  const SyntheticDense dense(type, kVocab, kDim, type == DenseType::Q8 || type == DenseType::Q4 ? 64 : 0);
+  const DenseMatrix& m = dense.m;
   const std::vector<float> x = lm_head_activation();
   std::vector<float> y(kVocab);
   ThreadPool* pool = pool_for(static_cast<size_t>(state.range(2)));
@@ -401,24 +412,8 @@ void BM_LmHeadPositions(benchmark::State& state) {
     state.SetLabel("xnnpack f32 GEMM");
   } else {
     const DenseType type = impl == 0 ? DenseType::F32 : impl == 1 ? DenseType::F16 : DenseType::Q4;
-    DenseMatrix m;
-    m.type = type;
-    m.rows = kRows;
-    m.cols = kDim;
-    m.group = type == DenseType::Q4 ? 64 : 0;
-    m.size_bytes = dense_data_size(type, kRows, kDim);
-    AlignedBytes data = aligned_bytes(m.size_bytes);
-    for (size_t i = 0; i < m.size_bytes; ++i) data[i] = static_cast<uint8_t>((i * 131) >> 3);
-    if (type == DenseType::F32) {
-      float* f = reinterpret_cast<float*>(data.get());
-      for (size_t i = 0; i < kRows * kDim; ++i) f[i] = static_cast<float>(i % 97) * 0.01f;
-    } else if (type == DenseType::F16) {
-      uint16_t* h = reinterpret_cast<uint16_t*>(data.get());
-      for (size_t i = 0; i < kRows * kDim; ++i) h[i] = static_cast<uint16_t>(0x2000 + i % 0x1000);
-    }
-    std::vector<float> scales(dense_scale_count(type, kRows, kDim, m.group), 0.01f);
-    m.data = data.get();
-    m.scales = scales.empty() ? nullptr : scales.data();
+    const SyntheticDense dense(type, kRows, kDim, type == DenseType::Q4 ? 64 : 0);
+    const DenseMatrix& m = dense.m;
     for (auto _ : state) {
       for (size_t p = 0; p < positions; ++p) {
         if (type == DenseType::Q4) {

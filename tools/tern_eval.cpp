@@ -30,6 +30,7 @@
 #include "runtime/model.h"
 #include "schema/bundle_generated.h"
 #include "tools/cli_files.h"
+#include "tools/cli_kv.h"
 
 using namespace tern;
 
@@ -267,10 +268,8 @@ int main(int argc, char** argv) {
   app.add_option("--windows", max_windows, "evaluate at most this many windows (default: the whole text)");
   app.add_option("--tail-bytes", tail_bytes, "evaluate only the last N bytes of the text (held-out part)");
   int kv_window = -1, kv_sinks = -1;
-  app.add_option("--kv-window", kv_window, "exact recent tokens of every compressed mode (default: the bundle's, or 32)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--kv-sinks", kv_sinks, "sink tokens of every compressed mode (default: the bundle's, or 4)")
-      ->check(CLI::NonNegativeNumber);
+  cli::add_kv_layout_options(app, &kv_window, &kv_sinks, "the bundle's, or 32; every compressed mode",
+                             "the bundle's, or 4; every compressed mode");
   app.add_option("--group", group, "override the key block / flush length G of every quantized mode (e.g. 128)");
   app.add_flag("--bos-per-paragraph", bos_per_paragraph, "BOS before every blank-line-separated paragraph (TinyStories)");
   app.add_flag("--sweep", sweep, "every mode (or --modes a,b,...): a table with the Pareto front");

@@ -19,6 +19,7 @@
 #include "kernels/ternary_decode_model.h"
 #include "runtime/bundle.h"
 #include "runtime/include/tern.h"
+#include "tools/cli_kv.h"
 #include "tools/cli_sizes.h"
 #include "tools/decode_work.h"
 
@@ -225,8 +226,7 @@ int main(int argc, char** argv) {
   app.add_option("--kv", modes, "KV modes to plan (default: fp16 q8 q4 q2 and every calibrated adaptive:B; aging tiers: "
                  "q4>2@96 = blocks more than 96 tokens past the exact window at 2 bits; per-head budgets: q4/hh)");
   app.add_option("-b,--batch", batch, "prefill batch (default 64)");
-  app.add_option("--kv-sinks", sinks, "sink tokens (default 4)");
-  app.add_option("--kv-window", window, "exact recent tokens (default 32)");
+  tern::cli::add_kv_layout_options(app, &window, &sinks, "32; adaptive: the bundle's", "4; adaptive: the bundle's");
   app.add_flag("--no-evict", no_evict, "plan without eviction");
   std::string draft;
   unsigned draft_max = 0;

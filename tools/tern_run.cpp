@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/cli_kv.h"
 #include "tools/cli_sizes.h"
 #include "runtime/include/tern.h"
 
@@ -98,10 +99,7 @@ int main(int argc, char** argv) {
                  "(aging: blocks more than N tokens past the exact window stored at most A bits wide, e.g. "
                  "q4>2@96); any mode + /hh (per-head token budgets from calibration, each head evicting the block "
                  "it attends to least: q4/hh, q4/hh=equal, q4/hh@50%)");
-  app.add_option("--kv-window", kv_window, "exact recent tokens of a compressed cache (default 32)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--kv-sinks", kv_sinks, "sink tokens kept exact and never evicted (default 4)")
-      ->check(CLI::NonNegativeNumber);
+  tern::cli::add_kv_layout_options(app, &kv_window, &kv_sinks, "32; adaptive: the bundle's", "4; adaptive: the bundle's");
   app.add_flag("--no-evict", no_evict, "stop at the KV capacity instead of evicting old blocks");
   app.add_flag("--evict", evict, "evict with f32/fp16 too (a compressed cache of exact heads)");
   app.add_option("--presence-penalty", sampler.presence_penalty, "subtracted from every token seen (0 = off)");

@@ -318,18 +318,26 @@ TEST(Speculative, DraftSessionCacheIsAFreshRunsAfterRollbacks) {
   }
 }
 
+// Sampling at temperature 0.8 on Lily's prompt, drafting from each source in turn: prompt
+// lookup (null) and the 1M draft model.
+const char* const kDraftSources[] = {nullptr, kSmallLlama};
+Request sampled_request(const char* draft) {
+  Request r;
+  r.temperature = 0.8f;
+  r.draft_bundle = draft;
+  r.prompts = {kLilyPrompt};
+  return r;
+}
+
 TEST(Speculative, SamplingWithTopK1IsTheGreedyTextThroughTheSamplingPath) {
   TERN_REQUIRE_BUNDLE(kLlama, kLlamaSource);
   TERN_REQUIRE_BUNDLE(kSmallLlama, kSmallLlamaSource);
   // Temperature > 0 with top-k 1: p and q are one-hot, so the accept rule keeps exactly the
   // greedy drafts and a rejection draws the greedy token.
-  for (const char* draft : {static_cast<const char*>(nullptr), kSmallLlama}) {
-    Request r;
-    r.temperature = 0.8f;
+  for (const char* draft : kDraftSources) {
+    Request r = sampled_request(draft);
     r.top_k = 1;
     r.max_new = 48;
-    r.draft_bundle = draft;
-    r.prompts = {kLilyPrompt};
     expect_same_as_plain(kLlama, r, 4);
   }
 }
@@ -339,13 +347,11 @@ TEST(Speculative, SamplingDraftsAndVerifies) {
   TERN_REQUIRE_BUNDLE(kSmallLlama, kSmallLlamaSource);
   // The distribution is speculative_accept_test's; here: drafting runs at temperature > 0,
   // keeps some drafts, rejects others, and the session stays consistent (history = position).
-  for (const char* draft : {static_cast<const char*>(nullptr), kSmallLlama}) {
-    Request r;
-    r.temperature = 0.8f;
-    r.draft_bundle = draft;
+  for (const char* draft : kDraftSources) {
+    Request r = sampled_request(draft);
     r.n_draft = 4;
     r.max_new = 50;
-    r.prompts = {kLilyPrompt, " Then"};
+    r.prompts.push_back(" Then");
     const GenerateRun spec = run(kLlama, r);
     SCOPED_TRACE(draft != nullptr ? draft : "lookup");
     EXPECT_GT(spec.stats.verify_steps, 0u);
