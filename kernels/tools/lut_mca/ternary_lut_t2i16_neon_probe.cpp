@@ -77,6 +77,18 @@ __attribute__((noinline)) void lut_build_tables_neon(const int8_t* q, size_t col
   }
 }
 
+// A tile's 64 bytes transposed so u[m] holds, per row, the nibbles of weight pairs (m, m+4)
+// (low) and (m+8, m+12) (high).
+inline __attribute__((always_inline)) void tile_nibble_rows(const uint8_t* w, uint8x16_t u[4]) {
+  const uint8x16_t w0 = vld1q_u8(w), w1 = vld1q_u8(w + 16), w2 = vld1q_u8(w + 32), w3 = vld1q_u8(w + 48);
+  const uint8x16_t t0 = vtrn1q_u8(w0, w1), t1 = vtrn2q_u8(w0, w1);
+  const uint8x16_t t2 = vtrn1q_u8(w2, w3), t3 = vtrn2q_u8(w2, w3);
+  u[0] = vreinterpretq_u8_u16(vtrn1q_u16(vreinterpretq_u16_u8(t0), vreinterpretq_u16_u8(t2)));
+  u[2] = vreinterpretq_u8_u16(vtrn2q_u16(vreinterpretq_u16_u8(t0), vreinterpretq_u16_u8(t2)));
+  u[1] = vreinterpretq_u8_u16(vtrn1q_u16(vreinterpretq_u16_u8(t1), vreinterpretq_u16_u8(t3)));
+  u[3] = vreinterpretq_u8_u16(vtrn2q_u16(vreinterpretq_u16_u8(t1), vreinterpretq_u16_u8(t3)));
+}
+
 // One 16-row block: k_tiles tiles of the block, tables from lut_build_tables.
 __attribute__((noinline)) void lut_block_t2i16(const uint8_t* block, size_t k_tiles, const int8_t* tables,
                                                int32_t* out) {
@@ -88,16 +100,9 @@ __attribute__((noinline)) void lut_block_t2i16(const uint8_t* block, size_t k_ti
     int16x8_t a16_lo = vdupq_n_s16(0), a16_hi = vdupq_n_s16(0);
     uint16x8_t b16_lo = vdupq_n_u16(0), b16_hi = vdupq_n_u16(0);
     for (size_t kt = k0; kt < k1; ++kt) {
-      const uint8_t* w = block + kt * kTileBytes;
       const int8_t* t = tables + kt * kTableBytesPerTile;
-      const uint8x16_t w0 = vld1q_u8(w), w1 = vld1q_u8(w + 16), w2 = vld1q_u8(w + 32), w3 = vld1q_u8(w + 48);
-      const uint8x16_t t0 = vtrn1q_u8(w0, w1), t1 = vtrn2q_u8(w0, w1);
-      const uint8x16_t t2 = vtrn1q_u8(w2, w3), t3 = vtrn2q_u8(w2, w3);
       uint8x16_t u[4];
-      u[0] = vreinterpretq_u8_u16(vtrn1q_u16(vreinterpretq_u16_u8(t0), vreinterpretq_u16_u8(t2)));
-      u[2] = vreinterpretq_u8_u16(vtrn2q_u16(vreinterpretq_u16_u8(t0), vreinterpretq_u16_u8(t2)));
-      u[1] = vreinterpretq_u8_u16(vtrn1q_u16(vreinterpretq_u16_u8(t1), vreinterpretq_u16_u8(t3)));
-      u[3] = vreinterpretq_u8_u16(vtrn2q_u16(vreinterpretq_u16_u8(t1), vreinterpretq_u16_u8(t3)));
+      tile_nibble_rows(block + kt * kTileBytes, u);
       int8x16_t a8[2], b8[2];  // two partial sums each to shorten the add chains
       for (int m = 0; m < 4; ++m) {
         const uint8x16_t lo = vandq_u8(u[m], low4), hi = vshrq_n_u8(u[m], 4);
@@ -148,16 +153,9 @@ __attribute__((noinline)) void lut_block_t2i16_d(const uint8_t* block, size_t k_
     int16x8_t a16_lo = vdupq_n_s16(0), a16_hi = vdupq_n_s16(0);
     uint16x8_t b16_lo = vdupq_n_u16(0), b16_hi = vdupq_n_u16(0);
     for (size_t kt = k0; kt < k1; ++kt) {
-      const uint8_t* w = block + kt * kTileBytes;
       const int8_t* t = tables + kt * kTableBytesPerTile;
-      const uint8x16_t w0 = vld1q_u8(w), w1 = vld1q_u8(w + 16), w2 = vld1q_u8(w + 32), w3 = vld1q_u8(w + 48);
-      const uint8x16_t t0 = vtrn1q_u8(w0, w1), t1 = vtrn2q_u8(w0, w1);
-      const uint8x16_t t2 = vtrn1q_u8(w2, w3), t3 = vtrn2q_u8(w2, w3);
       uint8x16_t u[4];
-      u[0] = vreinterpretq_u8_u16(vtrn1q_u16(vreinterpretq_u16_u8(t0), vreinterpretq_u16_u8(t2)));
-      u[2] = vreinterpretq_u8_u16(vtrn2q_u16(vreinterpretq_u16_u8(t0), vreinterpretq_u16_u8(t2)));
-      u[1] = vreinterpretq_u8_u16(vtrn1q_u16(vreinterpretq_u16_u8(t1), vreinterpretq_u16_u8(t3)));
-      u[3] = vreinterpretq_u8_u16(vtrn2q_u16(vreinterpretq_u16_u8(t1), vreinterpretq_u16_u8(t3)));
+      tile_nibble_rows(block + kt * kTileBytes, u);
       int8x8_t a8[2][2], b8[2][2];  // [half][partial]
       for (int m = 0; m < 4; ++m) {
         const uint8x16_t lo = vandq_u8(u[m], low4), hi = vshrq_n_u8(u[m], 4);
