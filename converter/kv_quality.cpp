@@ -138,11 +138,8 @@ Result<KvMode> mode_by_name(const Model& model, const std::string& name, const K
     std::snprintf(m.spec.name, sizeof m.spec.name, "%s", name.c_str());
     if (m.bits.empty()) m.bits.resize(heads);
     else m.spec.profile.head_bits = m.bits.data();
-    KvCacheProfile& p = m.spec.profile;
-    p.eviction = KvEviction::HeavyHitter;
-    p.hh_recent_percent = recent_percent;
-    TERN_RETURN_IF_ERROR(kv_heavy_hitter_shares(equal_shares ? nullptr : bundle_profile, m.bits.data(), &p));
-    p.max_head_blocks = kv_heavy_hitter_max_blocks(p, c.max_context);
+    TERN_RETURN_IF_ERROR(kv_make_heavy_hitter(equal_shares ? nullptr : bundle_profile, recent_percent, c.max_context,
+                                              m.bits.data(), &m.spec.profile));
     return m;
   }
   if (const size_t aging = name.find('>'); aging != std::string::npos) {

@@ -72,17 +72,16 @@ Error parse_kv_mode(const char* full_name, KvModeName* out) {
   if (hh != nullptr) {
     TERN_RETURN_IF_ERROR(parse_kv_heavy_hitter(hh, &spec.equal_shares, &spec.hh_recent_percent));
     spec.heavy_hitter = true;
-    aging = hh;  // where the base name ends
   }
-  if (aging != nullptr) {
-    const size_t n = static_cast<size_t>(aging - full_name);
+  if (const char* suffix = hh != nullptr ? hh : aging; suffix != nullptr) {
+    const size_t n = static_cast<size_t>(suffix - full_name);
     TERN_CHECK_OR_RETURN(n < sizeof base, Error::InvalidArgument, "KV mode '%s': name too long", full_name);
     std::memcpy(base, full_name, n);
     base[n] = '\0';
     name = base;
-    if (hh == nullptr)
-      TERN_RETURN_IF_ERROR(parse_kv_aging(aging, &spec.aged_bits, &spec.aged_after_tokens, &spec.aged_after_percent));
   }
+  if (aging != nullptr)
+    TERN_RETURN_IF_ERROR(parse_kv_aging(aging, &spec.aged_bits, &spec.aged_after_tokens, &spec.aged_after_percent));
   auto width = [](const char* s, char** end) -> uint8_t {
     const long v = std::strtol(s, end, 10);
     return (*end != s && kv_bits_supported(static_cast<uint32_t>(v))) ? static_cast<uint8_t>(v) : 0;
@@ -120,7 +119,7 @@ Error parse_kv_mode(const char* full_name, KvModeName* out) {
                 "unknown KV mode '%s' (fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B, auto; aging: q4>2@96; "
                 "heavy-hitter eviction: q4/hh)", name);
   }
-  TERN_CHECK_OR_RETURN(aging == nullptr || hh != nullptr || spec.kind != KvModeName::Kind::Exact, Error::InvalidArgument,
+  TERN_CHECK_OR_RETURN(aging == nullptr || spec.kind != KvModeName::Kind::Exact, Error::InvalidArgument,
                        "KV mode '%s': exact modes have nothing to age (age a quantized one, e.g. q4>2@96)",
                        full_name);
   *out = spec;
@@ -174,11 +173,8 @@ Error make_kv_cache_spec(const KvModeRequest& request, const ModelConfig& config
   if (mode.heavy_hitter) {
     TERN_CHECK_OR_RETURN(request.eviction != 0, Error::InvalidArgument,
                          "KV mode '%s' is an eviction policy; it cannot run with eviction off", request.mode);
-    TERN_CHECK_OR_RETURN(bits != nullptr, Error::InvalidArgument, "heavy-hitter KV mode without per-head storage");
-    p.eviction = KvEviction::HeavyHitter;
-    p.hh_recent_percent = mode.hh_recent_percent;
-    TERN_RETURN_IF_ERROR(kv_heavy_hitter_shares(mode.equal_shares ? nullptr : calibrated, bits, &p));
-    p.max_head_blocks = kv_heavy_hitter_max_blocks(p, config.max_context);
+    TERN_RETURN_IF_ERROR(kv_make_heavy_hitter(mode.equal_shares ? nullptr : calibrated, mode.hh_recent_percent,
+                                              config.max_context, bits, &p));
   }
   TERN_RETURN_IF_ERROR(kv_profile_validate(p));
   spec.compressed = true;

@@ -148,4 +148,15 @@ Error kv_heavy_hitter_shares(const schema::KvProfile* calibrated, KvHeadBits* bi
   return Error::Ok;
 }
 
+Error kv_make_heavy_hitter(const schema::KvProfile* calibrated, uint8_t recent_percent, uint32_t context,
+                           KvHeadBits* bits, KvCacheProfile* out) {
+  TERN_CHECK_OR_RETURN(bits != nullptr && out != nullptr, Error::InvalidArgument,
+                       "heavy-hitter KV mode without per-head storage");
+  out->eviction = KvEviction::HeavyHitter;
+  out->hh_recent_percent = recent_percent;
+  TERN_RETURN_IF_ERROR(kv_heavy_hitter_shares(calibrated, bits, out));
+  out->max_head_blocks = kv_heavy_hitter_max_blocks(*out, context);
+  return Error::Ok;
+}
+
 }  // namespace tern

@@ -36,4 +36,10 @@ Error kv_profile_for_average(const schema::KvProfile* profile, const KvShape& sh
 // `calibrated` is null or lists no entropies.
 Error kv_heavy_hitter_shares(const schema::KvProfile* calibrated, KvHeadBits* bits, KvCacheProfile* out);
 
+// Turns `out` into a heavy-hitter profile ("/hh" modes, runtime/kv/kv_policy.h): the
+// eviction, the protected recent share, per-head shares (from `calibrated`, or equal when it
+// is null) and the cap of a model trained on `context` positions.
+Error kv_make_heavy_hitter(const schema::KvProfile* calibrated, uint8_t recent_percent, uint32_t context,
+                           KvHeadBits* bits, KvCacheProfile* out);
+
 }  // namespace tern
