@@ -157,22 +157,16 @@ double kv_bytes_per_token(const KvCacheProfile& p) {
 }
 
 double kv_middle_bytes_per_token(const KvCacheProfile& p, uint64_t middle_blocks) {
-  if (p.eviction == KvEviction::HeavyHitter && middle_blocks > 0) {
-    double total = 0;
-    for (uint32_t l = 0; l < p.shape.layers; ++l)
-      for (uint32_t h = 0; h < p.shape.kv_heads; ++h) {
-        const KvHeadBits b = p.bits_of(l, h);
-        total += static_cast<double>(p.head_middle_blocks(b, middle_blocks) * kv_head_block_bytes(p, b));
-      }
-    return total / (static_cast<double>(middle_blocks) * p.block_tokens);
-  }
-  if (!p.aging() || middle_blocks == 0) return kv_bytes_per_token(p);
-  const uint64_t t1 = p.tier1_blocks(middle_blocks), t2 = middle_blocks - t1;
+  if (middle_blocks == 0) return kv_bytes_per_token(p);
+  // Each head's middle as its layout holds it: tier 1 at its width, tier 2 at the aged width
+  // (aging), M_h blocks (heavy-hitter eviction), M otherwise.
   double total = 0;
   for (uint32_t l = 0; l < p.shape.layers; ++l)
     for (uint32_t h = 0; h < p.shape.kv_heads; ++h) {
       const KvHeadBits b = p.bits_of(l, h);
-      total += static_cast<double>(t1 * kv_head_block_bytes(p, b) + t2 * kv_head_block_bytes(p, p.aged_bits_of(b)));
+      const KvHeadLayout layout = kv_head_layout(p, b, middle_blocks);
+      total += static_cast<double>(layout.tier1_blocks * kv_head_block_bytes(p, b) +
+                                   layout.tier2_blocks * kv_head_block_bytes(p, p.aged_bits_of(b)));
     }
   return total / (static_cast<double>(middle_blocks) * p.block_tokens);
 }
