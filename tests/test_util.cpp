@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,14 @@
 
 namespace tern::testing {
 
+std::string repo_path(const std::string& relative) { return std::string(TERN_SOURCE_DIR) + "/" + relative; }
+
+std::string npm_path(const std::string& relative) {
+  const char* env = std::getenv("TERN_NPM_DIR");
+  const std::string prefix = env != nullptr && env[0] != '\0' ? env : TERN_DEFAULT_NPM_DIR;
+  return prefix + "/node_modules/" + relative;
+}
+
 std::string shared_dir() {
   const char* env = std::getenv("TERN_SHARED_DIR");
   if (env != nullptr && env[0] != '\0') return env;
@@ -20,13 +29,37 @@ std::string shared_dir() {
 
 std::string shared_path(const std::string& relative) { return shared_dir() + "/" + relative; }
 
-bool shared_file_exists(const std::string& relative) {
-  return access(shared_path(relative).c_str(), R_OK) == 0;
-}
+bool file_exists(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
 
-bool in_ci() {
-  const char* ci = std::getenv("CI");
-  return ci != nullptr && ci[0] != '\0' && std::string(ci) != "0" && std::string(ci) != "false";
+namespace {
+TestPart g_part = TestPart::All;
+bool g_case_read_shared = false;
+std::vector<std::string> g_missing;
+}  // namespace
+
+const std::vector<std::string>& shared_files_missing() { return g_missing; }
+
+void set_test_part(TestPart part) { g_part = part; }
+TestPart test_part() { return g_part; }
+void begin_case() { g_case_read_shared = false; }
+bool case_read_shared() { return g_case_read_shared; }
+
+SharedCheck require_shared(const std::string& relative, std::string* why) {
+  g_case_read_shared = true;
+  if (g_part == TestPart::Own) {
+    *why = "reads ../shared/" + relative + " but runs in the self-contained entry: add the case to its binary's "
+           "THIRD_PARTY filter (tern_add_test), or give it files from the repository";
+    return SharedCheck::Fail;
+  }
+  if (file_exists(shared_path(relative))) return SharedCheck::Run;
+  // No ../shared at all: a new user's clone. A ../shared without the file is a broken checkout.
+  if (!file_exists(shared_dir())) {
+    if (std::find(g_missing.begin(), g_missing.end(), relative) == g_missing.end()) g_missing.push_back(relative);
+    *why = "needs ../shared: " + relative;
+    return SharedCheck::Skip;
+  }
+  *why = "missing from " + shared_dir() + ": " + relative;
+  return SharedCheck::Fail;
 }
 
 std::vector<uint8_t> read_file_bytes(const std::string& path) {

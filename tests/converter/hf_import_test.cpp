@@ -1,5 +1,5 @@
 // Hugging Face importer: fixtures written byte by byte (config.json, safetensors) with
-// expected decoded values, bad inputs, and the shared tiny-austen checkpoints.
+// expected decoded values, bad inputs, and the repository's tiny-austen checkpoints.
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -440,11 +440,9 @@ TEST(Safetensors, HeaderProblems) {
 
 // The two published layouts of one trained model hold the same ternary weights.
 TEST(TinyAusten, PackedAndBf16HoldIdenticalCodesAndScalesWithinBf16) {
-  TERN_REQUIRE_SHARED("models/tiny-austen/packed/model.safetensors");
-  TERN_REQUIRE_SHARED("models/tiny-austen/bf16/model.safetensors");
-  auto packed = convert::import_model(testing::shared_path("models/tiny-austen/packed"), ConvertOptions{});
+  auto packed = convert::import_model(testing::tiny_austen_packed_dir(), ConvertOptions{});
   ASSERT_TRUE(packed.ok()) << last_error_message();
-  auto master = convert::import_model(testing::shared_path("models/tiny-austen/bf16"), ConvertOptions{});
+  auto master = convert::import_model(testing::tiny_austen_bf16_dir(), ConvertOptions{});
   ASSERT_TRUE(master.ok()) << last_error_message();
   EXPECT_EQ(packed->source_format, "hf-safetensors-packed");
   EXPECT_EQ(master->source_format, "hf-safetensors-bf16");
@@ -475,11 +473,10 @@ TEST(TinyAusten, PackedAndBf16HoldIdenticalCodesAndScalesWithinBf16) {
 
 // The same through the writer and the loader: the two bundles hold the same codes.
 TEST(TinyAusten, PackedAndBf16BundlesHoldIdenticalCodes) {
-  TERN_REQUIRE_SHARED("models/tiny-austen/packed/model.safetensors");
-  TERN_REQUIRE_SHARED("models/tiny-austen/bf16/model.safetensors");
   testing::TempFile packed_file(".tern"), master_file(".tern");
-  for (const auto& [dir, file] : {std::make_pair("packed", &packed_file), std::make_pair("bf16", &master_file)}) {
-    auto ir = convert::import_model(testing::shared_path(std::string("models/tiny-austen/") + dir), ConvertOptions{});
+  for (const auto& [dir, file] : {std::make_pair(testing::tiny_austen_packed_dir(), &packed_file),
+                                  std::make_pair(testing::tiny_austen_bf16_dir(), &master_file)}) {
+    auto ir = convert::import_model(dir, ConvertOptions{});
     ASSERT_TRUE(ir.ok()) << last_error_message();
     ASSERT_TRUE(convert::write_bundle(file->path(), convert::contents_from_ir(*ir, ConvertOptions{})).ok())
         << last_error_message();

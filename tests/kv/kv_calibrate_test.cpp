@@ -40,7 +40,7 @@ struct Calibrated {
   std::string error;
 };
 
-// Converts `source` (relative to shared) into a calibrated bundle once per process.
+// Converts `source` (a path) into a calibrated bundle once per process.
 const Calibrated& calibrated(const std::string& source, bool f32_embed) {
   static std::map<std::string, Calibrated> cache;
   auto found = cache.find(source);
@@ -50,7 +50,7 @@ const Calibrated& calibrated(const std::string& source, bool f32_embed) {
   convert::ConvertOptions options;
   options.progress = false;
   if (f32_embed) options.embed_type = DenseType::F32;
-  auto ir = convert::import_model(testing::shared_path(source), options);
+  auto ir = convert::import_model(source, options);
   if (!ir.ok()) return c.error = last_error_message(), c;
   convert::BundleContents contents = convert::contents_from_ir(*ir, options);
   if (!convert::write_bundle(c.file->path(), contents).ok()) return c.error = last_error_message(), c;
@@ -67,15 +67,17 @@ const Calibrated& calibrated(const std::string& source, bool f32_embed) {
 
 struct ModelCase {
   const char* name;
-  const char* source;
+  const char* source;  // under ../shared when third_party, else in the repository
   bool f32_embed;
+  bool third_party;
+  std::string path() const { return third_party ? testing::shared_path(source) : testing::repo_path(source); }
 };
 
 class KvCalibrateTest : public ::testing::TestWithParam<ModelCase> {
  protected:
   void SetUp() override {
-    TERN_REQUIRE_SHARED(GetParam().source);
-    const Calibrated& c = calibrated(GetParam().source, GetParam().f32_embed);
+    if (GetParam().third_party) TERN_REQUIRE_SHARED(GetParam().source);
+    const Calibrated& c = calibrated(GetParam().path(), GetParam().f32_embed);
     ASSERT_TRUE(c.error.empty()) << c.error;
     path_ = c.file->path();
     result_ = &c.result;
@@ -321,11 +323,11 @@ TEST_P(KvCalibrateTest, ModeNamesAndErrors) {
 // calibrations took ~160 s of the CI's sanitizer stage); the Release run checks both.
 #if defined(__SANITIZE_ADDRESS__)
 INSTANTIATE_TEST_SUITE_P(Models, KvCalibrateTest,
-                         ::testing::Values(ModelCase{"tiny_austen", "models/tiny-austen/packed", false}),
+                         ::testing::Values(ModelCase{"tiny_austen", "examples/models/tiny-austen", false, false}),
 #else
 INSTANTIATE_TEST_SUITE_P(Models, KvCalibrateTest,
-                         ::testing::Values(ModelCase{"tiny_austen", "models/tiny-austen/packed", false},
-                                           ModelCase{"bitllama2c_3M", "models/bitllama2c-3M/bit_model.bin", true}),
+                         ::testing::Values(ModelCase{"tiny_austen", "examples/models/tiny-austen", false, false},
+                                           ModelCase{"bitllama2c_3M", "models/bitllama2c-3M/bit_model.bin", true, true}),
 #endif
                          [](const ::testing::TestParamInfo<ModelCase>& info) { return std::string(info.param.name); });
 

@@ -19,10 +19,11 @@ namespace tern {
 namespace {
 
 constexpr const char* kBundle = "tiny-austen-packed.tern";
-constexpr const char* kSource = "models/tiny-austen/packed";
 
 std::vector<int32_t> held_out_ids(Model& model, size_t count) {
-  const std::vector<uint8_t> bytes = testing::read_file_bytes(testing::shared_path("corpus/sotu_all.txt"));
+  // The end of the SOTU corpus: held out from tiny-austen's training.
+  const std::vector<uint8_t> bytes = testing::read_file_bytes(testing::sotu_held_out_text());
+  EXPECT_FALSE(bytes.empty()) << testing::sotu_held_out_text();
   std::string text(bytes.begin(), bytes.end());
   auto ids = kvq::tokenize_text(model, text, false, 12000);
   EXPECT_TRUE(ids.ok()) << last_error_message();
@@ -77,7 +78,7 @@ std::vector<kvq::KvMode> stream_modes(const Model& model) {
 class KvStream : public ::testing::Test {
  protected:
   void SetUp() override {
-    TERN_REQUIRE_BUNDLE(kBundle, kSource);
+    TERN_REQUIRE_BUNDLE(kBundle);
     auto loaded = Model::load(path_.c_str(), ModelParams{});
     ASSERT_TRUE(loaded.ok()) << last_error_message();
     model_ = std::move(loaded).value();

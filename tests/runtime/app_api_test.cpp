@@ -19,8 +19,9 @@
 namespace {
 
 constexpr const char* kAusten = "tiny-austen-packed.tern";
-constexpr const char* kAustenSource = "models/tiny-austen/packed/model.safetensors";
 constexpr const char* kCalibrated = "tiny-austen-calibrated.tern";
+// The same model from its bf16 master weights: another bundle of the same shape.
+constexpr const char* kOther = "tiny-austen-bf16.tern";
 constexpr const char* kLlama = "bitllama2c-3M.tern";
 constexpr const char* kLlamaSource = "models/bitllama2c-3M/bit_model.bin";
 
@@ -92,7 +93,7 @@ std::vector<float> logits_of(const tern_session* s) {
 }
 
 TEST(AppApi, SeveralSessionsShareOneModelAndEachGetsItsSlot) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   const std::string path = tern::testing::bundle_path(kAusten);
   Loaded one, two;
   tern_model_params p = params_for("q4", 200, 1);
@@ -136,7 +137,7 @@ TEST(AppApi, SeveralSessionsShareOneModelAndEachGetsItsSlot) {
 // Planning "how many sessions of N tokens fit": loading that many at the plan's total works,
 // one more does not.
 TEST(AppApi, PlanSaysHowManySessionsFit) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   const std::string path = tern::testing::bundle_path(kAusten);
   tern_model_params p = params_for(nullptr, 256);
   p.memory_budget_bytes = uint64_t{24} << 20;
@@ -202,29 +203,32 @@ void save_restore_continues_exactly(const char* bundle, const char* mode, uint32
 }
 
 TEST(AppApi, SavedSessionContinuesExactlyInEveryKvMode) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   for (const char* mode : {"f32", "fp16", "q8", "q4", "q2", "k4v2"}) {
     for (float temperature : {0.0f, 0.8f}) save_restore_continues_exactly(kAusten, mode, 200, 20, 24, temperature);
   }
   // An evicting cache saved past its capacity (132 positions: 4 sinks, 2 blocks, window 64).
   save_restore_continues_exactly(kAusten, "q4", 132, 150, 40, 0.8f);
-  TERN_REQUIRE_BUNDLE(kLlama, kLlamaSource);
+  TERN_REQUIRE_BUNDLE(kCalibrated);
+  save_restore_continues_exactly(kCalibrated, "adaptive:3", 200, 20, 20, 0.8f);
+}
+
+// The other family (bitllama2.c: SiLU-gated FFN, no sub-norms).
+TEST(AppApi, SavedBitllama2cSessionContinuesExactly) {
+  TERN_REQUIRE_SHARED_BUNDLE(kLlama, kLlamaSource);
   save_restore_continues_exactly(kLlama, "f32", 0, 30, 30, 0.0f);
-  if (tern::testing::bundle_exists(kCalibrated)) {
-    save_restore_continues_exactly(kCalibrated, "adaptive:3", 200, 20, 20, 0.8f);
-  }
 }
 
 TEST(AppApi, StateFromAnotherModeOrBundleOrDamagedIsRefused) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
-  TERN_REQUIRE_BUNDLE(kLlama, kLlamaSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
+  TERN_REQUIRE_BUNDLE(kOther);
   Loaded q4, q2, other;
   tern_model_params p = params_for("q4", 200, 2);
   ASSERT_EQ(tern_model_load(tern::testing::bundle_path(kAusten).c_str(), &p, &q4.model), TERN_OK);
   p.kv_mode = "q2";
   ASSERT_EQ(tern_model_load(tern::testing::bundle_path(kAusten).c_str(), &p, &q2.model), TERN_OK);
   p.kv_mode = "q4";
-  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(kLlama).c_str(), &p, &other.model), TERN_OK);
+  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(kOther).c_str(), &p, &other.model), TERN_OK);
   tern_session* a = open_session(q4, 0.0f, 1);
   const std::vector<int32_t> prompt = tokenize(q4.model, "It is a truth");
   ASSERT_EQ(tern_prefill(a, prompt.data(), prompt.size()), TERN_OK);
@@ -290,7 +294,7 @@ void truncate_matches_fresh(const char* mode, uint32_t ctx, int generated, uint3
 }
 
 TEST(AppApi, TruncateRewindsExactly) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   truncate_matches_fresh("f32", 0, 30, 12);
   truncate_matches_fresh("fp16", 0, 30, 1);
   truncate_matches_fresh("q4", 300, 20, 5);    // inside the exact window: rolled back in place
@@ -310,7 +314,7 @@ TEST(AppApi, TruncateRewindsExactly) {
 // The history is what was fed and sampled, in order (what a server compares a new prompt
 // with); too small a buffer gets the newest tokens and OUT_OF_RANGE.
 TEST(AppApi, HistoryHoldsThePromptAndTheSampledTokens) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   Loaded l;
   ASSERT_EQ(load(l, kAusten, params_for("f32", 128)), TERN_OK) << message();
   tern_session* s = open_session(l, 0.9f, 3);
@@ -343,7 +347,7 @@ TEST(AppApi, HistoryHoldsThePromptAndTheSampledTokens) {
 // With the bias or hook in place, sampling picks what the biased logits say: checked against
 // the raw logits, biased by hand.
 TEST(AppApi, LogitBiasAndHookSteerSampling) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   Loaded l;
   ASSERT_EQ(load(l, kAusten, params_for("f32", 128)), TERN_OK) << message();
   tern_session* s = open_session(l, 0.0f, 1);
@@ -392,7 +396,7 @@ TEST(AppApi, LogitBiasAndHookSteerSampling) {
 // Presence and frequency penalties: the greedy pick equals the argmax of the logits with
 // c * frequency + presence subtracted for every token seen c times in the window.
 TEST(AppApi, PresenceAndFrequencyPenaltiesFollowTheFormula) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   Loaded l;
   ASSERT_EQ(load(l, kAusten, params_for("f32", 256)), TERN_OK) << message();
   tern_session_params sp = tern_session_default_params();
@@ -472,7 +476,7 @@ TEST(AppApi, AvailableMemoryIsMemAvailableCappedByTheCgroup) {
 // The plain fallback (tiny-austen's checkpoint has no chat template), checked against the
 // format's definition, and the errors an app can make.
 TEST(AppApi, ChatApplyRendersAndRejectsBadInput) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   Loaded l;
   ASSERT_EQ(tern_model_load(tern::testing::bundle_path(kAusten).c_str(), nullptr, &l.model), TERN_OK);
   tern_model_info info;

@@ -43,7 +43,7 @@ struct AustenCase {
 };
 
 std::vector<AustenCase> read_austen_reference() {
-  std::ifstream in(testing::shared_path("models/tiny-austen/reference_logits.json"));
+  std::ifstream in(testing::tiny_austen_reference_logits());
   const nlohmann::json j = nlohmann::json::parse(in);
   std::vector<AustenCase> cases;
   for (const auto& c : j.at("cases")) {
@@ -62,7 +62,8 @@ class TinyAusten : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(TinyAusten, LogitsMatchPyTorchReference) {
   const std::string name = std::string("tiny-austen-") + GetParam() + ".tern";
-  TERN_REQUIRE_BUNDLE(name, "models/tiny-austen/reference_logits.json");
+  TERN_REQUIRE_BUNDLE(name);
+  TERN_REQUIRE_FILE(testing::tiny_austen_reference_logits());
   auto model = load(name);
   ASSERT_NE(model, nullptr);
   auto session = model->create_session(SamplerParams{});
@@ -135,7 +136,7 @@ class SyntheticGguf : public ::testing::TestWithParam<const char*> {};
 TEST_P(SyntheticGguf, LogitsMatchFloat64Int8Reference) {
   const std::string name = std::string("tiny-") + GetParam() + ".tern";
   const std::string ref_path = "models/synthetic-tiny-gguf/logits-reference-int8-activations.txt";
-  TERN_REQUIRE_BUNDLE(name, ref_path);
+  TERN_REQUIRE_SHARED_BUNDLE(name, ref_path);
   int pos = 0, ref_argmax = 0;
   std::vector<float> ref;
   ASSERT_TRUE(read_logits_line(testing::shared_path(ref_path), &pos, &ref_argmax, &ref));
@@ -176,7 +177,7 @@ int append_text(const char* text, size_t size, void* out) {
 }
 
 TEST(Bitllama2cBundle, GreedyTextMatchesReferenceUpToTheNearTie) {
-  TERN_REQUIRE_BUNDLE("bitllama2c-3M.tern", "models/bitllama2c-3M/greedy_once_upon_a_time_n256.txt");
+  TERN_REQUIRE_SHARED_BUNDLE("bitllama2c-3M.tern", "models/bitllama2c-3M/greedy_once_upon_a_time_n256.txt");
   std::ifstream in(testing::shared_path("models/bitllama2c-3M/greedy_once_upon_a_time_n256.txt"));
   const std::string reference((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   // The README's near-tie is after "Lily was" (about 370 characters after the prompt).

@@ -1,5 +1,6 @@
-// Where the runtime tests find bundles: converted by the runtime_make_bundles fixture
-// into the build tree (or, for cross builds, taken from TERN_HOST_BUNDLE_DIR).
+// Where the runtime tests find bundles: converted by the runtime_make_bundles and
+// runtime_make_shared_bundles fixtures into the build tree (or, for cross builds, taken from
+// TERN_HOST_BUNDLE_DIR).
 #pragma once
 
 #include <cstdlib>
@@ -19,13 +20,19 @@ inline bool bundle_exists(const std::string& name) { return std::ifstream(bundle
 
 }  // namespace tern::testing
 
-// Skips when the bundle (and its shared source) is absent; fails under CI, or when the
-// source is there but the bundle is not (the conversion fixture did not run or failed).
-#define TERN_REQUIRE_BUNDLE(name, shared_source)                                               \
+// The bundle converted from the repository's files (runtime_make_bundles): fails when absent.
+#define TERN_REQUIRE_BUNDLE(name)                                                                          \
+  ASSERT_TRUE(::tern::testing::bundle_exists(name))                                                        \
+      << "bundle missing: " << ::tern::testing::bundle_path(name)                                          \
+      << " (ctest converts it first, in runtime_make_bundles)"
+
+// A bundle converted from a third-party checkpoint under ../shared (runtime_make_shared_bundles):
+// the case is skipped without ../shared (TERN_REQUIRE_SHARED), and fails when ../shared is
+// there but the bundle is not.
+#define TERN_REQUIRE_SHARED_BUNDLE(name, shared_source)                                         \
   do {                                                                                         \
     TERN_REQUIRE_SHARED(shared_source);                                                        \
-    TERN_REQUIRE_ASSET(::tern::testing::bundle_exists(name),                                   \
-                       "bundle missing: " << ::tern::testing::bundle_path(name),               \
-                       "bundle not converted (run ctest, which converts it first): "           \
-                           << ::tern::testing::bundle_path(name));                             \
+    ASSERT_TRUE(::tern::testing::bundle_exists(name))                                          \
+        << "bundle missing: " << ::tern::testing::bundle_path(name)                            \
+        << " (ctest converts it first, in runtime_make_shared_bundles)";                       \
   } while (0)

@@ -17,7 +17,6 @@
 namespace {
 
 constexpr const char* kBundle = "tiny-austen-packed.tern";
-constexpr const char* kSource = "models/tiny-austen/packed/model.safetensors";
 
 uint32_t compute_threads() {
   const char* env = std::getenv("TERN_TEST_THREADS");
@@ -44,7 +43,7 @@ std::string generate(tern_model* model, const char* prompt, uint32_t n, tern_sta
 }
 
 TEST(Concurrency, TwoSessionsGenerateAtOnceExactlyAsAlone) {
-  TERN_REQUIRE_BUNDLE(kBundle, kSource);
+  TERN_REQUIRE_BUNDLE(kBundle);
   tern_model_params mp = tern_model_default_params();
   mp.n_sessions = 2;
   mp.n_threads = compute_threads();
@@ -77,7 +76,7 @@ TEST(Concurrency, TwoSessionsGenerateAtOnceExactlyAsAlone) {
 }
 
 TEST(Concurrency, AbortFromAnotherThreadStopsOnlyItsSession) {
-  TERN_REQUIRE_BUNDLE(kBundle, kSource);
+  TERN_REQUIRE_BUNDLE(kBundle);
   tern_model_params mp = tern_model_default_params();
   mp.n_sessions = 2;
   mp.n_threads = compute_threads();

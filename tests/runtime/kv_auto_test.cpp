@@ -23,7 +23,6 @@ namespace {
 
 constexpr const char* kCalibrated = "tiny-austen-calibrated.tern";
 constexpr const char* kPacked = "tiny-austen-packed.tern";
-constexpr const char* kSource = "models/tiny-austen/packed/model.safetensors";
 
 struct Candidate {
   std::string name;
@@ -138,17 +137,17 @@ void check_bundle(const char* name, bool calibrated) {
 }
 
 TEST(KvAuto, CalibratedBundlePicksTheLeastEstimatedKlThatHoldsTheContext) {
-  TERN_REQUIRE_BUNDLE(kCalibrated, kSource);
+  TERN_REQUIRE_BUNDLE(kCalibrated);
   check_bundle(kCalibrated, true);
 }
 
 TEST(KvAuto, UncalibratedBundlePicksTheMostBitsThatHoldTheContext) {
-  TERN_REQUIRE_BUNDLE(kPacked, kSource);
+  TERN_REQUIRE_BUNDLE(kPacked);
   check_bundle(kPacked, false);
 }
 
 TEST(KvAuto, NoModeFitsSaysWhatEachWouldHold) {
-  TERN_REQUIRE_BUNDLE(kCalibrated, kSource);
+  TERN_REQUIRE_BUNDLE(kCalibrated);
   const std::string path = tern::testing::bundle_path(kCalibrated);
   const uint64_t least = plan_one(path, "fp16", 1, 0).minimum_budget_bytes;
   tern_model_params mp = tern_model_default_params();

@@ -31,7 +31,6 @@
 namespace {
 
 constexpr const char* kBundle = "tiny-austen-packed.tern";
-constexpr const char* kSource = "models/tiny-austen/packed/model.safetensors";
 constexpr uint32_t kCacheTokens = 260;  // 4 sinks + 6 blocks of 32 + window 32 + 32
 constexpr uint32_t kWindow = 256;       // tokens per fluency window
 constexpr const char* kPrompt = "It is a truth universally acknowledged, that a single man in possession";
@@ -163,7 +162,7 @@ TEST(KvBudget, UnboundedGenerationInAFixedBudget) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "sanitizers replace the allocator and add shadow memory";
 #endif
-  TERN_REQUIRE_BUNDLE(kBundle, kSource);
+  TERN_REQUIRE_BUNDLE(kBundle);
   const std::string path = tern::testing::bundle_path(kBundle);
   // The budget: what the planner says a q4 cache of kCacheTokens positions needs.
   const char* modes[] = {"q4"};
@@ -259,10 +258,10 @@ double teacher_forced_nll(const std::string& bundle, const std::vector<int32_t>&
 }
 
 TEST(KvBudget, TextFarPastTheCapacityStaysPredictable) {
-  TERN_REQUIRE_BUNDLE(kBundle, kSource);
-  TERN_REQUIRE_SHARED("corpus/austen_all.txt");
+  TERN_REQUIRE_BUNDLE(kBundle);
+  TERN_REQUIRE_FILE(tern::testing::austen_text());
   const std::string path = tern::testing::bundle_path(kBundle);
-  std::ifstream in(tern::testing::shared_path("corpus/austen_all.txt"), std::ios::binary);
+  std::ifstream in(tern::testing::austen_text(), std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   text.resize(std::min<size_t>(text.size(), 40000));
   tern_model_params mp = tern_model_default_params();

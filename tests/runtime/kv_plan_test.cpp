@@ -13,7 +13,6 @@
 namespace {
 
 constexpr const char* kBundle = "tiny-austen-packed.tern";
-constexpr const char* kSource = "models/tiny-austen/packed/model.safetensors";
 
 std::vector<tern_plan_row> plan(const std::string& path, uint64_t budget, uint32_t ctx) {
   tern_model_params p = tern_model_default_params();
@@ -52,7 +51,7 @@ tern_status load(const std::string& path, const char* mode, uint64_t budget, ter
 }
 
 TEST(KvPlan, DefaultModesAndRows) {
-  TERN_REQUIRE_BUNDLE(kBundle, kSource);
+  TERN_REQUIRE_BUNDLE(kBundle);
   const std::string path = tern::testing::bundle_path(kBundle);
   const auto rows = plan(path, 0, 0);
   ASSERT_GE(rows.size(), 4u);
@@ -88,7 +87,7 @@ TEST(KvPlan, DefaultModesAndRows) {
 }
 
 TEST(KvPlan, BudgetRowsMatchRealLoads) {
-  TERN_REQUIRE_BUNDLE(kBundle, kSource);
+  TERN_REQUIRE_BUNDLE(kBundle);
   const std::string path = tern::testing::bundle_path(kBundle);
   // 12.6 MiB: above every mode's minimum (compressed: 12.35 MiB for S + W + G = 68 positions
   // and a 64-token batch), below what fp16's full 512-token context needs.
@@ -131,7 +130,7 @@ TEST(KvPlan, BudgetRowsMatchRealLoads) {
 }
 
 TEST(KvPlan, ContextRowsNameTheBudgetThatHoldsIt) {
-  TERN_REQUIRE_BUNDLE(kBundle, kSource);
+  TERN_REQUIRE_BUNDLE(kBundle);
   const std::string path = tern::testing::bundle_path(kBundle);
   for (const auto& row : plan(path, 0, 300)) {
     ASSERT_EQ(row.status, TERN_OK) << row.kv_mode;
@@ -149,7 +148,7 @@ TEST(KvPlan, ContextRowsNameTheBudgetThatHoldsIt) {
 // A calibrated bundle: the default rows add adaptive:B for every average it holds, and each
 // loads with exactly the capacity the planner promised.
 TEST(KvPlan, AdaptiveRowsForEveryCalibratedAverage) {
-  TERN_REQUIRE_BUNDLE("tiny-austen-calibrated.tern", "corpus/austen_all.txt");
+  TERN_REQUIRE_BUNDLE("tiny-austen-calibrated.tern");
   const std::string path = tern::testing::bundle_path("tiny-austen-calibrated.tern");
   const uint64_t budget = uint64_t{126} * 1024 * 1024 / 10;
   const auto rows = plan(path, budget, 0);

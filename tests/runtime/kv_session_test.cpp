@@ -22,7 +22,6 @@ namespace tern {
 namespace {
 
 constexpr const char* kAusten = "tiny-austen-packed.tern";
-constexpr const char* kAustenSource = "models/tiny-austen/packed/model.safetensors";
 constexpr const char* kLlama = "bitllama2c-3M.tern";
 constexpr const char* kLlamaSource = "models/bitllama2c-3M/bit_model.bin";
 
@@ -82,7 +81,7 @@ std::vector<float> logits_per_step(const char* bundle, const ModelParams& p, con
 }
 
 TEST(KvSession, ModesResolveAndReportTheirCache) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   auto dense = load(kAusten, ModelParams{});
   ASSERT_NE(dense, nullptr);
   EXPECT_FALSE(dense->kv_spec().compressed);
@@ -153,7 +152,7 @@ std::vector<float> step_diffs(const std::vector<float>& a, const std::vector<flo
 // 3e-6 / 0.19 (int8 flips), 200/200; q8 0.089 / 0.20, 198/200 (its exact rows are f16,
 // which alone moves logits by ~0.05); q4 0.12 / 0.37, 194/200 (KV.md: q4 greedy 98.2 %).
 TEST(KvSession, CompressedSessionsTrackTheDenseOne) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   auto probe = load(kAusten, ModelParams{});
   ASSERT_NE(probe, nullptr);
   const uint32_t vocab = probe->config().vocab;
@@ -250,20 +249,20 @@ void attend_matches_read_back(const char* bundle, const char* mode, uint32_t bat
 }
 
 TEST(KvSession, AttendMatchesReadBackOnTheSameCache) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   attend_matches_read_back(kAusten, "q4", 1);
   attend_matches_read_back(kAusten, "q2", 8);
   attend_matches_read_back(kAusten, "k4v2", 1);
 }
 
 TEST(KvSession, AttendMatchesReadBackMultiHeadModel) {
-  TERN_REQUIRE_BUNDLE(kLlama, kLlamaSource);
+  TERN_REQUIRE_SHARED_BUNDLE(kLlama, kLlamaSource);
   attend_matches_read_back(kLlama, "q3", 1);
   attend_matches_read_back(kLlama, "q8", 4);
 }
 
 TEST(KvSession, EvictionKeepsGeneratingPastTheCapacity) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   auto model = load(kAusten, mode_params("q4", -1, 132));
   ASSERT_NE(model, nullptr);
   auto made = model->create_session(SamplerParams{});
@@ -316,7 +315,7 @@ TEST(KvSession, EvictionKeepsGeneratingPastTheCapacity) {
 // capacity gives StreamingLLM's logits at every step. With calibrated budgets, heads keep
 // different positions and the session still generates.
 TEST(KvSession, HeavyHitterEvictionMatchesStreamingLlmWhenItEvictsTheOldest) {
-  TERN_REQUIRE_BUNDLE("tiny-austen-calibrated.tern", "corpus/austen_all.txt");
+  TERN_REQUIRE_BUNDLE("tiny-austen-calibrated.tern");
   const char* bundle = "tiny-austen-calibrated.tern";
   const std::vector<int32_t> tokens = tokens_for(2048, 300, 5);
   const auto streaming = logits_per_step(bundle, mode_params("q4", -1, 132), tokens);
@@ -349,7 +348,7 @@ TEST(KvSession, HeavyHitterEvictionMatchesStreamingLlmWhenItEvictsTheOldest) {
 }
 
 TEST(KvSession, WithoutEvictionTheCapacityIsAHardLimit) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   auto model = load(kAusten, mode_params("q4", 0, 132));
   ASSERT_NE(model, nullptr);
   auto made = model->create_session(SamplerParams{});
@@ -368,7 +367,7 @@ TEST(KvSession, WithoutEvictionTheCapacityIsAHardLimit) {
 // An abort mid-batch leaves some layers written: the compressed cache rolls back, so the
 // session continues exactly as if the aborted batch had never run.
 TEST(KvSession, AbortedBatchRollsBack) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   auto model = load(kAusten, mode_params("q4", -1, 200));
   ASSERT_NE(model, nullptr);
   auto made = model->create_session(SamplerParams{});
@@ -432,7 +431,7 @@ float layer0_error(bool reposition) {
 }
 
 TEST(KvSession, SinkQueryIsRepositionedWithinTheCache) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   const float with = layer0_error(true);
   const float without = layer0_error(false);
   std::printf("layer-0 attention vs fresh dense session on the kept tokens: relative error %.2e re-positioned, "

@@ -90,7 +90,7 @@ void run_without_allocating(const char* bundle, const char* source, uint32_t thr
 }
 
 TEST(NoAlloc, PrefillDecodeSampleGenerateOneThread) {
-  TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern", "models/tiny-austen/packed/model.safetensors");
+  TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern");
   run_without_allocating("tiny-austen-packed.tern", "", 1);
 }
 
@@ -126,7 +126,7 @@ TwoTurns generate_two_turns(tern_session* session, const char* prompt, const cha
 // Speculative decoding: drafting, the batched verification with every row's logits, the
 // roll-back and the final truncation stay inside the session's arena.
 TEST(NoAlloc, GenerateWithDraftingAllocatesNothing) {
-  TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern", "models/tiny-austen/packed/model.safetensors");
+  TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern");
   const std::string path = tern::testing::bundle_path("tiny-austen-packed.tern");
   for (const char* mode : {"f32", "q4"}) {
     tern_model_params mp = tern_model_default_params();
@@ -155,7 +155,7 @@ TEST(NoAlloc, GenerateWithDraftingAllocatesNothing) {
 // positions = 4 sinks + 1 block at 4 bits + 1 aged block + the 32 + 32 window slots: blocks
 // age from position 100 and are evicted from 132; prompt + 140 tokens pass every stage.
 TEST(NoAlloc, DecodeWithAgingTiersAllocatesNothing) {
-  TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern", "models/tiny-austen/packed/model.safetensors");
+  TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern");
   run_without_allocating("tiny-austen-packed.tern", "", 1, RunOptions{"q4>2@32", 132, 140});
 }
 
@@ -164,7 +164,7 @@ TEST(NoAlloc, DecodeWithAgingTiersAllocatesNothing) {
 // all inside the cache's arena. 132 positions: prompt + 140 tokens evict many times over.
 // (One thread: the pool's spinning made two cost 28 emulated seconds under qemu.)
 TEST(NoAlloc, DecodeWithHeavyHitterEvictionAllocatesNothing) {
-  TERN_REQUIRE_BUNDLE("tiny-austen-calibrated.tern", "corpus/austen_all.txt");
+  TERN_REQUIRE_BUNDLE("tiny-austen-calibrated.tern");
   run_without_allocating("tiny-austen-calibrated.tern", "", 1, RunOptions{"q4/hh", 132, 140});
 }
 
@@ -173,8 +173,8 @@ TEST(NoAlloc, DecodeWithHeavyHitterEvictionAllocatesNothing) {
 // distributions stay inside the two models' arenas. Greedy with a dense cache, sampled with a
 // compressed one.
 TEST(NoAlloc, GenerateWithADraftModelAllocatesNothing) {
-  TERN_REQUIRE_BUNDLE("bitllama2c-3M.tern", "models/bitllama2c-3M/bit_model.bin");
-  TERN_REQUIRE_BUNDLE("bitllama2c-1M.tern", "models/bitllama2c-1M/bit_model.bin");
+  TERN_REQUIRE_SHARED_BUNDLE("bitllama2c-3M.tern", "models/bitllama2c-3M/bit_model.bin");
+  TERN_REQUIRE_SHARED_BUNDLE("bitllama2c-1M.tern", "models/bitllama2c-1M/bit_model.bin");
   struct Case {
     const char* mode;
     float temperature;
@@ -213,14 +213,14 @@ TEST(NoAlloc, GenerateWithADraftModelAllocatesNothing) {
 }
 
 TEST(NoAlloc, PrefillDecodeSampleGenerateTwoThreads) {
-  TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern", "models/tiny-austen/packed/model.safetensors");
+  TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern");
   run_without_allocating("tiny-austen-packed.tern", "", 2);
 }
 
 // The base-3 layout's kernels and their dispatch; two threads run both the fused products
 // (q/k/v, gate/up) and the single ones (o, down).
 TEST(NoAlloc, Base3BundleTwoThreads) {
-  TERN_REQUIRE_BUNDLE("tiny-austen-base3.tern", "models/tiny-austen/packed/model.safetensors");
+  TERN_REQUIRE_BUNDLE("tiny-austen-base3.tern");
   run_without_allocating("tiny-austen-base3.tern", "", 2);
 }
 

@@ -34,7 +34,7 @@ TEST(PeakRss, StaysWithinTheBudgetFromTheMinimumUp) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "AddressSanitizer's shadow memory is part of the RSS";
 #endif
-  TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern", "models/tiny-austen/packed/model.safetensors");
+  TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern");
   const std::string path = tern::testing::bundle_path("tiny-austen-packed.tern");
   tern_model_params mp = tern_model_default_params();
   mp.memory_budget_bytes = 1;

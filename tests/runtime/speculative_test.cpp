@@ -22,7 +22,6 @@
 namespace {
 
 constexpr const char* kAusten = "tiny-austen-packed.tern";
-constexpr const char* kAustenSource = "models/tiny-austen/packed/model.safetensors";
 constexpr const char* kLlama = "bitllama2c-3M.tern";
 constexpr const char* kLlamaSource = "models/bitllama2c-3M/bit_model.bin";
 constexpr const char* kSmallLlama = "bitllama2c-1M.tern";  // same tokenizer: drafts for kLlama
@@ -143,7 +142,7 @@ const char* kAustenPrompt =
     "of a wife. It is a truth universally acknowledged";
 
 TEST(Speculative, GreedyTextIsTheOneTokenAtATimeTextInEveryKvMode) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   for (const char* mode : {"f32", "fp16", "q8", "q4", "q2", "k4v2"}) {
     Request r;
     r.mode = mode;
@@ -153,7 +152,7 @@ TEST(Speculative, GreedyTextIsTheOneTokenAtATimeTextInEveryKvMode) {
 }
 
 TEST(Speculative, AnotherModelAndTokenizer) {
-  TERN_REQUIRE_BUNDLE(kLlama, kLlamaSource);
+  TERN_REQUIRE_SHARED_BUNDLE(kLlama, kLlamaSource);
   for (const char* mode : {"f32", "q4"}) {
     Request r;
     r.mode = mode;
@@ -164,7 +163,7 @@ TEST(Speculative, AnotherModelAndTokenizer) {
 }
 
 TEST(Speculative, StopsInsideAcceptedDraftsLeaveTheStateOfPlainDecoding) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   // The greedy continuation repeats "the United States, and to": a stop string and short
   // token limits end generation in the middle of accepted drafts.
   for (const char* mode : {"f32", "q4"}) {
@@ -182,7 +181,7 @@ TEST(Speculative, StopsInsideAcceptedDraftsLeaveTheStateOfPlainDecoding) {
 }
 
 TEST(Speculative, EvictingCachesPastTheirCapacity) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   // A 100-position cache and 300 new tokens: blocks leave the exact window and are evicted
   // between verification passes, never inside one.
   for (const char* mode : {"q4", "f32"}) {
@@ -197,8 +196,8 @@ TEST(Speculative, EvictingCachesPastTheirCapacity) {
 }
 
 TEST(Speculative, DraftModelGreedyTextIsTheOneTokenAtATimeTextInEveryKvMode) {
-  TERN_REQUIRE_BUNDLE(kLlama, kLlamaSource);
-  TERN_REQUIRE_BUNDLE(kSmallLlama, kSmallLlamaSource);
+  TERN_REQUIRE_SHARED_BUNDLE(kLlama, kLlamaSource);
+  TERN_REQUIRE_SHARED_BUNDLE(kSmallLlama, kSmallLlamaSource);
   // Target and draft with the same KV mode: both caches roll back, the draft's past the
   // drafts the target rejected.
   const std::vector<const char*> modes = emulated() ? std::vector<const char*>{"f32", "q4", "k4v2"}
@@ -221,8 +220,8 @@ TEST(Speculative, DraftModelGreedyTextIsTheOneTokenAtATimeTextInEveryKvMode) {
 }
 
 TEST(Speculative, DraftModelStopsTurnsAndEviction) {
-  TERN_REQUIRE_BUNDLE(kLlama, kLlamaSource);
-  TERN_REQUIRE_BUNDLE(kSmallLlama, kSmallLlamaSource);
+  TERN_REQUIRE_SHARED_BUNDLE(kLlama, kLlamaSource);
+  TERN_REQUIRE_SHARED_BUNDLE(kSmallLlama, kSmallLlamaSource);
   Request r;
   r.draft_bundle = kSmallLlama;
   // Several generate() calls on one session: the target truncates what it decoded ahead at
@@ -249,8 +248,8 @@ TEST(Speculative, DraftModelStopsTurnsAndEviction) {
 // draft model gets by decoding those tokens one at a time: a rejected draft left in it would
 // differ by whole rows. Greedy and sampled drafting.
 TEST(Speculative, DraftSessionCacheIsAFreshRunsAfterRollbacks) {
-  TERN_REQUIRE_BUNDLE(kLlama, kLlamaSource);
-  TERN_REQUIRE_BUNDLE(kSmallLlama, kSmallLlamaSource);
+  TERN_REQUIRE_SHARED_BUNDLE(kLlama, kLlamaSource);
+  TERN_REQUIRE_SHARED_BUNDLE(kSmallLlama, kSmallLlamaSource);
   for (float temperature : {0.0f, 0.8f}) {
     SCOPED_TRACE(temperature);
     tern::ModelParams tp;
@@ -330,8 +329,8 @@ Request sampled_request(const char* draft) {
 }
 
 TEST(Speculative, SamplingWithTopK1IsTheGreedyTextThroughTheSamplingPath) {
-  TERN_REQUIRE_BUNDLE(kLlama, kLlamaSource);
-  TERN_REQUIRE_BUNDLE(kSmallLlama, kSmallLlamaSource);
+  TERN_REQUIRE_SHARED_BUNDLE(kLlama, kLlamaSource);
+  TERN_REQUIRE_SHARED_BUNDLE(kSmallLlama, kSmallLlamaSource);
   // Temperature > 0 with top-k 1: p and q are one-hot, so the accept rule keeps exactly the
   // greedy drafts and a rejection draws the greedy token.
   for (const char* draft : kDraftSources) {
@@ -343,8 +342,8 @@ TEST(Speculative, SamplingWithTopK1IsTheGreedyTextThroughTheSamplingPath) {
 }
 
 TEST(Speculative, SamplingDraftsAndVerifies) {
-  TERN_REQUIRE_BUNDLE(kLlama, kLlamaSource);
-  TERN_REQUIRE_BUNDLE(kSmallLlama, kSmallLlamaSource);
+  TERN_REQUIRE_SHARED_BUNDLE(kLlama, kLlamaSource);
+  TERN_REQUIRE_SHARED_BUNDLE(kSmallLlama, kSmallLlamaSource);
   // The distribution is speculative_accept_test's; here: drafting runs at temperature > 0,
   // keeps some drafts, rejects others, and the session stays consistent (history = position).
   for (const char* draft : kDraftSources) {
@@ -363,9 +362,9 @@ TEST(Speculative, SamplingDraftsAndVerifies) {
 }
 
 TEST(Speculative, BadDraftModelsAreRefused) {
-  TERN_REQUIRE_BUNDLE(kLlama, kLlamaSource);
-  TERN_REQUIRE_BUNDLE(kSmallLlama, kSmallLlamaSource);
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_SHARED_BUNDLE(kLlama, kLlamaSource);
+  TERN_REQUIRE_SHARED_BUNDLE(kSmallLlama, kSmallLlamaSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   tern_model_params mp = tern_model_default_params();
   mp.n_ctx = 64;
   mp.n_draft = 4;
@@ -416,7 +415,7 @@ TEST(Speculative, BadDraftModelsAreRefused) {
 }
 
 TEST(Speculative, BadDraftSizesAreRefused) {
-  TERN_REQUIRE_BUNDLE(kAusten, kAustenSource);
+  TERN_REQUIRE_BUNDLE(kAusten);
   const std::string path = tern::testing::bundle_path(kAusten);
   tern_model_params mp = tern_model_default_params();
   mp.n_ctx = 64;

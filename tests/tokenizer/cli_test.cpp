@@ -14,7 +14,6 @@
 namespace tern {
 namespace {
 
-using testing::shared_path;
 
 struct Case {
   std::string text;
@@ -47,28 +46,27 @@ std::vector<std::vector<int32_t>> run_cli(const std::string& tokenizer, const st
 }
 
 TEST(TernTokenizeCli, Llama3SamplesFromTokenizerJson) {
-  TERN_REQUIRE_SHARED("tokenizers/llama3/tokenizer.json");
-  TERN_REQUIRE_SHARED("tokenizers/ground-truth/llama3-sample.jsonl");
+  TERN_REQUIRE_FILE(testing::llama3_tokenizer_json());
+  TERN_REQUIRE_FILE(testing::llama3_samples());
   std::vector<Case> cases;
-  std::ifstream in(shared_path("tokenizers/ground-truth/llama3-sample.jsonl"));
+  std::ifstream in(testing::llama3_samples());
   std::string line;
   while (std::getline(in, line) && cases.size() < 100) {
     auto j = nlohmann::json::parse(line);
     cases.push_back({j["text"].get<std::string>(), j["ids"].get<std::vector<int32_t>>()});
   }
-  const auto got = run_cli(shared_path("tokenizers/llama3/tokenizer.json"), cases);
+  const auto got = run_cli(testing::llama3_tokenizer_json(), cases);
   ASSERT_EQ(got.size(), cases.size());
   for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(got[i], cases[i].ids) << i;
 }
 
 TEST(TernTokenizeCli, TinyAustenBundle) {
-  TERN_REQUIRE_SHARED("models/tiny-austen/packed/model.safetensors");
-  TERN_REQUIRE_SHARED("models/tiny-austen/reference_logits.json");
+  TERN_REQUIRE_FILE(testing::tiny_austen_reference_logits());
   testing::TempFile bundle(".tern");
-  const std::string convert = std::string(TERN_CONVERT_PATH) + " -q '" + shared_path("models/tiny-austen/packed") +
+  const std::string convert = std::string(TERN_CONVERT_PATH) + " -q '" + testing::tiny_austen_packed_dir() +
                               "' -o '" + bundle.path() + "' > /dev/null";
   ASSERT_EQ(std::system(convert.c_str()), 0) << convert;
-  std::ifstream in(shared_path("models/tiny-austen/reference_logits.json"));
+  std::ifstream in(testing::tiny_austen_reference_logits());
   auto j = nlohmann::json::parse(in);
   std::vector<Case> cases;
   for (const auto& c : j["cases"]) {

@@ -92,12 +92,18 @@ class TextGenerator {
   bool invalid_;
 };
 
-class SpmReference : public ::testing::TestWithParam<const char*> {
+struct SpmModel {
+  const char* name;
+  const char* shared;  // under ../shared (third-party)
+};
+
+class SpmReference : public ::testing::TestWithParam<SpmModel> {
  protected:
   void SetUp() override {
-    TERN_REQUIRE_SHARED(GetParam());
-    ASSERT_TRUE(reference_.Load(shared_path(GetParam())).ok());
-    auto t = HostTokenizer::load(shared_path(GetParam()));
+    TERN_REQUIRE_SHARED(GetParam().shared);
+    const std::string path = shared_path(GetParam().shared);
+    ASSERT_TRUE(reference_.Load(path).ok());
+    auto t = HostTokenizer::load(path);
     ASSERT_TRUE(t.ok()) << last_error_message();
     tok_ = std::move(t).value();
   }
@@ -261,10 +267,9 @@ TEST(SpmTrainedReference, UserDefinedSymbolsAndNormalizerOptions) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, SpmReference,
-                         ::testing::Values("tokenizers/llama2/tokenizer.model", "models/bitllama2c-3M/tokenizer.model"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.index == 0 ? "Llama2" : "Bitllama2c");
-                         });
+                         ::testing::Values(SpmModel{"Llama2", "tokenizers/llama2/tokenizer.model"},
+                                           SpmModel{"Bitllama2c", "models/bitllama2c-3M/tokenizer.model"}),
+                         [](const ::testing::TestParamInfo<SpmModel>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace tern

@@ -85,8 +85,8 @@ std::vector<Case> read_jsonl_cases(const std::string& path) {
   return cases;
 }
 
-std::unique_ptr<HostTokenizer> load(const std::string& rel) {
-  auto t = HostTokenizer::load(shared_path(rel));
+std::unique_ptr<HostTokenizer> load(const std::string& path) {
+  auto t = HostTokenizer::load(path);
   EXPECT_TRUE(t.ok()) << last_error_message();
   return t.ok() ? std::move(t).value() : nullptr;
 }
@@ -111,15 +111,19 @@ void expect_cases(HostTokenizer& tok, const std::vector<Case>& cases, const char
   EXPECT_EQ(round_trip_failures, 0u);
 }
 
-// One ground-truth file under tokenizers/ground-truth/: llama.cpp's .gguf.inp/.out pair or
-// an HF .jsonl sample, with the number of cases it holds.
-void expect_ground_truth(HostTokenizer& tok, const std::string& file, size_t count) {
-  const std::string rel = "tokenizers/ground-truth/" + file;
-  const bool ggml = file.size() > 5 && file.compare(file.size() - 5, 5, ".gguf") == 0;
-  TERN_REQUIRE_SHARED(ggml ? rel + ".inp" : rel);
-  const auto cases = ggml ? read_ggml_cases(shared_path(rel)) : read_jsonl_cases(shared_path(rel));
+// One ground-truth file: llama.cpp's .gguf.inp/.out pair under ../shared (third-party), or a
+// .jsonl sample (ours: the repository's LLaMA-3 one, ../shared's LLaMA-2 one beside its
+// third-party tokenizer), with the number of cases it holds.
+void expect_ground_truth(HostTokenizer& tok, const std::string& path, size_t count) {
+  const bool ggml = path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;
+  TERN_REQUIRE_FILE(ggml ? path + ".inp" : path);
+  const auto cases = ggml ? read_ggml_cases(path) : read_jsonl_cases(path);
   ASSERT_EQ(cases.size(), count);
-  expect_cases(tok, cases, file.c_str());
+  expect_cases(tok, cases, path.c_str());
+}
+
+std::string ground_truth(const std::string& file) {
+  return shared_path("tokenizers/ground-truth/" + file);
 }
 
 class Llama3 : public ::testing::Test {
@@ -127,8 +131,8 @@ class Llama3 : public ::testing::Test {
   // Parsing the 9 MB tokenizer.json takes a while: once per suite.
   static void TearDownTestSuite() { shared_.reset(); }
   void SetUp() override {
-    TERN_REQUIRE_SHARED("tokenizers/llama3/tokenizer.json");
-    if (!shared_) shared_ = load("tokenizers/llama3/tokenizer.json");
+    TERN_REQUIRE_FILE(testing::llama3_tokenizer_json());
+    if (!shared_) shared_ = load(testing::llama3_tokenizer_json());
     ASSERT_NE(shared_, nullptr);
     tok_ = shared_.get();
   }
@@ -146,7 +150,7 @@ class Llama2 : public ::testing::Test {
  protected:
   void SetUp() override {
     TERN_REQUIRE_SHARED("tokenizers/llama2/tokenizer.model");
-    tok_ = load("tokenizers/llama2/tokenizer.model");
+    tok_ = load(shared_path("tokenizers/llama2/tokenizer.model"));
     ASSERT_NE(tok_, nullptr);
   }
   std::unique_ptr<HostTokenizer> tok_;
@@ -167,9 +171,12 @@ TEST_F(Llama3, ImportedMetadata) {
   EXPECT_FALSE(tok_->table()->chat_template()->str().empty());
 }
 
-TEST_F(Llama3, GgmlVocabTestVectors) { expect_ground_truth(*tok_, "ggml-vocab-llama-bpe.gguf", 46); }
+TEST_F(Llama3, GgmlVocabTestVectors) {
+  TERN_REQUIRE_SHARED("tokenizers/ground-truth/ggml-vocab-llama-bpe.gguf.inp");
+  expect_ground_truth(*tok_, ground_truth("ggml-vocab-llama-bpe.gguf"), 46);
+}
 
-TEST_F(Llama3, HuggingFaceSamples) { expect_ground_truth(*tok_, "llama3-sample.jsonl", 327); }
+TEST_F(Llama3, HuggingFaceSamples) { expect_ground_truth(*tok_, testing::llama3_samples(), 327); }
 
 TEST_F(Llama3, EmptyInputGivesNoIdsOrJustBos) {
   EXPECT_TRUE(ids("").empty());
@@ -326,8 +333,8 @@ TEST_F(Llama3, EncodeAndDecodeDoNotAllocate) {
 }
 
 TEST_F(Llama3, StreamingDecoderEmitsOnlyWholeCharacters) {
-  TERN_REQUIRE_SHARED("tokenizers/ground-truth/llama3-sample.jsonl");
-  auto cases = read_jsonl_cases(shared_path("tokenizers/ground-truth/llama3-sample.jsonl"));
+  TERN_REQUIRE_FILE(testing::llama3_samples());
+  auto cases = read_jsonl_cases(testing::llama3_samples());
   Tokenizer& t = tok_->tokenizer();
   size_t split_chars = 0;
   for (const auto& c : cases) {
@@ -388,9 +395,9 @@ TEST_F(Llama3, ArenaPlanIsExact) {
   EXPECT_EQ(Tokenizer::create(table, small).error(), Error::ArenaExhausted);
 }
 
-TEST_F(Llama2, GgmlVocabTestVectors) { expect_ground_truth(*tok_, "ggml-vocab-llama-spm.gguf", 46); }
+TEST_F(Llama2, GgmlVocabTestVectors) { expect_ground_truth(*tok_, ground_truth("ggml-vocab-llama-spm.gguf"), 46); }
 
-TEST_F(Llama2, SentencePieceSamples) { expect_ground_truth(*tok_, "llama2-sample.jsonl", 327); }
+TEST_F(Llama2, SentencePieceSamples) { expect_ground_truth(*tok_, ground_truth("llama2-sample.jsonl"), 327); }
 
 TEST_F(Llama2, ImportedMetadata) {
   Tokenizer& t = tok_->tokenizer();
@@ -438,9 +445,8 @@ TEST_F(Llama2, ControlTextIsParsedOnlyWhenAsked) {
 }
 
 TEST(TinyAusten, ReferenceInputIds) {
-  TERN_REQUIRE_SHARED("models/tiny-austen/packed/tokenizer.json");
-  TERN_REQUIRE_SHARED("models/tiny-austen/reference_logits.json");
-  auto tok = load("models/tiny-austen/packed");  // the directory: tokenizer.json + tokenizer_config.json
+  TERN_REQUIRE_FILE(testing::tiny_austen_reference_logits());
+  auto tok = load(testing::tiny_austen_packed_dir());  // the directory: tokenizer.json + tokenizer_config.json
   ASSERT_NE(tok, nullptr);
   Tokenizer& t = tok->tokenizer();
   EXPECT_EQ(t.vocab_size(), 2048);
@@ -448,7 +454,7 @@ TEST(TinyAusten, ReferenceInputIds) {
   EXPECT_EQ(t.eos_id(), 2046);
   EXPECT_EQ(t.eot_id(), 2047);
   EXPECT_TRUE(t.add_bos_default());
-  std::ifstream in(shared_path("models/tiny-austen/reference_logits.json"));
+  std::ifstream in(testing::tiny_austen_reference_logits());
   auto j = nlohmann::json::parse(in);
   size_t n = 0;
   for (const auto& c : j["cases"]) {
