@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "runtime/include/tern_error_codes.h"
+#include "include/tern_error_codes.h"
 
 namespace tern {
 

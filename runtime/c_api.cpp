@@ -3,7 +3,7 @@
 // This file implements the deprecated tern_model_params.kv_type: reading it is not a use.
 // Before the include: clang reports the struct's implicit copies at the field's declaration.
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-#include "runtime/include/tern.h"
+#include "include/tern.h"
 
 #include <cerrno>
 #include <cstdio>

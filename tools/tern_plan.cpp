@@ -18,7 +18,7 @@
 
 #include "kernels/ternary_decode_model.h"
 #include "runtime/bundle.h"
-#include "runtime/include/tern.h"
+#include "include/tern.h"
 #include "tools/cli_kv.h"
 #include "tools/cli_sizes.h"
 #include "tools/decode_work.h"

@@ -14,7 +14,7 @@
 
 #include "tools/cli_kv.h"
 #include "tools/cli_sizes.h"
-#include "runtime/include/tern.h"
+#include "include/tern.h"
 
 namespace {
 

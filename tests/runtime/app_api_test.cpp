@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "platform/memory.h"
-#include "runtime/include/tern.h"
+#include "include/tern.h"
 #include "tests/runtime/bundle_util.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "runtime/include/tern.h"
+#include "include/tern.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
 #include "tests/runtime/bundle_util.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "platform/error.h"
-#include "runtime/include/tern.h"
+#include "include/tern.h"
 #include "tests/runtime/bundle_util.h"
 
 namespace {

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/include/tern.h"
+#include "include/tern.h"
 #include "tests/runtime/bundle_util.h"
 
 namespace {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "runtime/bundle.h"
-#include "runtime/include/tern.h"
+#include "include/tern.h"
 #include "schema/bundle_generated.h"
 #include "tests/runtime/bundle_util.h"
 

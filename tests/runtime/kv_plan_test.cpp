@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/include/tern.h"
+#include "include/tern.h"
 #include "tests/runtime/bundle_util.h"
 
 namespace {

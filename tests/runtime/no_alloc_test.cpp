@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/include/tern.h"
+#include "include/tern.h"
 #include "tests/runtime/alloc_counter.h"
 #include "tests/runtime/bundle_util.h"
 

@@ -1,6 +1,6 @@
-# cmake -DINCLUDE=runtime/include -DCC=gcc -DCLANG=clang -DWORK=dir -P public_header_test.cmake
+# cmake -DINCLUDE=include -DCC=gcc -DCLANG=clang -DWORK=dir -P public_header_test.cmake
 # The public header on its own: plain C99 and C11 with -pedantic (GCC and clang), nothing
-# included from outside runtime/include, and the module map importable (Swift's `import
+# included from outside include/, and the module map importable (Swift's `import
 # Tern`, checked as Objective-C's `@import Tern` since this host has no Swift compiler).
 file(MAKE_DIRECTORY "${WORK}")
 file(STRINGS "${INCLUDE}/tern.h" includes REGEX "^#include")

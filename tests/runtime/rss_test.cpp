@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "runtime/include/tern.h"
+#include "include/tern.h"
 #include "tests/runtime/bundle_util.h"
 
 namespace {

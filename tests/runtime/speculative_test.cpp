@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/include/tern.h"
+#include "include/tern.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
 #include "tests/runtime/bundle_util.h"

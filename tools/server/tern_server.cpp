@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/include/tern.h"
+#include "include/tern.h"
 #include "tools/server/server_api.h"
 #include "tools/server/slot_pool.h"
 

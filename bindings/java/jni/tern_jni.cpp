@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/include/tern.h"
+#include "include/tern.h"
 
 namespace {
 

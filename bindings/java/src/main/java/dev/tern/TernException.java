@@ -15,7 +15,7 @@ public class TernException extends Exception {
     this.statusName = statusName;
   }
 
-  /** The numeric tern_status (runtime/include/tern_error_codes.h). */
+  /** The numeric tern_status (include/tern_error_codes.h). */
   public int status() {
     return status;
   }
