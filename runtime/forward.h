@@ -43,6 +43,15 @@ struct ForwardScratch {
   float* sink_cos = nullptr; // [head_dim/2] rotation by -evicted positions
   float* sink_sin = nullptr;
   float* logits = nullptr;   // [vocab]
+  // The embedding families (projection norms, sliding windows) and packed texts.
+  float* xh = nullptr;              // [batch][hidden] attn_norm / ffn_norm output the projection norms read
+  float* rope_local_cos = nullptr;  // [batch][head_dim/2] angles at the sliding layers' RoPE base
+  float* rope_local_sin = nullptr;
+  uint32_t* attend_from = nullptr;  // [batch] first position each token attends to in this layer
+  // Set by the caller for a batch holding several texts: per token, the cache position its
+  // text starts at (its RoPE position is counted from there and it attends only from there
+  // on). Null: one sequence from position 0. Needs a dense KV cache.
+  const uint32_t* segment_start = nullptr;
 };
 
 // Either measures (arena == nullptr: adds each buffer's padded size to *bytes) or carves
@@ -69,6 +78,8 @@ void forward_row_logits(const Model& model, ForwardScratch& scratch, uint32_t ro
 void rms_norm(const float* x, const float* weight, size_t n, float eps, float* out);
 // bitllama2c's parameter-free norm inside every ternary linear: a / (rms(a) * n).
 void bitllama_norm(const float* x, size_t n, float* out);
+// GELU with the tanh approximation (Gemma's gelu_pytorch_tanh).
+float gelu_tanh(float x);
 // RoPE: runtime/rope.h.
 
 }  // namespace tern

@@ -38,6 +38,16 @@ Error Session::init(Model& model, const SamplerParams& sampler, ArenaAllocator& 
     TERN_ASSIGN_OR_RETURN(draft_probs_, arena.allocate_array<float>(static_cast<size_t>(draft_room_) * model.config().vocab,
                                                                     ArenaPurpose::Scratch, 64));
   }
+  if (model.config().embedding) {  // as session_embed_bytes counts them
+    const uint32_t batch = plan.batch_tokens;
+    TERN_ASSIGN_OR_RETURN(embed_tokens_, arena.allocate_array<int32_t>(batch, ArenaPurpose::Scratch, 64));
+    TERN_ASSIGN_OR_RETURN(embed_segments_, arena.allocate_array<uint32_t>(batch, ArenaPurpose::Scratch, 64));
+    TERN_ASSIGN_OR_RETURN(embed_texts_, arena.allocate_array<uint32_t>(batch, ArenaPurpose::Scratch, 64));
+    TERN_ASSIGN_OR_RETURN(embed_pool_, arena.allocate_array<float>(model.config().hidden, ArenaPurpose::Scratch, 64));
+    TERN_ASSIGN_OR_RETURN(embed_row_, arena.allocate_array<float>(model.config().hidden, ArenaPurpose::Scratch, 64));
+    embed_text_bytes_ = embed_text_bytes(context_);
+    TERN_ASSIGN_OR_RETURN(embed_text_, arena.allocate_array<char>(embed_text_bytes_, ArenaPurpose::Scratch, 64));
+  }
   TERN_RETURN_IF_ERROR(validate(sampler));
   SamplerParams checked = sampler;
   // Ids past the tokenizer (padded embedding rows) can never be turned into text: do not sample them.
@@ -66,6 +76,8 @@ void Session::append_history(const int32_t* tokens, uint32_t n) {
 }
 
 Error Session::prefill(const int32_t* tokens, size_t count) {
+  TERN_CHECK_OR_RETURN(!model_->config().embedding, Error::NotSupported,
+                       "an embedding model has no next-token logits: embed texts instead");
   TERN_CHECK_OR_RETURN(tokens != nullptr || count == 0, Error::InvalidArgument, "prefill with null tokens");
   TERN_CHECK_OR_RETURN(!needs_reset_, Error::InvalidState,
                        "an earlier failed batch left the KV cache inconsistent; reset the session");

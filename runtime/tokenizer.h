@@ -112,6 +112,9 @@ class Tokenizer {
                 size_t* count) const;
   Error spm_word(const uint8_t* word, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
                  size_t* count) const;
+  Error spm_ranked_word(const uint8_t* word, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
+                        size_t* count) const;
+  bool is_glue(uint32_t cp) const;
   int32_t lookup_merge(int32_t left, int32_t right, uint32_t* rank) const;
   // The longest control / user-defined piece at s (len > 0), or null.
   const Special* match_special(const uint8_t* s, size_t len, bool user_defined_only) const;
@@ -131,6 +134,15 @@ class Tokenizer {
   // SentencePiece words may be encoded one at a time only when no piece joins a
   // non-space character to a following U+2581 (true for the models we know).
   bool spm_split_words_ = true;
+  // SentencePiece-style with merges (Gemma's tokenizer.json): merges by rank from the
+  // characters (unknown ones as <0xXX> bytes), as Hugging Face BPE does. A word boundary
+  // after one of glue_ is never cut (a merge crosses it).
+  bool spm_ranked_ = false;
+  static constexpr uint32_t kMaxGlue = 16;
+  uint32_t glue_[kMaxGlue] = {};
+  uint32_t glue_count_ = 0;
+  bool nfc_ = false;          // NFC-normalize each fragment first (Qwen)
+  uint32_t max_digits_ = 3;   // digits one pre-token takes: LLaMA-3 3, Qwen2 1
   const uint8_t* piece_bytes_ = nullptr;
   const uint32_t* piece_offsets_ = nullptr;
   const float* scores_ = nullptr;
@@ -155,8 +167,9 @@ class Tokenizer {
 // `text`, matching the Hugging Face split regex
 //   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
 //   \s*[\r\n]+|\s+(?!\S)|\s+
-// with an invalid UTF-8 byte counting as one U+FFFD character.
-size_t llama3_pretoken_end(const uint8_t* text, size_t len, size_t pos);
+// with an invalid UTF-8 byte counting as one U+FFFD character. Qwen2's (Qwen3's) regex is
+// the same with \p{N} for \p{N}{1,3}: max_digits 1.
+size_t llama3_pretoken_end(const uint8_t* text, size_t len, size_t pos, uint32_t max_digits = 3);
 
 // Turns ids back into text as they are generated: emits only complete UTF-8 characters
 // (a character split over several byte tokens comes out once its last byte arrives),
