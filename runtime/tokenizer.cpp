@@ -186,6 +186,14 @@ class Tokenizer::Scratch {
   }
   QueuedPair* queue(size_t n) const { return reinterpret_cast<QueuedPair*>(base_ + align_up(n, 16) + align_up(n * 16, 16)); }
   bool prev_unknown = false;  // SentencePiece merges runs of unknown pieces into one <unk>
+  size_t bytes() const { return bytes_; }
+  // The last `n` bytes (16-aligned) for the rest of this call; null when they do not fit.
+  uint8_t* take_tail(size_t n) {
+    const size_t aligned = align_up(n, 16);
+    if (aligned + 16 > bytes_) return nullptr;
+    bytes_ = (bytes_ - aligned) / 16 * 16;
+    return base_ + bytes_;
+  }
 
  private:
   uint8_t* base_;
@@ -468,7 +476,10 @@ const Tokenizer::Special* Tokenizer::match_special(const uint8_t* s, size_t len,
 
 size_t Tokenizer::encode_scratch_bytes(size_t text_len) const {
   // A run never exceeds the text after replacements (x3) plus the dummy-prefix mark.
-  return Scratch::required(3 * text_len + 3);
+  const size_t runs = Scratch::required(3 * text_len + 3);
+  if (!nfc_) return runs;
+  // NFC: the normalized text stays at the tail; its working memory overlaps the runs'.
+  return std::max(runs, unicode::nfc_work_bytes(text_len)) + align_up(unicode::nfc_output_bytes(text_len), 16) + 32;
 }
 
 namespace {
@@ -632,6 +643,16 @@ Error Tokenizer::encode_fragment(const uint8_t* text, size_t len, bool first_fra
 
 Error Tokenizer::encode_bpe_fragment(const uint8_t* text, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
                                      size_t* count) const {
+  if (nfc_ && !unicode::nfc_quick_check(text, len)) {
+    // Normalized into the scratch's tail (kept while the fragment is encoded), with the
+    // decomposition's working memory where the runs go afterwards.
+    uint8_t* normalized = scratch.take_tail(unicode::nfc_output_bytes(len));
+    TERN_CHECK_OR_RETURN(normalized != nullptr && scratch.bytes() >= unicode::nfc_work_bytes(len), Error::BudgetTooSmall,
+                         "NFC of a %zu-byte text needs %zu bytes of tokenizer scratch, have less", len,
+                         encode_scratch_bytes(len));
+    len = unicode::nfc(text, len, reinterpret_cast<uint32_t*>(scratch.run_buffer()), normalized);
+    text = normalized;
+  }
   Llama3Splitter splitter(text, len, max_digits_);
   const bool split = fb_->pretokenizer() == schema::PreTokenizer::Llama3 || fb_->pretokenizer() == schema::PreTokenizer::Qwen2;
   for (size_t pos = 0; pos < len;) {
