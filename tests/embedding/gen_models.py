@@ -213,8 +213,12 @@ def write_gguf(path, cfg, weights, tokenizer_dir, name):
           gguf_kv(f"{arch}.rope.freq_base", T_FLOAT32, cfg["rope_theta"]),
           gguf_kv(f"{arch}.attention.layer_norm_rms_epsilon", T_FLOAT32, cfg["rms_norm_eps"]),
           gguf_kv(f"{arch}.pooling_type", T_UINT32, 3)]  # LLAMA_POOLING_TYPE_LAST
-    if gemma:
-        kv.append(gguf_kv(f"{arch}.attention.sliding_window", T_UINT32, cfg["sliding_window"]))
+    if gemma:  # llama.cpp's keys where it has them; the layer pattern and scale as the guide describes
+        kv += [gguf_kv(f"{arch}.attention.sliding_window", T_UINT32, cfg["sliding_window"]),
+               gguf_kv(f"{arch}.attention.sliding_window_pattern", T_ARRAY,
+                       (T_BOOL, [t == "sliding_attention" for t in cfg["layer_types"]])),
+               gguf_kv(f"{arch}.rope.freq_base_swa", T_FLOAT32, cfg["rope_local_base_freq"]),
+               gguf_kv(f"{arch}.attention.query_pre_attn_scalar", T_FLOAT32, cfg["query_pre_attn_scalar"])]
     tok = json.load(open(os.path.join(tokenizer_dir, "tokenizer.json"), encoding="utf-8"))
     vocab = {p: i for p, i in tok["model"]["vocab"].items()}
     added = {t["id"]: t for t in tok["added_tokens"]}
