@@ -135,8 +135,8 @@ Error Session::embed_run_batch(EmbedBatch& b, bool last_text_complete, const Emb
   return Error::Ok;
 }
 
-Error Session::embed(const EmbedText* texts, size_t count, const EmbedOptions& options, void* out, size_t out_bytes,
-                     float* scales, EmbedStats* stats) {
+Error Session::embed(const char* const* texts, const size_t* sizes, size_t count, const EmbedOptions& options,
+                     void* out, size_t out_bytes, float* scales, EmbedStats* stats) {
   EmbedStats local;
   EmbedStats& st = stats != nullptr ? *stats : local;
   st = EmbedStats{};
@@ -157,7 +157,8 @@ Error Session::embed(const EmbedText* texts, size_t count, const EmbedOptions& o
                        "%zu texts need %zu bytes of output (%zu each), have %zu", count, count * row_bytes, row_bytes,
                        out_bytes);
   for (size_t i = 0; i < count; ++i) {
-    TERN_CHECK_OR_RETURN(texts[i].text != nullptr || texts[i].size == 0, Error::InvalidArgument, "text %zu is null", i);
+    TERN_CHECK_OR_RETURN(texts[i] != nullptr || (sizes != nullptr && sizes[i] == 0), Error::InvalidArgument,
+                         "text %zu is null", i);
   }
   TERN_ASSIGN_OR_RETURN(const char* prompt, resolve_prompt(*model_, options));
   const size_t prompt_size = std::strlen(prompt);
@@ -171,8 +172,8 @@ Error Session::embed(const EmbedText* texts, size_t count, const EmbedOptions& o
   b.stats = &st;
   const uint32_t room = context_ - (end_token >= 0 ? 1 : 0);  // token ids a text may have before its end token
   for (size_t i = 0; i < count; ++i) {
-    const char* text = texts[i].text;
-    size_t size = texts[i].size;
+    const char* text = texts[i] != nullptr ? texts[i] : "";
+    size_t size = sizes != nullptr ? sizes[i] : std::strlen(text);
     if (prompt_size > 0) {  // joined first: the tokens at the seam depend on both sides
       if (prompt_size + size > embed_text_bytes_) {
         reset();
@@ -180,7 +181,7 @@ Error Session::embed(const EmbedText* texts, size_t count, const EmbedOptions& o
                     prompt_size, prompt_size + size, embed_text_bytes_);
       }
       std::memcpy(embed_text_, prompt, prompt_size);
-      if (size > 0) std::memcpy(embed_text_ + prompt_size, texts[i].text, size);
+      if (size > 0) std::memcpy(embed_text_ + prompt_size, text, size);
       text = embed_text_;
       size += prompt_size;
     }

@@ -20,11 +20,6 @@ enum class EmbedFormat : int32_t {
   Binary = 2,   // ceil(dims / 8) bytes: bit 7 - (i % 8) of byte i / 8 is v_i > 0 (numpy.packbits order)
 };
 
-struct EmbedText {
-  const char* text = nullptr;
-  size_t size = 0;
-};
-
 struct EmbedOptions {
   uint32_t dimensions = 0;  // 0: the model's; else the first D, re-normalized (Matryoshka)
   EmbedFormat format = EmbedFormat::Float32;

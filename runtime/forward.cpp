@@ -147,7 +147,7 @@ Error carve_forward_scratch(const ModelConfig& c, uint32_t batch, size_t scores_
   TERN_RETURN_IF_ERROR(carve.take(&s->q_sinks, batch * qd));
   TERN_RETURN_IF_ERROR(carve.take(&s->sink_cos, c.head_dim / 2));
   TERN_RETURN_IF_ERROR(carve.take(&s->sink_sin, c.head_dim / 2));
-  TERN_RETURN_IF_ERROR(carve.take(&s->logits, c.vocab));
+  TERN_RETURN_IF_ERROR(carve.take(&s->logits, c.embedding ? 0 : c.vocab));  // embedding models have no logits
   const FamilyTraits* traits = family_traits(c.family);
   const bool local_rope = c.sliding_layers != 0;
   TERN_RETURN_IF_ERROR(carve.take(&s->xh, traits != nullptr && traits->projection_norms ? batch * hidden : 0));

@@ -121,11 +121,12 @@ class Session {
 
   // Embedding models only (NotSupported otherwise): one vector per text into `out`, `count`
   // rows of embed_row_bytes(options.format, D) bytes (OutOfRange, nothing written, when
-  // out_bytes is smaller). The texts go through the prefill path several to a batch, each
-  // attending only to itself; the session holds no conversation (it is reset before and
-  // after). `scales` (count floats, may be null) receives the int8 scales. No allocation.
-  Error embed(const EmbedText* texts, size_t count, const EmbedOptions& options, void* out, size_t out_bytes,
-              float* scales, EmbedStats* stats);
+  // out_bytes is smaller). texts[i] has sizes[i] bytes (sizes null: NUL-terminated). The
+  // texts go through the prefill path several to a batch, each attending only to itself;
+  // the session holds no conversation (it is reset before and after). `scales` (count
+  // floats, may be null) receives the int8 scales. No allocation.
+  Error embed(const char* const* texts, const size_t* sizes, size_t count, const EmbedOptions& options, void* out,
+              size_t out_bytes, float* scales, EmbedStats* stats);
 
   // Forgets the conversation (the memory stays) and clears an abort request.
   void reset();
@@ -169,6 +170,7 @@ class Session {
   Session() = default;
   ~Session();
   Error init(Model& model, const SamplerParams& sampler, ArenaAllocator& arena);
+  Error init_embedding(Model& model, const SamplerParams& sampler, ArenaAllocator& arena);
 
   Model* model_ = nullptr;
   KvCache* kv_ = nullptr;

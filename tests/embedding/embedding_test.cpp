@@ -115,12 +115,17 @@ std::vector<float> embed_all(Session& s, const std::vector<const Case*>& cases, 
   std::map<std::string, std::vector<size_t>> by_prompt;
   for (size_t i = 0; i < cases.size(); ++i) by_prompt[cases[i]->prompt].push_back(i);
   for (const auto& [prompt, idx] : by_prompt) {
-    std::vector<EmbedText> texts;
-    for (size_t i : idx) texts.push_back({cases[i]->text.data(), cases[i]->text.size()});
+    std::vector<const char*> texts;
+    std::vector<size_t> sizes;
+    for (size_t i : idx) {
+      texts.push_back(cases[i]->text.data());
+      sizes.push_back(cases[i]->text.size());
+    }
     std::vector<float> part(idx.size() * dims);
     EmbedOptions o = base;
     o.instruction = prompt.c_str();
-    EXPECT_EQ(s.embed(texts.data(), texts.size(), o, part.data(), part.size() * sizeof(float), nullptr, stats), Error::Ok)
+    EXPECT_EQ(s.embed(texts.data(), sizes.data(), texts.size(), o, part.data(), part.size() * sizeof(float), nullptr,
+                      stats), Error::Ok)
         << last_error_message();
     for (size_t k = 0; k < idx.size(); ++k) std::copy_n(&part[k * dims], dims, &out[idx[k] * dims]);
   }
@@ -221,13 +226,13 @@ TEST_P(Embedding, TruncatedAndQuantizedOutputs) {
   const std::vector<float> full = embed_all(*l.session, cases, EmbedOptions{});
   for (EmbedFormat format : {EmbedFormat::Int8, EmbedFormat::Binary}) {
     for (size_t i = 0; i < cases.size(); ++i) {
-      const EmbedText text{cases[i]->text.data(), cases[i]->text.size()};
+      const char* text = cases[i]->text.c_str();
       EmbedOptions q;
       q.format = format;
       q.instruction = cases[i]->prompt.c_str();
       std::vector<uint8_t> out(embed_row_bytes(format, hidden));
       float scale = 0;
-      ASSERT_EQ(l.session->embed(&text, 1, q, out.data(), out.size(), &scale, nullptr), Error::Ok) << last_error_message();
+      ASSERT_EQ(l.session->embed(&text, nullptr, 1, q, out.data(), out.size(), &scale, nullptr), Error::Ok) << last_error_message();
       const float* v = &full[i * hidden];
       const std::vector<double>& ref = cases[i]->embedding;
       float max_abs = 0;
@@ -264,21 +269,21 @@ TEST_P(Embedding, StoredPromptsAndErrors) {
     if (!c->prompt.empty()) query = c;
   }
   ASSERT_NE(query, nullptr);
-  const EmbedText text{query->text.data(), query->text.size()};
+  const char* text = query->text.c_str();
   std::vector<float> named(hidden), explicit_(hidden);
   EmbedOptions o;
   o.prompt_name = "query";
   if (GetParam().find("gguf") != std::string::npos) {  // bitnet.cpp's GGUFs carry no prompts
-    EXPECT_EQ(l.session->embed(&text, 1, o, named.data(), named.size() * 4, nullptr, nullptr), Error::InvalidArgument);
+    EXPECT_EQ(l.session->embed(&text, nullptr, 1, o, named.data(), named.size() * 4, nullptr, nullptr), Error::InvalidArgument);
     EXPECT_NE(std::string(last_error_message()).find("has none"), std::string::npos) << last_error_message();
     o.prompt_name = nullptr;
   }
-  ASSERT_EQ(l.session->embed(&text, 1, o, named.data(), named.size() * 4, nullptr, nullptr), Error::Ok)
+  ASSERT_EQ(l.session->embed(&text, nullptr, 1, o, named.data(), named.size() * 4, nullptr, nullptr), Error::Ok)
       << last_error_message();
   const bool stored = GetParam().find("gguf") == std::string::npos;
   o.prompt_name = nullptr;
   o.instruction = query->prompt.c_str();
-  ASSERT_EQ(l.session->embed(&text, 1, o, explicit_.data(), explicit_.size() * 4, nullptr, nullptr), Error::Ok);
+  ASSERT_EQ(l.session->embed(&text, nullptr, 1, o, explicit_.data(), explicit_.size() * 4, nullptr, nullptr), Error::Ok);
   if (stored) {
     EXPECT_EQ(named, explicit_);
   }
@@ -287,24 +292,24 @@ TEST_P(Embedding, StoredPromptsAndErrors) {
 
   o.instruction = nullptr;
   o.prompt_name = "passage";
-  EXPECT_EQ(l.session->embed(&text, 1, o, named.data(), named.size() * 4, nullptr, nullptr), Error::InvalidArgument);
+  EXPECT_EQ(l.session->embed(&text, nullptr, 1, o, named.data(), named.size() * 4, nullptr, nullptr), Error::InvalidArgument);
   EXPECT_NE(std::string(last_error_message()).find(stored ? "'query'" : "has none"), std::string::npos)
       << last_error_message();
   o.prompt_name = "";
-  EXPECT_EQ(l.session->embed(&text, 1, o, named.data(), 8, nullptr, nullptr), Error::OutOfRange);
+  EXPECT_EQ(l.session->embed(&text, nullptr, 1, o, named.data(), 8, nullptr, nullptr), Error::OutOfRange);
   o.dimensions = hidden + 1;
-  EXPECT_EQ(l.session->embed(&text, 1, o, named.data(), named.size() * 4, nullptr, nullptr), Error::InvalidArgument);
+  EXPECT_EQ(l.session->embed(&text, nullptr, 1, o, named.data(), named.size() * 4, nullptr, nullptr), Error::InvalidArgument);
 
   // Longer than the 64-token context: refused, or cut to its first tokens when asked.
   std::string long_text;
   for (int i = 0; i < 40; ++i) long_text += "many words here ";
-  const EmbedText too_long{long_text.data(), long_text.size()};
+  const char* too_long = long_text.c_str();
   EmbedOptions plain;
-  EXPECT_EQ(l.session->embed(&too_long, 1, plain, named.data(), named.size() * 4, nullptr, nullptr),
+  EXPECT_EQ(l.session->embed(&too_long, nullptr, 1, plain, named.data(), named.size() * 4, nullptr, nullptr),
             Error::PromptTooLong);
   plain.truncate = true;
   EmbedStats stats;
-  ASSERT_EQ(l.session->embed(&too_long, 1, plain, named.data(), named.size() * 4, nullptr, &stats), Error::Ok)
+  ASSERT_EQ(l.session->embed(&too_long, nullptr, 1, plain, named.data(), named.size() * 4, nullptr, &stats), Error::Ok)
       << last_error_message();
   EXPECT_EQ(stats.truncated, 1u);
   EXPECT_EQ(stats.tokens, 64u);
