@@ -132,8 +132,18 @@ Error plan_for(const ModelConfig& config, const ModelWeights& weights, size_t re
   TERN_RETURN_IF_ERROR(validate_weights(config, weights));
   TERN_CHECK_OR_RETURN(params.batch_tokens > 0, Error::InvalidArgument, "batch_tokens must be > 0");
   const schema::KvProfile* calibrated = bundle != nullptr ? bundle->kv_profile() : nullptr;
-  const bool auto_mode = kv_mode_is_auto(params.kv_mode);
-  if (!auto_mode) TERN_RETURN_IF_ERROR(make_kv_cache_spec(kv_mode_request(params), config, calibrated, bits, spec));
+  bool auto_mode = kv_mode_is_auto(params.kv_mode);
+  KvModeRequest kv_request = kv_mode_request(params);
+  if (config.embedding) {
+    // Texts share the cache side by side and sliding layers attend from a window's start:
+    // the dense cache's positions. "auto" is its half-size form.
+    if (auto_mode) kv_request.mode = "fp16";
+    auto_mode = false;
+    TERN_RETURN_IF_ERROR(make_kv_cache_spec(kv_request, config, calibrated, bits, spec));
+    TERN_CHECK_OR_RETURN(!spec->compressed, Error::NotSupported,
+                         "kv mode %s: an embedding model keeps its KV cache dense (f32 or fp16)", spec->name);
+  }
+  if (!auto_mode) TERN_RETURN_IF_ERROR(make_kv_cache_spec(kv_request, config, calibrated, bits, spec));
   MemoryPlanRequest request;
   request.config = config;
   request.budget_bytes = params.memory_budget_bytes;
