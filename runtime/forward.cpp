@@ -35,6 +35,44 @@ class Carver {
 
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
+// e^x to about 2 ulp in plain float arithmetic, so that loops over it vectorize (libm's
+// expf is a call per element: the embedding families' GELU and SiLU spent half a forward
+// pass in it). Cody-Waite reduction by ln 2, a degree-6 polynomial, 2^n from the exponent
+// bits; the same operations in the same order on every ISA.
+inline float exp_vectorizable(float x) {
+  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float n = (x * 1.44269504088896341f + shifter) - shifter;
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * (r * r) + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return y * scale;
+}
+
+inline float silu_vectorizable(float x) { return x / (1.0f + exp_vectorizable(-x)); }
+
+// GELU (tanh form): 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+inline float gelu_tanh_vectorizable(float x) {
+  const float two_u = 1.5957691216057308f * (x + 0.044715f * (x * x * x));
+  return x / (1.0f + exp_vectorizable(-two_u));
+}
+
+// gate[i] = act(gate[i]) * up[i]; separate buffers, so the loops vectorize without versioning.
+void gelu_tanh_gate(float* __restrict gate, const float* __restrict up, size_t n) {
+  for (size_t i = 0; i < n; ++i) gate[i] = gelu_tanh_vectorizable(gate[i]) * up[i];
+}
+void silu_gate(float* __restrict gate, const float* __restrict up, size_t n) {
+  for (size_t i = 0; i < n; ++i) gate[i] = silu_vectorizable(gate[i]) * up[i];
+}
+
 void quantize_rows(ForwardScratch& s, const float* in, uint32_t n, size_t cols, size_t stride) {
   for (uint32_t t = 0; t < n; ++t) {
     quantize_row_absmax_int8(in + t * stride, cols, s.xq + t * stride, &s.xq_scale[t], &s.xq_sum[t]);
@@ -70,13 +108,30 @@ void normalize_and_quantize(ForwardScratch& s, const float* in, size_t in_stride
   quantize_rows(s, s.xn, n, cols, wide);
 }
 
+// 1 / rms of each of n rows of `in` [n][hidden] into inv[n]: what rms_norm multiplies by.
+void inverse_rms(const float* in, uint32_t n, size_t cols, float eps, float* inv) {
+  for (uint32_t t = 0; t < n; ++t) {
+    const float* x = in + t * cols;
+    float sum = 0.0f;
+    for (size_t i = 0; i < cols; ++i) sum += x[i] * x[i];
+    inv[t] = 1.0f / std::sqrt(sum / static_cast<float>(cols) + eps);
+  }
+}
+
 // The product of one ternary linear whose input has a norm of its own (the embedding
-// families' BitLinear): `in` [n][hidden] normalized by `weight`, quantized, multiplied.
-void project(const Model& model, ForwardScratch& s, const float* in, uint32_t n, size_t wide, const float* weight,
-             const TernaryMatrix& w, float* out, size_t out_stride) {
-  const ModelConfig& c = model.config();
-  normalize_and_quantize(s, in, c.hidden, n, c.hidden, wide, NormKind::Weighted, weight, c.norm_eps);
-  ternary_matmul(w, activations(s, n, c.hidden, wide), out, out_stride, model.pool());
+// families' BitLinear): `in` [n][hidden] (whose rows' 1 / rms are `inv`, shared by the
+// projections of one input) normalized by `weight` exactly as rms_norm does, quantized,
+// multiplied.
+void project(const Model& model, ForwardScratch& s, const float* in, const float* inv, uint32_t n, size_t wide,
+             const float* weight, const TernaryMatrix& w, float* out, size_t out_stride) {
+  const size_t hidden = model.config().hidden;
+  for (uint32_t t = 0; t < n; ++t) {
+    const float* x = in + t * hidden;
+    float* y = s.xn + t * wide;
+    for (size_t i = 0; i < hidden; ++i) y[i] = x[i] * inv[t] * weight[i];
+  }
+  quantize_rows(s, s.xn, n, hidden, wide);
+  ternary_matmul(w, activations(s, n, hidden, wide), out, out_stride, model.pool());
 }
 
 // RMSNorm of n rows of `cols` (stride `stride`) in place.
@@ -98,11 +153,6 @@ void rms_norm(const float* x, const float* weight, size_t n, float eps, float* o
   for (size_t i = 0; i < n; ++i) sum += x[i] * x[i];
   const float inv = 1.0f / std::sqrt(sum / static_cast<float>(n) + eps);
   for (size_t i = 0; i < n; ++i) out[i] = x[i] * inv * weight[i];
-}
-
-float gelu_tanh(float x) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
 }
 
 void bitllama_norm(const float* x, size_t n, float* out) {
@@ -151,6 +201,7 @@ Error carve_forward_scratch(const ModelConfig& c, uint32_t batch, size_t scores_
   const FamilyTraits* traits = family_traits(c.family);
   const bool local_rope = c.sliding_layers != 0;
   TERN_RETURN_IF_ERROR(carve.take(&s->xh, traits != nullptr && traits->projection_norms ? batch * hidden : 0));
+  TERN_RETURN_IF_ERROR(carve.take(&s->xh_inv_rms, batch));
   TERN_RETURN_IF_ERROR(carve.take(&s->rope_local_cos, local_rope ? batch * (c.head_dim / 2) : 0));
   TERN_RETURN_IF_ERROR(carve.take(&s->rope_local_sin, local_rope ? batch * (c.head_dim / 2) : 0));
   TERN_RETURN_IF_ERROR(carve.take(&s->attend_from, batch));
@@ -217,9 +268,10 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
     if (traits.projection_norms) {
       // attn_norm once, then each projection's own norm of that.
       for (uint32_t t = 0; t < n; ++t) rms_norm(s.x + t * hidden, lr.attn_norm, hidden, c.norm_eps, s.xh + t * hidden);
-      project(model, s, s.xh, n, wide, lr.wq_in_norm, lw.wq, s.q, qd);
-      project(model, s, s.xh, n, wide, lr.wk_in_norm, lw.wk, s.k, kvd);
-      project(model, s, s.xh, n, wide, lr.wv_in_norm, lw.wv, s.v, kvd);
+      inverse_rms(s.xh, n, hidden, c.norm_eps, s.xh_inv_rms);
+      project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.wq_in_norm, lw.wq, s.q, qd);
+      project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.wk_in_norm, lw.wk, s.k, kvd);
+      project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.wv_in_norm, lw.wv, s.v, kvd);
     } else {
       normalize_and_quantize(s, s.x, hidden, n, hidden, wide, norm_kind(c, lr.attn_norm), lr.attn_norm, c.norm_eps);
       const QuantizedActivations xa = activations(s, n, hidden, wide);
@@ -288,8 +340,9 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
     // Feed-forward block.
     if (traits.projection_norms) {
       for (uint32_t t = 0; t < n; ++t) rms_norm(s.x + t * hidden, lr.ffn_norm, hidden, c.norm_eps, s.xh + t * hidden);
-      project(model, s, s.xh, n, wide, lr.w_gate_in_norm, lw.w_gate, s.gate, ffn);
-      project(model, s, s.xh, n, wide, lr.w_up_in_norm, lw.w_up, s.up, ffn);
+      inverse_rms(s.xh, n, hidden, c.norm_eps, s.xh_inv_rms);
+      project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.w_gate_in_norm, lw.w_gate, s.gate, ffn);
+      project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.w_up_in_norm, lw.w_up, s.up, ffn);
     } else {
       normalize_and_quantize(s, s.x, hidden, n, hidden, wide, norm_kind(c, lr.ffn_norm), lr.ffn_norm, c.norm_eps);
       const QuantizedActivations fa = activations(s, n, hidden, wide);
@@ -304,7 +357,9 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
         s.gate[i] = (g > 0.0f ? g * g : 0.0f) * s.up[i];
       }
     } else if (c.activation == Activation::GeluTanh) {
-      for (size_t i = 0; i < n * ffn; ++i) s.gate[i] = gelu_tanh(s.gate[i]) * s.up[i];
+      gelu_tanh_gate(s.gate, s.up, n * ffn);
+    } else if (traits.projection_norms) {  // the embedding families: no libm call per element
+      silu_gate(s.gate, s.up, n * ffn);
     } else {
       for (size_t i = 0; i < n * ffn; ++i) s.gate[i] = silu(s.gate[i]) * s.up[i];
     }

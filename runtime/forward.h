@@ -45,6 +45,7 @@ struct ForwardScratch {
   float* logits = nullptr;   // [vocab]
   // The embedding families (projection norms, sliding windows) and packed texts.
   float* xh = nullptr;              // [batch][hidden] attn_norm / ffn_norm output the projection norms read
+  float* xh_inv_rms = nullptr;      // [batch] 1 / rms of its rows
   float* rope_local_cos = nullptr;  // [batch][head_dim/2] angles at the sliding layers' RoPE base
   float* rope_local_sin = nullptr;
   uint32_t* attend_from = nullptr;  // [batch] first position each token attends to in this layer
@@ -78,8 +79,6 @@ void forward_row_logits(const Model& model, ForwardScratch& scratch, uint32_t ro
 void rms_norm(const float* x, const float* weight, size_t n, float eps, float* out);
 // bitllama2c's parameter-free norm inside every ternary linear: a / (rms(a) * n).
 void bitllama_norm(const float* x, size_t n, float* out);
-// GELU with the tanh approximation (Gemma's gelu_pytorch_tanh).
-float gelu_tanh(float x);
 // RoPE: runtime/rope.h.
 
 }  // namespace tern
