@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "embedding"))
 from gen_models import (GGUF_F16, GGUF_F32, GGUF_I2_S, T_ARRAY, T_BOOL, T_FLOAT32, T_INT32, T_STRING, T_UINT32,  # noqa: E402
-                        gguf_kv, gguf_string, i2s_pack)
+                        gguf_kv, gguf_string, i2s_pack, write_gguf_file)
 
 SHAPES = {  # name: hidden, layers, heads, kv_heads, head_dim, ffn, vocab
     "peer-embed-0.6b": (1024, 28, 8, 8, 128, 3840, 151936),
@@ -88,13 +88,7 @@ def write(path, shape, tokenizer_json):
                      b"".join(struct.pack("<Q", d) for d in reversed(dims)) + struct.pack("<IQ", gtype, offset))
         sizes.append(size)
         offset += size + (32 - size % 32) % 32
-    with open(path + ".partial", "wb") as f:
-        f.write(b"GGUF" + struct.pack("<IQQ", 3, len(infos), len(kv)))
-        for k in kv:
-            f.write(k)
-        for i in infos:
-            f.write(i)
-        f.write(b"\0" * ((32 - f.tell() % 32) % 32))
+    def blobs():
         for (name, dims, kind), size in zip(plan, sizes):
             if kind == "t":
                 data = i2s_pack(rng.standard_normal(dims).astype(np.float32))
@@ -103,9 +97,9 @@ def write(path, shape, tokenizer_json):
             else:
                 data = (1.0 + 0.1 * rng.standard_normal(dims)).astype(np.float32).tobytes()
             assert len(data) == size, name
-            f.write(data)
-            f.write(b"\0" * ((32 - size % 32) % 32))
-    os.replace(path + ".partial", path)
+            yield data
+
+    write_gguf_file(path, kv, infos, blobs())
 
 
 def main():

@@ -302,7 +302,13 @@ def write_gguf(path, cfg, weights, tokenizer_dir, name):
         blobs.append(data)
         offset += len(data)
         offset += (32 - offset % 32) % 32
-    with open(path, "wb") as f:
+    write_gguf_file(path, kv, infos, blobs)
+
+
+def write_gguf_file(path, kv, infos, blobs):
+    """GGUF v3: header, key-values, tensor infos, then each tensor's bytes 32-byte aligned.
+    `blobs` may be a generator (large files are written tensor by tensor)."""
+    with open(path + ".partial", "wb") as f:
         f.write(b"GGUF" + struct.pack("<IQQ", 3, len(infos), len(kv)))
         for k in kv:
             f.write(k)
@@ -312,6 +318,7 @@ def write_gguf(path, cfg, weights, tokenizer_dir, name):
         for b in blobs:
             f.write(b)
             f.write(b"\0" * ((32 - len(b) % 32) % 32))
+    os.replace(path + ".partial", path)
 
 
 def main():

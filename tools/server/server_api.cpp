@@ -50,6 +50,18 @@ bool fail(ApiError* e, std::string message, std::string param, int status = 400,
   return false;
 }
 
+// The optional "model" field: a string naming the one model served (404 otherwise).
+bool parse_model(const json& j, const std::string& model_name, std::string* out, ApiError* e) {
+  if (!j.contains("model") || j["model"].is_null()) return true;
+  if (!j["model"].is_string()) return fail(e, "'model' must be a string", "model");
+  *out = j["model"].get<std::string>();
+  if (*out != model_name) {
+    return fail(e, "The model '" + *out + "' does not exist; this server has '" + model_name + "'", "model", 404,
+                "model_not_found");
+  }
+  return true;
+}
+
 // A number field in [lo, hi] (absent: keep *out).
 bool number(const json& j, const char* key, double lo, double hi, double* out, ApiError* e) {
   if (!j.contains(key) || j[key].is_null()) return true;
@@ -152,18 +164,7 @@ std::optional<GenerationRequest> parse_generation_request(const std::string& bod
   }
   GenerationRequest r;
   r.chat = chat;
-  if (j.contains("model") && !j["model"].is_null()) {
-    if (!j["model"].is_string()) {
-      fail(e, "'model' must be a string", "model");
-      return std::nullopt;
-    }
-    r.model = j["model"].get<std::string>();
-    if (r.model != model_name) {
-      fail(e, "The model '" + r.model + "' does not exist; this server has '" + model_name + "'", "model", 404,
-           "model_not_found");
-      return std::nullopt;
-    }
-  }
+  if (!parse_model(j, model_name, &r.model, e)) return std::nullopt;
   if (chat) {
     if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty()) {
       fail(e, "'messages' must be a non-empty array", "messages");
@@ -270,18 +271,7 @@ std::optional<EmbeddingRequest> parse_embedding_request(const std::string& body,
     return std::nullopt;
   }
   EmbeddingRequest r;
-  if (j.contains("model") && !j["model"].is_null()) {
-    if (!j["model"].is_string()) {
-      fail(e, "'model' must be a string", "model");
-      return std::nullopt;
-    }
-    r.model = j["model"].get<std::string>();
-    if (r.model != model_name) {
-      fail(e, "The model '" + r.model + "' does not exist; this server has '" + model_name + "'", "model", 404,
-           "model_not_found");
-      return std::nullopt;
-    }
-  }
+  if (!parse_model(j, model_name, &r.model, e)) return std::nullopt;
   if (!j.contains("input")) {
     fail(e, "'input' is required: a string or an array of strings", "input");
     return std::nullopt;
