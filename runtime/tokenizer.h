@@ -113,6 +113,9 @@ class Tokenizer {
                 size_t* count) const;
   Error spm_word(const uint8_t* word, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
                  size_t* count) const;
+  Error spm_ranked_word(const uint8_t* word, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
+                        size_t* count) const;
+  bool is_glue(uint32_t cp) const;
   Error unigram_word(const uint8_t* word, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
                      size_t* count) const;
   // One SentencePiece piece of the segmentation: its id, or its bytes through byte fallback
@@ -141,6 +144,15 @@ class Tokenizer {
   // SentencePiece words may be encoded one at a time only when no piece joins a
   // non-space character to a following U+2581 (true for the models we know).
   bool spm_split_words_ = true;
+  // SentencePiece-style with merges (Gemma's tokenizer.json): merges by rank from the
+  // characters (unknown ones as <0xXX> bytes), as Hugging Face BPE does. A word boundary
+  // after one of glue_ is never cut (a merge crosses it).
+  bool spm_ranked_ = false;
+  static constexpr uint32_t kMaxGlue = 16;
+  uint32_t glue_[kMaxGlue] = {};
+  uint32_t glue_count_ = 0;
+  bool nfc_ = false;          // NFC-normalize each fragment first (Qwen)
+  uint32_t max_digits_ = 3;   // digits one pre-token takes: LLaMA-3 3, Qwen2 1
   // Unigram: the least and greatest score of a normal piece (SentencePiece's min_score_ and
   // max_score_, the latter starting from FLT_MIN as libsentencepiece's does); an unknown
   // character costs min - 10, a user-defined piece of L bytes scores L * max - 0.1.
@@ -171,8 +183,9 @@ class Tokenizer {
 // `text`, matching the Hugging Face split regex
 //   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
 //   \s*[\r\n]+|\s+(?!\S)|\s+
-// with an invalid UTF-8 byte counting as one U+FFFD character.
-size_t llama3_pretoken_end(const uint8_t* text, size_t len, size_t pos);
+// with an invalid UTF-8 byte counting as one U+FFFD character. Qwen2's (Qwen3's) regex is
+// the same with \p{N} for \p{N}{1,3}: max_digits 1.
+size_t llama3_pretoken_end(const uint8_t* text, size_t len, size_t pos, uint32_t max_digits = 3);
 
 // Turns ids back into text as they are generated: emits only complete UTF-8 characters
 // (a character split over several byte tokens comes out once its last byte arrives),

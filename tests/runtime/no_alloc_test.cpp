@@ -226,3 +226,45 @@ TEST(NoAlloc, Base3BundleTwoThreads) {
 }
 
 }  // namespace
+
+// Embedding models (made by the embedding_make_models fixture): texts packed into batches
+// that span the small context (the cache starts over), every output format, a stored
+// prompt, truncation, and two threads — all inside the session's arena.
+TEST(NoAlloc, EmbedAllocatesNothing) {
+  for (const char* name : {"embedding/qwen3.tern", "embedding/gemma3.tern"}) {
+    TERN_REQUIRE_BUNDLE(name);
+    tern_model_params mp = tern_model_default_params();
+    mp.n_threads = 2;
+    mp.n_ctx = 48;
+    mp.n_batch = 16;
+    tern_model* model = nullptr;
+    ASSERT_EQ(tern_model_load(tern::testing::bundle_path(name).c_str(), &mp, &model), TERN_OK) << tern_last_error_message();
+    tern_session* session = nullptr;
+    ASSERT_EQ(tern_session_create(model, nullptr, &session), TERN_OK) << tern_last_error_message();
+    const char* texts[] = {"What is BitNet?", "It is a truth universally acknowledged, that a single man in possession "
+                           "of a good fortune, must be in want of a wife.", "我想在apple工作1314151天", "Cafe\xCC\x81",
+                           "x", "The quick brown fox jumps over the lazy dog, again and again and again."};
+    const size_t n = sizeof texts / sizeof texts[0];
+    float out[6 * 64];
+    float scales[6];
+    tern_embed_stats stats{};
+    long calls = 0;
+    {
+      Counting counting;
+      for (tern_embed_format format : {TERN_EMBED_FLOAT32, TERN_EMBED_INT8, TERN_EMBED_BINARY}) {
+        tern_embed_params ep = tern_embed_default_params();
+        ep.format = format;
+        ep.dimensions = format == TERN_EMBED_FLOAT32 ? 0 : 32;
+        ep.prompt_name = format == TERN_EMBED_INT8 ? "query" : nullptr;
+        ep.truncate = 1;
+        EXPECT_EQ(tern_embed(session, texts, nullptr, n, &ep, out, sizeof out, scales, &stats), TERN_OK)
+            << tern_last_error_message();
+      }
+      calls = counting.calls();
+    }
+    EXPECT_EQ(calls, 0) << name;
+    EXPECT_GE(stats.n_batches, 3u) << name;
+    tern_session_free(session);
+    tern_model_free(model);
+  }
+}
