@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import sys
 
-DEVICE_TOOLS = ["tern-bench", "tern-info", "tern-plan", "tern-run", "tern-server"]
+DEVICE_TOOLS = ["tern-bench", "tern-embed", "tern-info", "tern-plan", "tern-run", "tern-server"]
 HOST_TOOLS = ["tern-convert", "tern-eval", "tern-inspect", "tern-tokenize"]
 PROMPT = "It is a truth universally acknowledged"
 

@@ -19,7 +19,7 @@ import threading
 import weakref
 from ctypes import byref, c_char_p, c_float, c_int32, c_size_t, c_uint32, c_uint64
 
-from ._capi import (ChatMessage, GenerateStats, LogCallback, LogitBias, LogitHook, MemoryReport, Model_p, ModelInfo,
+from ._capi import (ChatMessage, EmbeddingInfo, EmbedParams, EmbedStats, GenerateStats, LogCallback, LogitBias, LogitHook, MemoryReport, Model_p, ModelInfo,
                     PieceCallback, PlanRow, Session_p, Status, TernError, api, check, library_file)
 
 __version__ = "0.1.0"
@@ -27,6 +27,8 @@ __all__ = ["Model", "Session", "Generation", "TernError", "Status", "plan", "ver
            "parse_byte_size", "parse_memory_budget", "available_memory", "set_log_level", "set_log_callback"]
 
 LOG_LEVELS = {"debug": 0, "info": 1, "warning": 2, "error": 3, "off": 4}
+EMBED_FORMATS = {"float32": 0, "int8": 1, "binary": 2}
+POOLINGS = ("last", "mean", "first")
 STOP_REASONS = ("max_tokens", "end_of_generation", "stop_string", "callback", "context_full")
 
 
@@ -255,6 +257,26 @@ class Model(_Closable):
             4096)
         return buffer.raw[:size].decode("utf-8", "replace")
 
+    @property
+    def embedding_info(self):
+        """An embedding bundle's vectors: dimensions (0 for a generative model), pooling,
+        normalized, prompts (name: text, stored in the bundle) and default_prompt."""
+        info = EmbeddingInfo()
+        check(api.tern_model_get_embedding_info(self._h(), byref(info)))
+        prompts = {}
+        for i in range(info.n_prompts):
+            name, text = c_char_p(), c_char_p()
+            check(api.tern_model_embedding_prompt(self._h(), i, byref(name), byref(text)))
+            prompts[name.value.decode()] = text.value.decode()
+        return {"dimensions": info.dimensions, "pooling": POOLINGS[info.pooling], "normalized": bool(info.normalized),
+                "prompts": prompts,
+                "default_prompt": None if info.default_prompt is None else info.default_prompt.decode()}
+
+    def embed(self, texts, **options):
+        """Session.embed on a session of its own for this call (see there)."""
+        with self.session() as session:
+            return session.embed(texts, **options)
+
     def session(self, n_draft=0, draft_model=None, **sampler):
         """A new conversation in one of the model's session slots (tern_session_create). The
         keywords are the sampler's (temperature, top_k, top_p, min_p, repeat_penalty,
@@ -429,6 +451,48 @@ class Session(_Closable):
         except ImportError:
             return pointer[:n.value]
         return numpy.ctypeslib.as_array(pointer, shape=(n.value,)).copy()
+
+    def embed(self, texts, *, dimensions=0, format="float32", prompt=None, instruction=None, truncate=False):
+        """Vectors of an embedding model's texts (tern_embed), one row per text, batched through
+        the model in one call. texts: a string or a list of strings. dimensions: the first D
+        (re-normalized), 0 for all. format: "float32" (floats), "int8" (returns the int8 rows and
+        each row's scale: row * scale is the vector) or "binary" (sign bits, ceil(D/8) bytes a
+        row). prompt: a stored prompt's name (None: the bundle's default, "": none);
+        instruction: text put in front of every text instead. truncate: cut texts longer than
+        the context instead of failing. numpy arrays when numpy is installed, else lists."""
+        if isinstance(texts, str):
+            texts = [texts]
+        if format not in EMBED_FORMATS:
+            raise TernError(Status.INVALID_ARGUMENT, "format %r: one of %s" % (format, ", ".join(EMBED_FORMATS)))
+        p = api.tern_embed_default_params()
+        _fill(p, {"dimensions": dimensions, "prompt_name": prompt, "instruction": instruction,
+                  "truncate": int(bool(truncate))}, "embed")
+        p.format = EMBED_FORMATS[format]
+        data = [t.encode("utf-8", "surrogatepass") for t in texts]
+        n = len(data)
+        d = dimensions or self.model.embedding_info["dimensions"]
+        row = api.tern_embed_row_bytes(p.format, d) if d else 0
+        out = ctypes.create_string_buffer(max(1, n * row))
+        scales = (c_float * max(1, n))()
+        stats = EmbedStats()
+        check(api.tern_embed(self._h(), (c_char_p * n)(*data), (c_size_t * n)(*[len(b) for b in data]), n, byref(p),
+                             out, n * row, scales, byref(stats)))
+        self.embed_stats = _struct_dict(stats)
+        raw = out.raw[:n * row]
+        try:
+            import numpy
+        except ImportError:
+            numpy = None
+        if numpy is not None:
+            kind = {"float32": numpy.float32, "int8": numpy.int8, "binary": numpy.uint8}[format]
+            rows = numpy.frombuffer(raw, dtype=kind).reshape(n, -1).copy()
+            return (rows, numpy.array(scales[:n], dtype=numpy.float32)) if format == "int8" else rows
+        import array
+        code = {"float32": "f", "int8": "b", "binary": "B"}[format]
+        flat = array.array(code, raw).tolist()
+        width = len(flat) // n if n else 0
+        rows = [flat[i * width:(i + 1) * width] for i in range(n)]
+        return (rows, list(scales[:n])) if format == "int8" else rows
 
     def save_state(self):
         """The session's state as bytes: KV cache, position, history, sampler."""

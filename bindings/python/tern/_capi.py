@@ -166,6 +166,36 @@ class LogitBias(Structure):
     _fields_ = [("token", c_int32), ("bias", c_float)]
 
 
+class EmbedParams(Structure):
+    _fields_ = [
+        ("dimensions", c_uint32),
+        ("format", c_int),
+        ("prompt_name", c_char_p),
+        ("instruction", c_char_p),
+        ("truncate", c_int),
+    ]
+
+
+class EmbedStats(Structure):
+    _fields_ = [
+        ("n_texts", c_uint32),
+        ("n_tokens", c_uint64),
+        ("n_batches", c_uint32),
+        ("n_truncated", c_uint32),
+        ("seconds", c_double),
+    ]
+
+
+class EmbeddingInfo(Structure):
+    _fields_ = [
+        ("dimensions", c_uint32),
+        ("pooling", c_int),
+        ("normalized", c_int),
+        ("n_prompts", c_size_t),
+        ("default_prompt", c_char_p),
+    ]
+
+
 # The header's struct names, for the ABI check.
 STRUCTS = {
     "tern_model_params": ModelParams,
@@ -178,6 +208,9 @@ STRUCTS = {
     "tern_plan_row": PlanRow,
     "tern_chat_message": ChatMessage,
     "tern_logit_bias": LogitBias,
+    "tern_embed_params": EmbedParams,
+    "tern_embed_stats": EmbedStats,
+    "tern_embedding_info": EmbeddingInfo,
 }
 
 PieceCallback = CFUNCTYPE(c_int, POINTER(c_char), c_size_t, c_void_p)
@@ -237,6 +270,12 @@ FUNCTIONS = {
     "tern_parse_memory_budget": (status_t, c_char_p, u64_p),
     "tern_session_request_abort": (status_t, Session_p),
     "tern_session_clear_abort": (status_t, Session_p),
+    "tern_embed_default_params": (EmbedParams,),
+    "tern_embed_row_bytes": (c_size_t, c_int, c_uint32),
+    "tern_model_get_embedding_info": (status_t, Model_p, POINTER(EmbeddingInfo)),
+    "tern_model_embedding_prompt": (status_t, Model_p, c_size_t, POINTER(c_char_p), POINTER(c_char_p)),
+    "tern_embed": (status_t, Session_p, POINTER(c_char_p), size_p, c_size_t, POINTER(EmbedParams), c_void_p, c_size_t,
+                   POINTER(c_float), POINTER(EmbedStats)),
 }
 
 

@@ -347,7 +347,8 @@ C_TYPES = {
     "uint64_t": ctypes.c_uint64, "uint32_t": ctypes.c_uint32, "int32_t": ctypes.c_int32, "int": ctypes.c_int,
     "float": ctypes.c_float, "double": ctypes.c_double, "size_t": ctypes.c_size_t, "void *": ctypes.c_void_p,
     "const char *": ctypes.c_char_p, "char[32]": ctypes.c_char * 32, "tern_kv_type": ctypes.c_int,
-    "tern_status": ctypes.c_int, "tern_stop_reason": ctypes.c_int, "tern_model *": ctypes.POINTER(_capi.ModelHandle),
+    "tern_status": ctypes.c_int, "tern_stop_reason": ctypes.c_int, "tern_embed_format": ctypes.c_int,
+    "tern_pooling": ctypes.c_int, "tern_model *": ctypes.POINTER(_capi.ModelHandle),
     "const char *const *": ctypes.POINTER(ctypes.c_char_p), "struct tern_sampler_params": _capi.SamplerParams,
 }
 
@@ -399,3 +400,56 @@ def test_the_readme_example_runs_and_prints_tern_runs_text(bundle, tern_run, tmp
     expected = tern_run_stdout(tern_run, bundle, "-p", m.group(1), "-n", m.group(2), "--temp", temperature,
                                "--seed", seed)
     assert m.group(1) + first + "\n" == expected.split("\n")[0] + "\n"
+
+
+def embedding_reference(model):
+    """The float64 reference's vectors (tests/embedding/reference.py, written independently of
+    the runtime) for the texts embedded without a prompt."""
+    root = required_file("TERN_EMBEDDING_TEST_DIR")
+    cases = [json.loads(line) for line in open(os.path.join(root, "reference.jsonl"), encoding="utf-8")]
+    cases = [c for c in cases if c["model"] == model and not c["prompt"]]
+    assert len(cases) >= 15
+    return os.path.join(root, model + ".tern"), [c["text"] for c in cases], numpy.array([c["embedding"] for c in cases])
+
+
+def cosines(a, b):
+    a, b = numpy.asarray(a, dtype=numpy.float64), numpy.asarray(b, dtype=numpy.float64)
+    return (a * b).sum(1) / numpy.linalg.norm(a, axis=1) / numpy.linalg.norm(b, axis=1)
+
+
+@pytest.mark.parametrize("model", ["qwen3", "gemma3"])
+def test_embeddings_equal_the_reference_in_every_format(model):
+    path, texts, ref = embedding_reference(model)
+    with tern.Model(path) as m:
+        info = m.embedding_info
+        assert info["dimensions"] == ref.shape[1] and info["normalized"]
+        vectors = m.embed(texts, prompt="")
+        assert vectors.dtype == numpy.float32 and vectors.shape == ref.shape
+        assert cosines(vectors, ref).min() >= 0.999
+        # One text at a time gives what the batch gave.
+        assert cosines(m.embed(texts[3], prompt=""), vectors[3:4]).min() >= 0.99999
+        cut = ref[:, :32] / numpy.linalg.norm(ref[:, :32], axis=1, keepdims=True)
+        short = m.embed(texts, prompt="", dimensions=32)
+        assert short.shape == (len(texts), 32) and cosines(short, cut).min() >= 0.999
+        q, scales = m.embed(texts, prompt="", dimensions=32, format="int8")
+        assert q.dtype == numpy.int8 and cosines(q.astype(numpy.float64) * scales[:, None], cut).min() >= 0.995
+        bits = numpy.unpackbits(m.embed(texts, prompt="", format="binary"), axis=1)[:, :ref.shape[1]]
+        sure = numpy.abs(ref) > 0.02
+        assert (bits[sure] == (ref[sure] > 0)).all()
+
+
+def test_embedding_errors_are_tern_errors(bundle):
+    path, texts, _ = embedding_reference("qwen3")
+    with tern.Model(path) as m:
+        with pytest.raises(tern.TernError) as e:
+            m.embed(texts[:2], prompt="no-such-prompt")
+        assert "no-such-prompt" in str(e.value)
+        with pytest.raises(tern.TernError) as e:
+            m.embed("x", format="float16")
+        assert e.value.status == tern.Status.INVALID_ARGUMENT
+        with m.session() as s, pytest.raises(tern.TernError) as e:
+            s.generate("It", max_tokens=1).text()
+        assert e.value.status == tern.Status.NOT_SUPPORTED
+    with tern.Model(bundle, memory_budget=BUDGET) as generative, pytest.raises(tern.TernError) as e:
+        generative.embed("It is a truth")
+    assert e.value.status == tern.Status.NOT_SUPPORTED
