@@ -566,6 +566,14 @@ async function slowSuite() {
   assert.equal(server.proc.exitCode, null);
   await stopServer(server);
 
+  step('--host other than loopback without --api-key: a warning (none with a key, none on loopback)');
+  assert.ok(!server.log.some((l) => /warning/.test(l)), 'no warning on loopback');
+  for (const [extra, warns] of [[[], true], [['--api-key', 'k'], false]]) {
+    const open = await startServer(['--host', '0.0.0.0', ...extra]);
+    assert.equal(open.log.some((l) => /warning: listening on 0\.0\.0\.0 without --api-key/.test(l)), warns);
+    await stopServer(open);
+  }
+
   step('past --max-connections a new connection gets an immediate 503; when they close, it serves again');
   const small = await startServer(['--max-connections', '16']);
   const held = [];

@@ -267,4 +267,14 @@ json models_body(const std::string& model, int64_t created) {
               {"data", json::array({json{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "tern"}}})}};
 }
 
+bool equals_secret(const std::string& given, const std::string& secret) {
+  // volatile: the compiler may not turn the loop into an early-exit comparison.
+  volatile unsigned char diff = given.size() == secret.size() ? 0 : 1;
+  for (size_t i = 0; i < secret.size(); ++i) {
+    const unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff = static_cast<unsigned char>(diff | (g ^ static_cast<unsigned char>(secret[i])));
+  }
+  return diff == 0;
+}
+
 }  // namespace tern::server

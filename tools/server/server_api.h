@@ -73,4 +73,8 @@ inline const char* stream_done() { return "data: [DONE]\n\n"; }
 
 nlohmann::json models_body(const std::string& model, int64_t created);
 
+// Whether `given` equals `secret`, in time that depends on the secret's length only (no early
+// exit at the first differing byte for a client to measure).
+bool equals_secret(const std::string& given, const std::string& secret);
+
 }  // namespace tern::server

@@ -277,6 +277,16 @@ Generation generate(Server& s, tern_session* session, const GenerationRequest& r
   return g;
 }
 
+// Anyone who can reach a non-loopback address can use the server unless a key is required.
+void warn_if_open_to_the_network(const Options& opt) {
+  const bool loopback = opt.host == "localhost" || opt.host == "::1" || opt.host.rfind("127.", 0) == 0;
+  if (loopback || !opt.api_key.empty()) return;
+  std::fprintf(stderr,
+               "tern-server: warning: listening on %s without --api-key: anyone who can reach this address can use "
+               "the model (and its CPU and memory); set --api-key, or keep the default 127.0.0.1 behind a proxy\n",
+               opt.host.c_str());
+}
+
 void add_connection_options(CLI::App& app, Options& opt) {
   app.add_option("--header-timeout", opt.header_timeout,
                  "seconds for a request line and headers to arrive (default 10); then 408")
@@ -458,6 +468,7 @@ int main(int argc, char** argv) {
   add_connection_options(app, opt);
   CLI11_PARSE(app, argc, argv);
   fit_open_file_limit(opt);
+  warn_if_open_to_the_network(opt);
 
   Server s;
   s.opt = opt;
@@ -500,7 +511,7 @@ int main(int argc, char** argv) {
   http.set_keep_alive_max_count(limits.max_requests_per_connection);
   http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
     if (s.opt.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + s.opt.api_key) {
+    if (equals_secret(req.get_header_value("Authorization"), "Bearer " + s.opt.api_key)) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
     reply_error(res, ApiError{401, "Incorrect API key provided", "invalid_request_error", "", "invalid_api_key"});
