@@ -3,8 +3,8 @@
 //   node openai_client_test.mjs --suite api  ...  answers equal tern-run's, streaming, prefix
 //                                                 reuse, every bad input, 503, disconnects
 //   node openai_client_test.mjs --suite load ...  200 requests from 8 clients on 2 slots
-//   node openai_client_test.mjs --suite slow ...  256 slow connections, deadlines, keep-alive,
-//                                                 framing, the connection limit
+//   node openai_client_test.mjs --suite hostile ...  256 slow connections, deadlines, keep-alive,
+//                                                 framing, the connection limit, long pieces
 // Common arguments: --server BIN --run BIN --render BIN --bundle FILE --npm DIR.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
@@ -40,8 +40,8 @@ const watchdog = setTimeout(() => {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // Starts tern-server on a free loopback port; resolves when /health says ok.
-async function startServer(extra) {
-  const proc = spawn(...program(args.server, [args.bundle, '--port', '0', ...extra]), { stdio: ['ignore', 'pipe', 'pipe'] });
+async function startServer(extra, bundle = args.bundle) {
+  const proc = spawn(...program(args.server, [bundle, '--port', '0', ...extra]), { stdio: ['ignore', 'pipe', 'pipe'] });
   const log = [];
   let stderr = '';
   proc.stderr.on('data', (d) => {
@@ -416,7 +416,7 @@ async function loadSuite() {
   await stopServer(server);
 }
 
-// ---- Slow and idle clients (tools/server/connection_gate.h) ----
+// ---- Slow, idle and hostile clients (tools/server/connection_gate.h) ----
 
 // A raw TCP client: what it received, and when the server closed it.
 function rawClient(port, host = '127.0.0.1') {
@@ -455,7 +455,7 @@ async function exchange(port, request, { closeAfterMs = 5000 } = {}) {
   return c.data;
 }
 
-async function slowSuite() {
+async function hostileSuite() {
   const headerTimeout = 4;
   const server = await startServer(['--sessions', '1', '--header-timeout', String(headerTimeout), '--body-timeout',
                                     String(headerTimeout), '--idle-timeout', '1', '--max-body', '4096']);
@@ -601,13 +601,22 @@ async function slowSuite() {
   assert.ok(served, 'it serves again once the connections closed');
   assert.ok(small.log.some((l) => /^- - 503 \(the server has 16 connections open/.test(l)));
   await stopServer(small);
+
+  step('/detokenize of LLaMA-3 ids with 128-byte pieces (once a 500: the buffer assumed 64 bytes an id)');
+  const llama = await startServer([], args.bundle.replace(/[^/]*$/, 'tiny-llama3.tern'));
+  const spaces = await rawPost(llama, '/tokenize', JSON.stringify({ content: ' '.repeat(128) }));
+  assert.equal(spaces.json.tokens.length, 1, `128 spaces are one token: ${spaces.text}`);
+  const long = await rawPost(llama, '/detokenize', JSON.stringify({ tokens: Array(5).fill(spaces.json.tokens[0]) }));
+  assert.equal(long.status, 200, long.text);
+  assert.equal(long.json.content, ' '.repeat(640));
+  await stopServer(llama);
 }
 
 try {
   if (args.suite === 'api') await apiSuite();
   else if (args.suite === 'load') await loadSuite();
-  else if (args.suite === 'slow') await slowSuite();
-  else throw new Error(`--suite api|load|slow, not ${args.suite}`);
+  else if (args.suite === 'hostile') await hostileSuite();
+  else throw new Error(`--suite api|load|hostile, not ${args.suite}`);
   console.log(`PASS: ${args.suite}`);
 } catch (e) {
   console.error('FAIL:', e);

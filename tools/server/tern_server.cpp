@@ -610,7 +610,13 @@ int main(int argc, char** argv) {
     }
     std::vector<char> text(64 * ids.size() + 16);
     size_t size = 0;
-    const tern_status st = tern_detokenize(s.model, ids.data(), ids.size(), text.data(), text.size(), &size);
+    tern_status st;
+    // Pieces may be longer than 64 bytes (LLaMA-3 has 128-byte ones): grow until the text fits.
+    for (int grow = 0; (st = tern_detokenize(s.model, ids.data(), ids.size(), text.data(), text.size(), &size)) ==
+                           TERN_OUT_OF_RANGE && grow < 8;
+         ++grow) {
+      text.resize(text.size() * 2);
+    }
     if (st != TERN_OK) return reply_error(res, status_error(st, "detokenize"));
     res.set_content(dump(json{{"content", std::string(text.data(), size)}}), "application/json");
   });
