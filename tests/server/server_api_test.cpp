@@ -113,6 +113,8 @@ TEST(ServerApi, EachBadRequestGetsItsStatusAndField) {
       {"presence too big", "{\"presence_penalty\": 3, " + msgs + "}", true, 400, "presence_penalty", nullptr},
       {"no prompt", R"({"max_tokens": 4})", false, 400, "prompt", nullptr},
       {"prompt a list of ids", R"({"prompt": [1, 2, 3]})", false, 400, "prompt", nullptr},
+      {"a NUL in content", R"({"messages": [{"role": "user", "content": "a\u0000b"}]})", true, 400, "messages", nullptr},
+      {"a NUL in a stop string", "{\"stop\": \"a\\u0000\", " + msgs + "}", true, 400, "stop", nullptr},
   };
   for (const BadCase& c : cases) {
     ApiError e;

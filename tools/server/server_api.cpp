@@ -137,6 +137,18 @@ bool parse_fields(const json& j, GenerationRequest* r, ApiError* e) {
   return true;
 }
 
+// Message contents and stop strings reach the C API as C strings, which end at a NUL: a
+// "\u0000" would silently cut the text there (a stop string would stop on its prefix).
+bool no_nul_in_c_strings(const GenerationRequest& r, ApiError* e) {
+  for (const Message& m : r.messages) {
+    if (m.content.find('\0') != std::string::npos) return fail(e, "message content must not contain U+0000", "messages");
+  }
+  for (const std::string& x : r.stop) {
+    if (x.find('\0') != std::string::npos) return fail(e, "stop strings must not contain U+0000", "stop");
+  }
+  return true;
+}
+
 }  // namespace
 
 std::optional<GenerationRequest> parse_generation_request(const std::string& body, bool chat,
@@ -205,6 +217,7 @@ std::optional<GenerationRequest> parse_generation_request(const std::string& bod
     r.prompt = j["prompt"].get<std::string>();
   }
   if (!parse_fields(j, &r, e)) return std::nullopt;
+  if (!no_nul_in_c_strings(r, e)) return std::nullopt;
   return r;
 }
 
