@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -295,6 +296,14 @@ void reseal_state(std::vector<uint8_t>& state, uint32_t version) {
   std::memcpy(state.data() + header - 8, &sum, 8);
 }
 
+// A session with `text` prefilled.
+tern_session* session_after(Loaded& l, const char* text, float temperature, uint64_t seed) {
+  tern_session* s = open_session(l, temperature, seed);
+  const std::vector<int32_t> prompt = tokenize(l.model, text);
+  EXPECT_EQ(tern_prefill(s, prompt.data(), prompt.size()), TERN_OK) << message();
+  return s;
+}
+
 std::vector<uint8_t> saved_state(tern_session* s) {
   size_t size = 0, written = 0;
   EXPECT_EQ(tern_session_state_size(s, &size), TERN_OK);
@@ -321,16 +330,17 @@ std::vector<std::string> files_starting_with(const std::string& path) {
 
 // A process killed at a random point of a save leaves the previous file (byte for byte, and it
 // continues exactly) or the complete new one, never anything else. The child saves a newer
-// state in a loop; the parent kills it after a random delay of up to two save times.
+// state in a loop; the parent kills it at a random time within two save times of seeing it at
+// work: in even rounds from its first temporary file (mostly before the rename), in odd rounds
+// from its first rename (inside a later save). Watching the child, not a clock, keeps the
+// kills inside saves however busy the machine is.
 TEST(AppApi, KilledSaveLeavesThePreviousStateFileWhole) {
   TERN_REQUIRE_BUNDLE(kAusten);
   Loaded l;
   ASSERT_EQ(load(l, kAusten, params_for("f32", 512, 3)), TERN_OK) << message();
-  tern_session* old_session = open_session(l, 0.8f, 7);
+  tern_session* old_session = session_after(l, "It is a truth universally acknowledged", 0.8f, 7);
   tern_session* new_session = open_session(l, 0.8f, 7);
   tern_session* check = open_session(l, 0.0f, 1);
-  const std::vector<int32_t> prompt = tokenize(l.model, "It is a truth universally acknowledged");
-  ASSERT_EQ(tern_prefill(old_session, prompt.data(), prompt.size()), TERN_OK);
   step(old_session, 100);
   const std::vector<uint8_t> old_state = saved_state(old_session);
   ASSERT_EQ(tern_session_state_load(new_session, old_state.data(), old_state.size()), TERN_OK);
@@ -354,29 +364,36 @@ TEST(AppApi, KilledSaveLeavesThePreviousStateFileWhole) {
   std::mt19937 rng(2026);
   const int rounds = std::getenv("TERN_SLOW_EMULATION") != nullptr ? 12 : 40;
   int kept_old = 0, replaced = 0, left_temp = 0;
+  auto inode = [&] {
+    struct stat st{};
+    return stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+  };
   for (int round = 0; round < rounds; ++round) {
     ASSERT_EQ(tern_session_state_save_file(old_session, path.c_str()), TERN_OK) << message();
-    int ready[2];
-    ASSERT_EQ(pipe(ready), 0);
+    const ino_t before = inode();
     std::fflush(nullptr);
     const pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
-      close(ready[0]);
-      const char go = 1;
-      if (write(ready[1], &go, 1) != 1) _exit(2);
       for (;;) tern_session_state_save_file(new_session, path.c_str());
     }
-    close(ready[1]);
-    char go = 0;
-    const bool started = read(ready[0], &go, 1) == 1;
-    close(ready[0]);
-    const double delay = std::uniform_real_distribution<double>(0, 2 * save_s)(rng);
-    if (started) std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    const std::string temp_prefix = ".tmp." + std::to_string(pid) + ".";
+    bool seen = false;
+    for (int i = 0; i < 100000 && !seen; ++i) {  // at most ~10 s
+      if (round % 2 == 0) {
+        for (const std::string& f : files_starting_with(path)) seen = seen || f.find(temp_prefix) != std::string::npos;
+      } else {
+        seen = inode() != before;
+      }
+      if (!seen) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    if (seen) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::uniform_real_distribution<double>(0, 2 * save_s)(rng)));
+    }
     kill(pid, SIGKILL);
     int status = 0;
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(started);
+    ASSERT_TRUE(seen) << "round " << round << ": the saver was not seen at work within 10 s";
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the saver ended on its own";
 
     const std::vector<uint8_t> on_disk = tern::testing::read_file_bytes(path);
@@ -389,16 +406,18 @@ TEST(AppApi, KilledSaveLeavesThePreviousStateFileWhole) {
     EXPECT_EQ(step(check, 16), is_old ? old_next : new_next) << "round " << round;
     // A save killed before its rename leaves its temporary beside the file, never in its place.
     for (const std::string& temp : files_starting_with(path)) {
-      EXPECT_NE(temp.find(".tmp." + std::to_string(pid) + "."), std::string::npos) << temp;
+      EXPECT_NE(temp.find(temp_prefix), std::string::npos) << temp;
       std::filesystem::remove(temp);
       ++left_temp;
     }
   }
   std::printf("%d kills (one save: %.2f ms, %zu bytes): %d left the previous file, %d the new one, %d a temporary\n",
               rounds, save_s * 1e3, new_state.size(), kept_old, replaced, left_temp);
-  // Kills landed inside saves: some before a rename (the previous file stayed), some after.
+  // Kills landed inside saves: some before a rename (the previous file stayed), some after,
+  // some mid-write (a temporary left).
   EXPECT_GT(kept_old, 0);
   EXPECT_GT(replaced, 0);
+  EXPECT_GT(left_temp, 0);
 }
 
 // A save that cannot complete (its directory is missing, or is a file) fails with a message
@@ -410,12 +429,9 @@ TEST(AppApi, HostileStateFilesGetAStatusAndAMessage) {
   Loaded l, other;
   ASSERT_EQ(load(l, kAusten, params_for("q4", 200, 2)), TERN_OK) << message();
   ASSERT_EQ(load(other, kOther, params_for("q4", 200, 1)), TERN_OK) << message();
-  tern_session* a = open_session(l, 0.8f, 5);
+  tern_session* a = session_after(l, "Mr. Bennet was so odd a mixture", 0.8f, 5);
   tern_session* b = open_session(l, 0.8f, 6);
-  tern_session* foreign = open_session(other, 0.8f, 5);
-  const std::vector<int32_t> prompt = tokenize(l.model, "Mr. Bennet was so odd a mixture");
-  ASSERT_EQ(tern_prefill(a, prompt.data(), prompt.size()), TERN_OK);
-  ASSERT_EQ(tern_prefill(foreign, prompt.data(), prompt.size()), TERN_OK);
+  tern_session* foreign = session_after(other, "Mr. Bennet was so odd a mixture", 0.8f, 5);
   step(a, 40);
   const std::vector<uint8_t> state = saved_state(a);
   const std::vector<int32_t> want = step(a, 12);

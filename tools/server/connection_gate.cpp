@@ -150,14 +150,7 @@ ConnectionGate::~ConnectionGate() {
   if (wake_write_ >= 0) ::close(wake_write_);
 }
 
-ConnectionGate::Counts ConnectionGate::counts() const {
-  Counts c;
-  c.open = open_;
-  c.running = running_;
-  c.lingering = lingering_;
-  c.buffered_bytes = buffered_;
-  return c;
-}
+ConnectionGate::Counts ConnectionGate::counts() const { return Counts{open_, running_, lingering_, buffered_}; }
 
 void ConnectionGate::wake() {
   const char b = 1;
