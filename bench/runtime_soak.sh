@@ -2,9 +2,10 @@
 # Soak of the runtime: one long sampled generation with eviction per KV mode family (dense
 # with eviction, q4, adaptive:3, aging q3>2@50%, per-head budgets q4/hh) in the budget
 # tern_plan() states for a 260-token cache, each in a child process. Prints a table: the
-# plan, the child's peak RSS, decode speed over the first and the last tenth (tokens per CPU
-# second, one compute thread), and fails when a peak RSS passes its plan, anything is
-# allocated while generating, or the last tenth is more than 10 % slower than the first.
+# plan, the child's peak RSS, decode speed over the first tenth once the cache is full and over
+# the last tenth (tokens per CPU second, one compute thread, each tenth at its fastest
+# hundredth: robust to neighbours on a shared machine), and fails when a peak RSS passes its
+# plan, anything is allocated while generating, or the end is more than 10 % slower.
 # The code is runtime_kv_budget_test's (KvBudget.EveryKvModeFamilyStaysWithinItsPlan,
 # 20,000 tokens in .ci/test); this runs it longer.
 #   bench/runtime_soak.sh [BUILD_DIR] [TOKENS]     (defaults: build/release, 100000)
