@@ -34,7 +34,7 @@ struct TensorIR {
   }
 };
 
-enum class TokenizerType : uint8_t { Unknown = 0, ByteLevelBpe = 1, SentencePieceBpe = 2 };
+enum class TokenizerType : uint8_t { Unknown = 0, ByteLevelBpe = 1, SentencePieceBpe = 2, SentencePieceUnigram = 3 };
 enum class PreTokenizer : uint8_t { None = 0, Llama3 = 1 };
 enum class TokenAttr : uint8_t { Normal = 0, Control = 1, Byte = 2, Unknown = 3, UserDefined = 4, Unused = 5 };
 

@@ -1,6 +1,7 @@
 #include "runtime/tokenizer.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cstring>
 
 #include "runtime/unicode.h"
@@ -28,10 +29,15 @@ constexpr size_t kMaxUnknownSurface = 64;
 constexpr size_t kScratchPerByte = 1 + 16 + 3 * 16;
 constexpr size_t kScratchSlack = 256;
 
+// FNV-1a, one byte at a time (the unigram lattice extends a prefix's hash by a byte).
+constexpr uint64_t kFnvBasis = 1469598103934665603ull;
+inline uint64_t fnv_step(uint64_t h, uint8_t byte) { return (h ^ byte) * 1099511628211ull; }
+inline uint64_t fnv_finish(uint64_t h) { return h ^ (h >> 29); }
+
 uint64_t hash_bytes(const uint8_t* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h ^ (h >> 29);
+  uint64_t h = kFnvBasis;
+  for (size_t i = 0; i < n; ++i) h = fnv_step(h, p[i]);
+  return fnv_finish(h);
 }
 
 uint64_t hash_pair(uint32_t a, uint32_t b) {
@@ -117,6 +123,14 @@ struct SpmSymbol {
   int32_t prev, next;
   uint32_t start, size;  // size 0: merged into its left neighbour
 };
+// The best segmentation of a word's first `end` bytes ends with the piece `id` starting at
+// `start` (-1: not reached yet); `link` is filled on the way back (the next piece's end).
+struct UnigramNode {
+  float score;
+  int32_t start, id, link;
+};
+// libsentencepiece's penalty for an unknown character, below the least-probable piece.
+constexpr float kUnigramUnknownPenalty = 10.0f;
 
 }  // namespace
 
@@ -158,6 +172,10 @@ class Tokenizer::Scratch {
   }
   QueuedPair* queue(size_t n) const { return reinterpret_cast<QueuedPair*>(base_ + align_up(n, 16) + align_up(n * 16, 16)); }
   bool prev_unknown = false;  // SentencePiece merges runs of unknown pieces into one <unk>
+  // Unigram: the best path's score where the previous word ended. libsentencepiece runs one
+  // Viterbi over the whole text in float; carrying the score makes each word's comparisons
+  // round exactly as they do there.
+  float unigram_score = 0;
 
  private:
   uint8_t* base_;
@@ -183,9 +201,10 @@ Error Tokenizer::plan(const schema::Tokenizer* fb, const TokenizerOptions& optio
   TERN_CHECK_OR_RETURN(fb->attrs() != nullptr && fb->attrs()->size() == vocab, Error::InvalidBundle,
                        "tokenizer has %u attrs for %u pieces", fb->attrs() ? fb->attrs()->size() : 0u, vocab);
   const auto type = fb->type();
-  TERN_CHECK_OR_RETURN(type == schema::TokenizerType::ByteLevelBpe || type == schema::TokenizerType::SentencePieceBpe,
+  TERN_CHECK_OR_RETURN(type == schema::TokenizerType::ByteLevelBpe || type == schema::TokenizerType::SentencePieceBpe ||
+                           type == schema::TokenizerType::SentencePieceUnigram,
                        Error::NotSupported, "tokenizer type %d is not supported", static_cast<int>(type));
-  if (type == schema::TokenizerType::SentencePieceBpe) {
+  if (type != schema::TokenizerType::ByteLevelBpe) {
     TERN_CHECK_OR_RETURN(fb->scores() != nullptr && fb->scores()->size() == vocab, Error::InvalidBundle,
                          "SentencePiece tokenizer needs one score per piece");
   }
@@ -222,7 +241,7 @@ Result<Tokenizer> Tokenizer::create(const schema::Tokenizer* fb, ArenaAllocator&
   TERN_RETURN_IF_ERROR(plan(fb, options, &layout));
   Tokenizer t;
   t.fb_ = fb;
-  t.kind_ = fb->type() == schema::TokenizerType::ByteLevelBpe ? TokenizerKind::ByteLevelBpe : TokenizerKind::SentencePieceBpe;
+  t.kind_ = static_cast<TokenizerKind>(fb->type());
   t.vocab_size_ = static_cast<int32_t>(layout.vocab);
   auto valid_id = [&](int32_t id) { return id >= 0 && id < t.vocab_size_ ? id : -1; };
   t.bos_id_ = valid_id(fb->bos_id());
@@ -286,6 +305,20 @@ Result<Tokenizer> Tokenizer::create(const schema::Tokenizer* fb, ArenaAllocator&
   if (t.kind_ == TokenizerKind::SentencePieceBpe && !t.byte_fallback_) {
     TERN_CHECK_OR_RETURN(t.unk_id_ >= 0, Error::InvalidBundle, "SentencePiece tokenizer without byte fallback needs unk_id");
   }
+  if (t.kind_ == TokenizerKind::SentencePieceUnigram) {
+    TERN_CHECK_OR_RETURN(t.unk_id_ >= 0 && t.attrs_[t.unk_id_] == kAttrUnknown, Error::InvalidBundle,
+                         "SentencePiece unigram tokenizer needs an unknown piece");
+    t.unigram_min_score_ = FLT_MAX;
+    t.unigram_max_score_ = FLT_MIN;
+    for (int32_t id = 0; id < t.vocab_size_; ++id) {
+      if (t.attrs_[id] == kAttrNormal || t.attrs_[id] == kAttrUserDefined) {
+        t.unigram_longest_piece_ = std::max(t.unigram_longest_piece_, static_cast<uint32_t>(t.piece(id).size));
+      }
+      if (t.attrs_[id] != kAttrNormal) continue;
+      t.unigram_min_score_ = std::min(t.unigram_min_score_, t.scores_[id]);
+      t.unigram_max_score_ = std::max(t.unigram_max_score_, t.scores_[id]);
+    }
+  }
 
   // (left, right) -> rank and merged piece.
   if (layout.merge_capacity > 0) {
@@ -339,9 +372,10 @@ Result<Tokenizer> Tokenizer::create(const schema::Tokenizer* fb, ArenaAllocator&
     t.special_count_ = n;
   }
 
-  if (t.kind_ == TokenizerKind::SentencePieceBpe) {
+  if (t.is_sentencepiece()) {
     // Words can be encoded separately unless some piece glues a character to a
-    // following space mark ("a▁"); then a merge could cross the word boundary.
+    // following space mark ("a▁"); then a merge (or a unigram piece) could cross the word
+    // boundary.
     for (int32_t id = 0; id < t.vocab_size_ && t.spm_split_words_; ++id) {
       const uint8_t a = t.attrs_[id];
       if (a != kAttrNormal && a != kAttrUserDefined && a != kAttrUnused) continue;
@@ -376,7 +410,12 @@ bool Tokenizer::is_control(int32_t id) const { return id >= 0 && id < vocab_size
 
 int32_t Tokenizer::find_piece(const char* bytes, size_t size) const {
   if (piece_table_ == nullptr) return -1;
-  uint32_t slot = static_cast<uint32_t>(hash_bytes(reinterpret_cast<const uint8_t*>(bytes), size)) & piece_table_mask_;
+  const uint8_t* b = reinterpret_cast<const uint8_t*>(bytes);
+  return find_piece_hashed(b, size, hash_bytes(b, size));
+}
+
+int32_t Tokenizer::find_piece_hashed(const uint8_t* bytes, size_t size, uint64_t hash) const {
+  uint32_t slot = static_cast<uint32_t>(hash) & piece_table_mask_;
   for (;;) {
     const int32_t id = piece_table_[slot];
     if (id < 0) return -1;
@@ -660,6 +699,7 @@ Error Tokenizer::encode_spm_fragment(const uint8_t* text, size_t len, bool first
     if (pos == len) return Error::Ok;
   }
   scratch.prev_unknown = false;
+  scratch.unigram_score = 0;
   bool dummy = first_fragment && add_dummy_prefix_;
   // Two passes per word: measure, then fill the buffer.
   while (pos < len || dummy) {
@@ -667,9 +707,12 @@ Error Tokenizer::encode_spm_fragment(const uint8_t* text, size_t len, bool first
     bool prev_mark = dummy;
     bool started = dummy;
     for (size_t i = pos; i < len;) {
-      // User-defined pieces are frozen symbols: no merge crosses them, so the word ends
-      // before one, and one at the start of a word is emitted as is.
-      const Special* user = user_defined_count_ > 0 ? match_special(text + i, len - i, true) : nullptr;
+      // BPE: user-defined pieces are frozen symbols: no merge crosses them, so the word ends
+      // before one, and one at the start of a word is emitted as is. (Unigram scores them
+      // in its lattice, as libsentencepiece does.)
+      const Special* user = user_defined_count_ > 0 && kind_ == TokenizerKind::SentencePieceBpe
+                                 ? match_special(text + i, len - i, true)
+                                 : nullptr;
       if (user != nullptr) {
         if (word_bytes > 0) break;
         emit(user->id, out, capacity, count);
@@ -731,7 +774,11 @@ Error Tokenizer::encode_spm_fragment(const uint8_t* text, size_t len, bool first
       }
       i += append_char_or_replacement(text + i, len - i, buf, &n);
     }
-    TERN_RETURN_IF_ERROR(spm_word(buf, n, scratch, out, capacity, count));
+    if (kind_ == TokenizerKind::SentencePieceUnigram) {
+      TERN_RETURN_IF_ERROR(unigram_word(buf, n, scratch, out, capacity, count));
+    } else {
+      TERN_RETURN_IF_ERROR(spm_word(buf, n, scratch, out, capacity, count));
+    }
     pos = word_end;
   }
   return Error::Ok;
@@ -774,17 +821,80 @@ Error Tokenizer::spm_word(const uint8_t* word, size_t n, Scratch& scratch, int32
   }
   for (int32_t i = 0; i >= 0; i = sym[i].next) {
     const uint8_t* s = word + sym[i].start;
-    const int32_t id = find_piece(reinterpret_cast<const char*>(s), sym[i].size);
-    if (id >= 0 && attrs_[id] != kAttrUnknown) {
-      emit(id, out, capacity, count);
-      scratch.prev_unknown = false;
-    } else if (byte_fallback_) {
-      for (uint32_t k = 0; k < sym[i].size; ++k) emit(byte_ids_[s[k]], out, capacity, count);
-      scratch.prev_unknown = false;
-    } else {
-      if (!scratch.prev_unknown) emit(unk_id_, out, capacity, count);  // a run of unknowns is one <unk>
-      scratch.prev_unknown = true;
+    emit_spm_piece(find_piece(reinterpret_cast<const char*>(s), sym[i].size), s, sym[i].size, scratch, out, capacity,
+                   count);
+  }
+  return Error::Ok;
+}
+
+void Tokenizer::emit_spm_piece(int32_t id, const uint8_t* s, uint32_t size, Scratch& scratch, int32_t* out,
+                               size_t capacity, size_t* count) const {
+  if (id >= 0 && attrs_[id] != kAttrUnknown) {
+    emit(id, out, capacity, count);
+    scratch.prev_unknown = false;
+  } else if (byte_fallback_) {
+    for (uint32_t k = 0; k < size; ++k) emit(byte_ids_[s[k]], out, capacity, count);
+    scratch.prev_unknown = false;
+  } else {
+    if (!scratch.prev_unknown) emit(unk_id_, out, capacity, count);  // a run of unknowns is one <unk>
+    scratch.prev_unknown = true;
+  }
+}
+
+// libsentencepiece's optimized unigram Viterbi (unigram_model.cc, EncodeOptimized), one
+// word at a time: for each character start in order, every normal or user-defined piece
+// beginning there offers a path to its end, kept when strictly better (so of equal scores
+// the earliest start wins); a start no one-character piece covers offers <unk> for that
+// character. The score types follow libsentencepiece's (double candidates stored as float)
+// so that near-ties round the same way.
+Error Tokenizer::unigram_word(const uint8_t* word, size_t n, Scratch& scratch, int32_t* out, size_t capacity,
+                              size_t* count) const {
+  if (n == 0) return Error::Ok;
+  UnigramNode* node = scratch.symbols<UnigramNode>(n);
+  for (size_t i = 0; i <= n; ++i) node[i] = {0.0f, -1, -1, -1};
+  node[0].score = scratch.unigram_score;
+  const float unknown_score = unigram_min_score_ - kUnigramUnknownPenalty;
+  for (size_t start = 0; start < n;) {
+    const float score_here = node[start].score;
+    const size_t char_len = std::max<size_t>(1, std::min<size_t>(unicode::sequence_length(word[start]), n - start));
+    bool has_single_char_piece = false;
+    const size_t longest = std::min<size_t>(n - start, unigram_longest_piece_);
+    uint64_t prefix_hash = kFnvBasis;
+    for (size_t len = 1; len <= longest; ++len) {
+      prefix_hash = fnv_step(prefix_hash, word[start + len - 1]);
+      const int32_t id = find_piece_hashed(word + start, len, fnv_finish(prefix_hash));
+      if (id < 0) continue;
+      const uint8_t a = attrs_[id];
+      if (a != kAttrNormal && a != kAttrUserDefined) continue;  // unused, control, byte, unknown pieces never match
+      const double piece_score = a == kAttrUserDefined
+                                     ? static_cast<double>(static_cast<float>(len) * unigram_max_score_) - 0.1
+                                     : static_cast<double>(scores_[id]);
+      const double candidate = piece_score + static_cast<double>(score_here);
+      UnigramNode& target = node[start + len];
+      if (target.start < 0 || candidate > static_cast<double>(target.score)) {
+        target = {static_cast<float>(candidate), static_cast<int32_t>(start), id, -1};
+      }
+      if (len == char_len) has_single_char_piece = true;
     }
+    if (!has_single_char_piece) {
+      const float candidate = unknown_score + score_here;
+      UnigramNode& target = node[start + char_len];
+      if (target.start < 0 || candidate > target.score) {
+        target = {candidate, static_cast<int32_t>(start), unk_id_, -1};
+      }
+    }
+    start += char_len;
+  }
+  scratch.unigram_score = node[n].score;
+  for (size_t end = n; end > 0;) {  // the way back, linking each piece to the next
+    const size_t start = static_cast<size_t>(node[end].start);
+    node[start].link = static_cast<int32_t>(end);
+    end = start;
+  }
+  for (size_t start = 0; start < n;) {
+    const size_t end = static_cast<size_t>(node[start].link);
+    emit_spm_piece(node[end].id, word + start, static_cast<uint32_t>(end - start), scratch, out, capacity, count);
+    start = end;
   }
   return Error::Ok;
 }

@@ -2,7 +2,8 @@
 // two families Tern supports, read from the bundle's `schema::Tokenizer` table:
 //  - byte-level BPE with the LLaMA-3 pre-tokenizer (bitnet-b1.58-2B-4T, tiny-austen),
 //    matching Hugging Face tokenizers;
-//  - SentencePiece BPE (LLaMA-2, bitllama2c), matching libsentencepiece.
+//  - SentencePiece BPE (LLaMA-2, bitllama2c) and SentencePiece unigram (Viterbi over the
+//    pieces' scores; T5-style models, spm_train's default), matching libsentencepiece.
 //
 // Memory: every lookup table is built once in create() inside the caller's arena
 // (required_arena_bytes() says how much). encode() never touches the heap: it works in a
@@ -37,7 +38,7 @@ namespace schema {
 struct Tokenizer;
 }  // namespace schema
 
-enum class TokenizerKind : uint8_t { ByteLevelBpe = 1, SentencePieceBpe = 2 };
+enum class TokenizerKind : uint8_t { ByteLevelBpe = 1, SentencePieceBpe = 2, SentencePieceUnigram = 3 };
 
 struct TokenizerOptions {
   // Scratch reserved in the arena for encode() calls without a caller buffer, sized for
@@ -112,7 +113,16 @@ class Tokenizer {
                 size_t* count) const;
   Error spm_word(const uint8_t* word, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
                  size_t* count) const;
+  Error unigram_word(const uint8_t* word, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
+                     size_t* count) const;
+  // One SentencePiece piece of the segmentation: its id, or its bytes through byte fallback
+  // or as (a run of) <unk> when `id` is -1 or the unknown piece.
+  void emit_spm_piece(int32_t id, const uint8_t* bytes, uint32_t size, Scratch& scratch, int32_t* out,
+                      size_t capacity, size_t* count) const;
+  bool is_sentencepiece() const { return kind_ != TokenizerKind::ByteLevelBpe; }
   int32_t lookup_merge(int32_t left, int32_t right, uint32_t* rank) const;
+  // find_piece with the piece table's hash of the bytes already computed.
+  int32_t find_piece_hashed(const uint8_t* bytes, size_t size, uint64_t hash) const;
   // The longest control / user-defined piece at s (len > 0), or null.
   const Special* match_special(const uint8_t* s, size_t len, bool user_defined_only) const;
   // Bytes the decoder emits for `id` (before UTF-8 reassembly); `first` is true for the
@@ -131,6 +141,12 @@ class Tokenizer {
   // SentencePiece words may be encoded one at a time only when no piece joins a
   // non-space character to a following U+2581 (true for the models we know).
   bool spm_split_words_ = true;
+  // Unigram: the least and greatest score of a normal piece (SentencePiece's min_score_ and
+  // max_score_, the latter starting from FLT_MIN as libsentencepiece's does); an unknown
+  // character costs min - 10, a user-defined piece of L bytes scores L * max - 0.1.
+  float unigram_min_score_ = 0;
+  float unigram_max_score_ = 0;
+  uint32_t unigram_longest_piece_ = 0;  // bytes of the longest normal or user-defined piece
   const uint8_t* piece_bytes_ = nullptr;
   const uint32_t* piece_offsets_ = nullptr;
   const float* scores_ = nullptr;

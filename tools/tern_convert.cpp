@@ -107,6 +107,9 @@ int main(int argc, char** argv) {
                  "chat template overriding the checkpoint's: a tokenizer_config.json or the Jinja text");
   app.add_flag("--no-tokenizer", no_tokenizer, "proceed when no tokenizer can be imported (the bundle will not run)");
   app.add_option("--seed", options.seed, "seed for --synthetic");
+  app.add_option("--keep-layers", options.keep_layers,
+                 "keep only the first N layers: a self-speculative draft model for this checkpoint (tern-run --draft)")
+      ->check(CLI::Range(1u, 1u << 16));
   app.add_flag("-q,--quiet", quiet, "no progress bar");
   std::string calibrate_text;
   CalibrationOptions calib;
