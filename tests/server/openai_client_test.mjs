@@ -539,6 +539,7 @@ async function hostileSuite() {
   assert.match(responses[0], /^HTTP\/1\.1 200 [^]*Keep-Alive: timeout=1, max=1000[^]*"slots_total"/);
   assert.match(responses[1], /^HTTP\/1\.1 200 [^]*"object":"list"/);
   assert.ok(idleMs > 800 && idleMs < 3000, `closed ${idleMs.toFixed(0)} ms after the last request`);
+  console.log(`   idle keep-alive connection closed ${idleMs.toFixed(0)} ms after its last request`);
 
   step('bad framing: 431, 413 before the body is sent, 501, 400; a chunked body and 100-continue work');
   const bigHead = await exchange(port, `GET /health HTTP/1.1\r\nX-Pad: ${'a'.repeat(20000)}\r\n\r\n`);
@@ -593,6 +594,7 @@ async function hostileSuite() {
   const refused = await probeUntil(503);
   assert.ok(refused, 'a connection past the limit is refused');
   assert.ok(refused.ms < 1000, `503 in ${refused.ms.toFixed(0)} ms`);
+  console.log(`   past the connection limit: 503 in ${refused.ms.toFixed(1)} ms`);
   assert.equal(refused.headers['retry-after'], '1');
   assert.equal(JSON.parse(refused.body).error.code, 'server_busy');
   assert.match(JSON.parse(refused.body).error.message, /16 connections open/);
