@@ -370,7 +370,9 @@ TERN_API tern_status tern_chat_apply(const tern_model* model, const tern_chat_me
  * damaged or truncated state TERN_CORRUPT_FILE / TERN_TRUNCATED; a failed load leaves the
  * session reset. tern_session_state_save() with too small a buffer is TERN_OUT_OF_RANGE with
  * *out_size set to the size needed (tern_session_state_size() says it up front; it grows
- * with the position). The _file variants write atomically (a temporary, then rename). */
+ * with the position). The _file variants write atomically (a temporary beside the file,
+ * fsynced, renamed over it, the directory fsynced): a crash or kill mid-save leaves the
+ * previous file whole; a failed save returns TERN_IO_ERROR and leaves it untouched. */
 TERN_API tern_status tern_session_state_size(const tern_session* session, size_t* out_size);
 TERN_API tern_status tern_session_state_save(const tern_session* session, void* buf, size_t capacity,
                                              size_t* out_size);

@@ -12,6 +12,7 @@
 #include <memory>
 #include <new>
 
+#include "platform/atomic_file.h"
 #include "platform/error.h"
 #include "platform/file_map.h"
 #include "platform/log.h"
@@ -36,18 +37,7 @@ Error save_state_file(const Session& session, const char* path) {
   std::unique_ptr<uint8_t[]> buf(new (std::nothrow) uint8_t[size]);
   TERN_CHECK_OR_RETURN(buf != nullptr, Error::OutOfMemory, "cannot allocate %zu bytes for the session state", size);
   TERN_ASSIGN_OR_RETURN(const size_t written, session.save_state(buf.get(), size));
-  char partial[4096];
-  TERN_CHECK_OR_RETURN(std::snprintf(partial, sizeof partial, "%s.partial", path) < static_cast<int>(sizeof partial),
-                       Error::InvalidArgument, "state path too long");
-  std::FILE* f = std::fopen(partial, "wb");
-  TERN_CHECK_OR_RETURN(f != nullptr, Error::IoError, "%s: cannot create (%s)", partial, std::strerror(errno));
-  const bool ok = std::fwrite(buf.get(), 1, written, f) == written && std::fflush(f) == 0;
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed || std::rename(partial, path) != 0) {
-    std::remove(partial);
-    return fail(Error::IoError, "%s: cannot write the session state (%s)", path, std::strerror(errno));
-  }
-  return Error::Ok;
+  return write_file_atomically(path, buf.get(), written);
 }
 
 #define TERN_CHECK_SAME_(name, cname, value, msg) \

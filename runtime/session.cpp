@@ -472,7 +472,9 @@ namespace {
 // A saved session: this header, then the token history, the logits (when there are any) and
 // the KV cache's state. Same-endian devices only (every platform Tern targets is little-endian).
 constexpr char kStateMagic[8] = {'T', 'E', 'R', 'N', 'S', 'E', 'S', 'S'};
-constexpr uint32_t kStateVersion = 1;
+// 2: the checksum covers the header too, so a damaged sampler field or RNG state is caught
+// (1, still read: the payload only).
+constexpr uint32_t kStateVersion = 2;
 
 struct StateHeader {
   char magic[8];
@@ -494,12 +496,19 @@ struct StateHeader {
   uint64_t rng[4];
   uint64_t kv_bytes;
   uint64_t payload_bytes;
-  uint64_t payload_checksum;  // FNV-1a 64 of everything after the header
+  uint64_t payload_checksum;  // FNV-1a 64 of the header (this field zero) and the payload
 };
 
 uint64_t fnv1a(const uint8_t* p, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
   return h;
+}
+
+uint64_t state_checksum(const StateHeader& h, const uint8_t* payload) {
+  if (h.version == 1) return fnv1a(payload, h.payload_bytes);
+  StateHeader zeroed = h;
+  zeroed.payload_checksum = 0;
+  return fnv1a(payload, h.payload_bytes, fnv1a(reinterpret_cast<const uint8_t*>(&zeroed), sizeof zeroed));
 }
 
 }  // namespace
@@ -549,7 +558,7 @@ Result<size_t> Session::save_state(void* buf, size_t capacity) const {
     p += static_cast<size_t>(h.vocab) * sizeof(float);
   }
   kv_->save_state(position_, p);
-  h.payload_checksum = fnv1a(payload, h.payload_bytes);
+  h.payload_checksum = state_checksum(h, payload);
   std::memcpy(out, &h, sizeof h);
   return size;
 }
@@ -563,9 +572,16 @@ Error Session::load_state(const void* buf, size_t size) {
   std::memcpy(&h, buf, sizeof h);
   TERN_CHECK_OR_RETURN(std::memcmp(h.magic, kStateMagic, sizeof h.magic) == 0, Error::BadMagic,
                        "not a Tern session state (bad magic)");
-  TERN_CHECK_OR_RETURN(h.version == kStateVersion && h.header_bytes == sizeof h, Error::VersionMismatch,
+  TERN_CHECK_OR_RETURN((h.version == kStateVersion || h.version == 1) && h.header_bytes == sizeof h,
+                       Error::VersionMismatch,
                        "session state version %u (header %u bytes); this build reads version %u", h.version,
                        h.header_bytes, kStateVersion);
+  TERN_CHECK_OR_RETURN(h.payload_bytes == size - sizeof h, Error::Truncated,
+                       "session state holds %zu payload bytes, its header says %llu", size - sizeof h,
+                       static_cast<unsigned long long>(h.payload_bytes));
+  const uint8_t* payload = static_cast<const uint8_t*>(buf) + sizeof h;
+  TERN_CHECK_OR_RETURN(state_checksum(h, payload) == h.payload_checksum, Error::CorruptFile,
+                       "session state is damaged (checksum mismatch)");
   TERN_CHECK_OR_RETURN(h.bundle_identity == model_->bundle_identity(), Error::InvalidArgument,
                        "the session state was saved with another bundle");
   h.kv_mode[sizeof h.kv_mode - 1] = '\0';
@@ -573,18 +589,12 @@ Error Session::load_state(const void* buf, size_t size) {
                        Error::InvalidArgument,
                        "the session state was saved with KV mode %s and a %u-token cache; this session has %s with %u",
                        h.kv_mode, h.capacity, model_->kv_mode(), context_);
-  TERN_CHECK_OR_RETURN(h.payload_bytes == size - sizeof h, Error::Truncated,
-                       "session state holds %zu payload bytes, its header says %llu", size - sizeof h,
-                       static_cast<unsigned long long>(h.payload_bytes));
-  const uint8_t* payload = static_cast<const uint8_t*>(buf) + sizeof h;
-  TERN_CHECK_OR_RETURN(fnv1a(payload, h.payload_bytes) == h.payload_checksum, Error::CorruptFile,
-                       "session state is damaged (checksum mismatch)");
   const uint32_t vocab = model_->config().vocab;
   const size_t logits_bytes = h.has_logits ? static_cast<size_t>(vocab) * sizeof(float) : 0;
   const size_t history_bytes = static_cast<size_t>(h.history_len) * sizeof(int32_t);
   TERN_CHECK_OR_RETURN(h.vocab == vocab && h.history_len <= history_capacity_ && h.history_len <= h.position &&
                            (evicting_ || h.position <= context_) &&
-                           history_bytes + logits_bytes + h.kv_bytes == h.payload_bytes,
+                           h.kv_bytes <= h.payload_bytes && history_bytes + logits_bytes == h.payload_bytes - h.kv_bytes,
                        Error::CorruptFile, "session state: position %u, %u history tokens and %llu KV bytes do not fit",
                        h.position, h.history_len, static_cast<unsigned long long>(h.kv_bytes));
   SamplerParams sp;

@@ -1,11 +1,17 @@
 // Writes small valid seed files for the fuzzers into <dir>/<target>/: GGUF files built
-// byte by byte (tests/gguf/gguf_builder.h), a safetensors file, a config.json.
-// .ci/fuzz adds slices of the shared models and a converted bundle.
+// byte by byte (tests/gguf/gguf_builder.h), a safetensors file, a config.json; given the
+// directory of bundles .ci/fuzz converted, session states saved in every fuzzed KV mode.
+// .ci/fuzz adds the seeds in tests/fuzz/seeds/, slices of the shared models and a converted
+// bundle.
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "include/tern.h"
+#include "tests/fuzz/fuzz_models.h"
 #include "tests/gguf/gguf_builder.h"
 
 namespace fx = tern::testing::gguf_fixture;
@@ -99,12 +105,55 @@ static std::vector<uint8_t> small_safetensors() {
   return out.data;
 }
 
+// States of a short conversation in each KV mode: after the prompt, mid-context and, for the
+// evicting caches, past the capacity. The first byte is fuzz_session_state's selector (mode,
+// resealed, and for the mid-context states, decoded from).
+static void session_states(const fs::path& dir) {
+  const char* prompt = "It is a truth universally acknowledged";
+  for (size_t mode = 0; mode < tern::fuzz::kStateModeCount; ++mode) {
+    const tern::fuzz::StateMode& m = tern::fuzz::kStateModes[mode];
+    tern_model* model = tern::fuzz::load_model(tern::fuzz::kPlainBundle, m.kv_mode, m.context);
+    tern_session_params sp = tern_session_default_params();
+    sp.sampler.seed = 7;
+    tern_session* s = nullptr;
+    if (tern_session_create(model, &sp, &s) != TERN_OK) std::exit(1);
+    int32_t ids[64];
+    size_t n = 0;
+    if (tern_tokenize(model, prompt, std::strlen(prompt), 1, 0, ids, 64, &n) != TERN_OK ||
+        tern_prefill(s, ids, n) != TERN_OK) {
+      std::exit(1);
+    }
+    size_t done = 0;
+    for (size_t steps : {size_t{0}, size_t{6}, size_t{300}}) {
+      for (; done < steps; ++done) {
+        int32_t t = 0;
+        if (tern_sample(s, &t) != TERN_OK || tern_decode(s, t) != TERN_OK) break;
+      }
+      if (done < steps) break;  // a dense cache is full: no state past it
+      size_t bytes = 0;
+      tern_session_state_size(s, &bytes);
+      std::vector<uint8_t> state(bytes + 1);
+      state[0] = static_cast<uint8_t>(0x80 | (steps == 6 ? 0x40 : 0) | mode);  // resealed; decoded from
+      if (tern_session_state_save(s, state.data() + 1, bytes, &bytes) != TERN_OK) std::exit(1);
+      write(dir / "fuzz_session_state" / ("mode" + std::to_string(mode) + "-" + std::to_string(steps) + ".state"),
+            state);
+    }
+    tern_session_free(s);
+    tern_model_free(model);
+  }
+}
+
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: %s OUT_DIR [BUNDLE_DIR]\n", argv[0]);
     return 2;
   }
   const fs::path dir = argv[1];
+  if (argc == 3) {
+    setenv("TERN_FUZZ_BUNDLE_DIR", argv[2], 1);
+    session_states(dir);
+    return 0;
+  }
   write(dir / "fuzz_gguf" / "tiny-model.gguf", tiny_model(true));
   write(dir / "fuzz_gguf" / "tiny-model-no-tokenizer.gguf", tiny_model(false));
   write(dir / "fuzz_gguf" / "quant-blocks.gguf", quant_blocks());

@@ -4,12 +4,22 @@
 // fed the same tokens, logits penalized by hand), through the public C API.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "platform/memory.h"
@@ -264,6 +274,239 @@ TEST(AppApi, StateFromAnotherModeOrBundleOrDamagedIsRefused) {
   EXPECT_EQ(tern_session_state_load_file(d, "/nonexistent/state"), TERN_FILE_NOT_FOUND) << message();
   EXPECT_EQ(tern_session_state_load(nullptr, state.data(), state.size()), TERN_INVALID_ARGUMENT);
   EXPECT_EQ(tern_session_state_save(a, nullptr, 5, &written), TERN_INVALID_ARGUMENT);
+}
+
+// ---- State files: crash-safe saves, hostile files ----
+
+// What a saved state file holds, by its self-describing header: header_bytes at offset 12,
+// the checksum in the header's last 8 bytes (FNV-1a 64 over the header with that field zero,
+// then the payload; version 1: the payload only).
+uint64_t fnv1a(const uint8_t* p, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+void reseal_state(std::vector<uint8_t>& state, uint32_t version) {
+  uint32_t header = 0;
+  std::memcpy(&header, state.data() + 12, 4);
+  std::memcpy(state.data() + 8, &version, 4);
+  const uint64_t zero = 0;
+  std::memcpy(state.data() + header - 8, &zero, 8);
+  uint64_t sum = version == 1 ? 0xcbf29ce484222325ull : fnv1a(state.data(), header);
+  sum = fnv1a(state.data() + header, state.size() - header, sum);
+  std::memcpy(state.data() + header - 8, &sum, 8);
+}
+
+// A session with `text` prefilled.
+tern_session* session_after(Loaded& l, const char* text, float temperature, uint64_t seed) {
+  tern_session* s = open_session(l, temperature, seed);
+  const std::vector<int32_t> prompt = tokenize(l.model, text);
+  EXPECT_EQ(tern_prefill(s, prompt.data(), prompt.size()), TERN_OK) << message();
+  return s;
+}
+
+std::vector<uint8_t> saved_state(tern_session* s) {
+  size_t size = 0, written = 0;
+  EXPECT_EQ(tern_session_state_size(s, &size), TERN_OK);
+  std::vector<uint8_t> state(size);
+  EXPECT_EQ(tern_session_state_save(s, state.data(), size, &written), TERN_OK) << message();
+  return state;
+}
+
+// The next n tokens of a session restored from `state`.
+std::vector<int32_t> continuation(tern_session* s, const std::vector<uint8_t>& state, int n) {
+  EXPECT_EQ(tern_session_state_load(s, state.data(), state.size()), TERN_OK) << message();
+  return step(s, n);
+}
+
+std::vector<std::string> files_starting_with(const std::string& path) {
+  const std::string dir = path.substr(0, path.rfind('/')), base = path.substr(path.rfind('/') + 1);
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.compare(0, base.size(), base) == 0 && name != base) out.push_back(e.path().string());
+  }
+  return out;
+}
+
+// A process killed at a random point of a save leaves the previous file (byte for byte, and it
+// continues exactly) or the complete new one, never anything else. The child saves a newer
+// state in a loop; the parent kills it at a random time within two save times of seeing it at
+// work: in even rounds from its first temporary file (mostly before the rename), in odd rounds
+// from its first rename (inside a later save). Watching the child, not a clock, keeps the
+// kills inside saves however busy the machine is.
+TEST(AppApi, KilledSaveLeavesThePreviousStateFileWhole) {
+  TERN_REQUIRE_BUNDLE(kAusten);
+  Loaded l;
+  ASSERT_EQ(load(l, kAusten, params_for("f32", 512, 3)), TERN_OK) << message();
+  tern_session* old_session = session_after(l, "It is a truth universally acknowledged", 0.8f, 7);
+  tern_session* new_session = open_session(l, 0.8f, 7);
+  tern_session* check = open_session(l, 0.0f, 1);
+  step(old_session, 100);
+  const std::vector<uint8_t> old_state = saved_state(old_session);
+  ASSERT_EQ(tern_session_state_load(new_session, old_state.data(), old_state.size()), TERN_OK);
+  step(new_session, 300);  // a bigger state: more of each save is spent writing
+  const std::vector<uint8_t> new_state = saved_state(new_session);
+  const std::vector<int32_t> old_next = continuation(check, old_state, 16);
+  const std::vector<int32_t> new_next = continuation(check, new_state, 16);
+  ASSERT_NE(old_next, new_next);
+
+  tern::testing::TempDir dir;
+  const std::string path = dir.path() + "/conversation.state";
+  auto save_seconds = [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(tern_session_state_save_file(new_session, path.c_str()), TERN_OK) << message();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<double> times = {save_seconds(), save_seconds(), save_seconds()};
+  std::sort(times.begin(), times.end());
+  const double save_s = times[1];
+
+  std::mt19937 rng(2026);
+  const int rounds = std::getenv("TERN_SLOW_EMULATION") != nullptr ? 12 : 40;
+  int kept_old = 0, replaced = 0, left_temp = 0;
+  auto inode = [&] {
+    struct stat st{};
+    return stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+  };
+  for (int round = 0; round < rounds; ++round) {
+    ASSERT_EQ(tern_session_state_save_file(old_session, path.c_str()), TERN_OK) << message();
+    const ino_t before = inode();
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      for (;;) tern_session_state_save_file(new_session, path.c_str());
+    }
+    const std::string temp_prefix = ".tmp." + std::to_string(pid) + ".";
+    bool seen = false;
+    for (int i = 0; i < 100000 && !seen; ++i) {  // at most ~10 s
+      if (round % 2 == 0) {
+        for (const std::string& f : files_starting_with(path)) seen = seen || f.find(temp_prefix) != std::string::npos;
+      } else {
+        seen = inode() != before;
+      }
+      if (!seen) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    if (seen) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::uniform_real_distribution<double>(0, 2 * save_s)(rng)));
+    }
+    kill(pid, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(seen) << "round " << round << ": the saver was not seen at work within 10 s";
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the saver ended on its own";
+
+    const std::vector<uint8_t> on_disk = tern::testing::read_file_bytes(path);
+    const bool is_old = on_disk == old_state, is_new = on_disk == new_state;
+    ASSERT_TRUE(is_old || is_new) << "round " << round << ": the file (" << on_disk.size()
+                                  << " bytes) is neither the previous state nor the new one";
+    kept_old += is_old;
+    replaced += is_new;
+    ASSERT_EQ(tern_session_state_load_file(check, path.c_str()), TERN_OK) << message();
+    EXPECT_EQ(step(check, 16), is_old ? old_next : new_next) << "round " << round;
+    // A save killed before its rename leaves its temporary beside the file, never in its place.
+    for (const std::string& temp : files_starting_with(path)) {
+      EXPECT_NE(temp.find(temp_prefix), std::string::npos) << temp;
+      std::filesystem::remove(temp);
+      ++left_temp;
+    }
+  }
+  std::printf("%d kills (one save: %.2f ms, %zu bytes): %d left the previous file, %d the new one, %d a temporary\n",
+              rounds, save_s * 1e3, new_state.size(), kept_old, replaced, left_temp);
+  // Kills landed inside saves: some before a rename (the previous file stayed), some after,
+  // some mid-write (a temporary left).
+  EXPECT_GT(kept_old, 0);
+  EXPECT_GT(replaced, 0);
+  EXPECT_GT(left_temp, 0);
+}
+
+// A save that cannot complete (its directory is missing, or is a file) fails with a message
+// and leaves what was there; loading hostile files returns a status and a message, and the
+// session still holds its conversation (or is reset) and can load the good file afterwards.
+TEST(AppApi, HostileStateFilesGetAStatusAndAMessage) {
+  TERN_REQUIRE_BUNDLE(kAusten);
+  TERN_REQUIRE_BUNDLE(kOther);
+  Loaded l, other;
+  ASSERT_EQ(load(l, kAusten, params_for("q4", 200, 2)), TERN_OK) << message();
+  ASSERT_EQ(load(other, kOther, params_for("q4", 200, 1)), TERN_OK) << message();
+  tern_session* a = session_after(l, "Mr. Bennet was so odd a mixture", 0.8f, 5);
+  tern_session* b = open_session(l, 0.8f, 6);
+  tern_session* foreign = session_after(other, "Mr. Bennet was so odd a mixture", 0.8f, 5);
+  step(a, 40);
+  const std::vector<uint8_t> state = saved_state(a);
+  const std::vector<int32_t> want = step(a, 12);
+
+  tern::testing::TempDir dir;
+  const std::string good = dir.path() + "/good.state";
+  ASSERT_EQ(tern_session_state_load(b, state.data(), state.size()), TERN_OK);
+  ASSERT_EQ(tern_session_state_save_file(b, good.c_str()), TERN_OK) << message();
+  EXPECT_EQ(tern_session_state_save_file(b, (dir.path() + "/missing/x.state").c_str()), TERN_IO_ERROR);
+  EXPECT_NE(message().find("missing/x.state"), std::string::npos) << message();
+  EXPECT_EQ(tern_session_state_save_file(b, (good + "/x.state").c_str()), TERN_IO_ERROR) << message();
+  EXPECT_EQ(tern::testing::read_file_bytes(good), state);
+  EXPECT_TRUE(files_starting_with(good).empty()) << "a failed save leaves no temporary";
+
+  struct Case {
+    const char* name;
+    std::vector<uint8_t> bytes;
+    tern_status status;
+    const char* says;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"empty", {}, TERN_TRUNCATED, "shorter than its header"});
+  cases.push_back({"half a header", {state.begin(), state.begin() + 90}, TERN_TRUNCATED, "shorter than its header"});
+  for (size_t cut : {size_t{184}, size_t{185}, state.size() / 2, state.size() - 1}) {
+    cases.push_back({"truncated", {state.begin(), state.begin() + cut}, TERN_TRUNCATED, "payload bytes"});
+  }
+  std::vector<uint8_t> longer = state;
+  longer.push_back(0);
+  cases.push_back({"one byte too many", longer, TERN_TRUNCATED, "payload bytes"});
+  // A flipped bit anywhere the checksum covers: payload, the sampler's fields, its RNG state.
+  for (size_t at : {state.size() - 1, state.size() / 2, size_t{200}, size_t{96}, size_t{130}, size_t{20}}) {
+    std::vector<uint8_t> bad = state;
+    bad[at] ^= 0x10;
+    cases.push_back({"a flipped bit", bad, TERN_CORRUPT_FILE, "checksum"});
+  }
+  std::vector<uint8_t> magic = state;
+  std::memcpy(magic.data(), "GGUF", 4);
+  cases.push_back({"another format", magic, TERN_BAD_MAGIC, "bad magic"});
+  std::vector<uint8_t> future = state;
+  reseal_state(future, 3);
+  cases.push_back({"a future version", future, TERN_VERSION_MISMATCH, "version 3"});
+  std::vector<uint8_t> wide = state;
+  const uint32_t header_bytes = 200;
+  std::memcpy(wide.data() + 12, &header_bytes, 4);
+  cases.push_back({"another header size", wide, TERN_VERSION_MISMATCH, "header 200 bytes"});
+  cases.push_back({"another model's state", saved_state(foreign), TERN_INVALID_ARGUMENT, "another bundle"});
+  // A well-sealed state whose counts are made up.
+  std::vector<uint8_t> made_up = state;
+  const uint32_t position = 150;
+  std::memcpy(made_up.data() + 72, &position, 4);
+  reseal_state(made_up, 2);
+  cases.push_back({"a made-up position", made_up, TERN_CORRUPT_FILE, "position 150"});
+
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = dir.path() + "/hostile.state";
+    {
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      out.write(reinterpret_cast<const char*>(c.bytes.data()), static_cast<std::streamsize>(c.bytes.size()));
+    }
+    EXPECT_EQ(tern_session_state_load_file(b, path.c_str()), c.status) << message();
+    EXPECT_NE(message().find(c.says), std::string::npos) << message();
+    if (!c.bytes.empty()) {  // (an empty buffer is a NULL pointer: INVALID_ARGUMENT)
+      EXPECT_EQ(tern_session_state_load(b, c.bytes.data(), c.bytes.size()), c.status) << message();
+    }
+  }
+  EXPECT_EQ(tern_session_state_load_file(b, dir.path().c_str()), TERN_IO_ERROR);
+  EXPECT_NE(message().find("not a regular file"), std::string::npos) << message();
+
+  // Still whole: the good file loads and continues exactly; so does a version-1 state.
+  ASSERT_EQ(tern_session_state_load_file(b, good.c_str()), TERN_OK) << message();
+  EXPECT_EQ(step(b, 12), want);
+  std::vector<uint8_t> v1 = state;
+  reseal_state(v1, 1);
+  EXPECT_EQ(continuation(b, v1, 12), want);
 }
 
 // Truncating to k tokens leaves logits equal to a fresh session that ran just those k tokens

@@ -113,6 +113,8 @@ TEST(ServerApi, EachBadRequestGetsItsStatusAndField) {
       {"presence too big", "{\"presence_penalty\": 3, " + msgs + "}", true, 400, "presence_penalty", nullptr},
       {"no prompt", R"({"max_tokens": 4})", false, 400, "prompt", nullptr},
       {"prompt a list of ids", R"({"prompt": [1, 2, 3]})", false, 400, "prompt", nullptr},
+      {"a NUL in content", R"({"messages": [{"role": "user", "content": "a\u0000b"}]})", true, 400, "messages", nullptr},
+      {"a NUL in a stop string", "{\"stop\": \"a\\u0000\", " + msgs + "}", true, 400, "stop", nullptr},
   };
   for (const BadCase& c : cases) {
     ApiError e;
@@ -226,6 +228,24 @@ TEST(ServerApi, ModelsListsTheOneModel) {
 }
 
 using std::chrono::milliseconds;
+
+// The API key comparison: equal only when every byte and the length match (its timing is by
+// construction, not measured: a loop over the secret with no early exit).
+TEST(ServerApi, SecretsCompareWhole) {
+  const std::string key = "Bearer sk-tern-0123456789";
+  EXPECT_TRUE(equals_secret(key, key));
+  EXPECT_TRUE(equals_secret("", ""));
+  EXPECT_FALSE(equals_secret("", key));
+  EXPECT_FALSE(equals_secret(key.substr(0, key.size() - 1), key));
+  EXPECT_FALSE(equals_secret(key + "0", key));
+  EXPECT_FALSE(equals_secret(key, ""));
+  for (size_t i = 0; i < key.size(); ++i) {
+    std::string wrong = key;
+    wrong[i] ^= 0x01;
+    EXPECT_FALSE(equals_secret(wrong, key)) << "differs at " << i;
+  }
+  EXPECT_FALSE(equals_secret(std::string("Bearer sk-tern-0123456789\0", 26), key));
+}
 
 TEST(SlotPool, HandsOutEachSlotOnceAndRefusesPastTheQueue) {
   SlotPool pool(2, 0);

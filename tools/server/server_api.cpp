@@ -149,6 +149,18 @@ bool parse_fields(const json& j, GenerationRequest* r, ApiError* e) {
   return true;
 }
 
+// Message contents and stop strings reach the C API as C strings, which end at a NUL: a
+// "\u0000" would silently cut the text there (a stop string would stop on its prefix).
+bool no_nul_in_c_strings(const GenerationRequest& r, ApiError* e) {
+  for (const Message& m : r.messages) {
+    if (m.content.find('\0') != std::string::npos) return fail(e, "message content must not contain U+0000", "messages");
+  }
+  for (const std::string& x : r.stop) {
+    if (x.find('\0') != std::string::npos) return fail(e, "stop strings must not contain U+0000", "stop");
+  }
+  return true;
+}
+
 }  // namespace
 
 std::optional<GenerationRequest> parse_generation_request(const std::string& body, bool chat,
@@ -206,6 +218,7 @@ std::optional<GenerationRequest> parse_generation_request(const std::string& bod
     r.prompt = j["prompt"].get<std::string>();
   }
   if (!parse_fields(j, &r, e)) return std::nullopt;
+  if (!no_nul_in_c_strings(r, e)) return std::nullopt;
   return r;
 }
 
@@ -360,6 +373,16 @@ json embeddings_body(const std::string& model, const std::vector<float>& vectors
 json models_body(const std::string& model, int64_t created) {
   return json{{"object", "list"},
               {"data", json::array({json{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "tern"}}})}};
+}
+
+bool equals_secret(const std::string& given, const std::string& secret) {
+  // volatile: the compiler may not turn the loop into an early-exit comparison.
+  volatile unsigned char diff = given.size() == secret.size() ? 0 : 1;
+  for (size_t i = 0; i < secret.size(); ++i) {
+    const unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff = static_cast<unsigned char>(diff | (g ^ static_cast<unsigned char>(secret[i])));
+  }
+  return diff == 0;
 }
 
 }  // namespace tern::server

@@ -90,4 +90,8 @@ nlohmann::json embeddings_body(const std::string& model, const std::vector<float
                                bool base64, uint64_t prompt_tokens);
 std::string base64_encode(const void* data, size_t size);
 
+// Whether `given` equals `secret`, in time that depends on the secret's length only (no early
+// exit at the first differing byte for a client to measure).
+bool equals_secret(const std::string& given, const std::string& secret);
+
 }  // namespace tern::server

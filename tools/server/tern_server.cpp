@@ -1,11 +1,14 @@
 // tern-server MODEL.tern [--host 127.0.0.1] [--port 8080] [--memory-budget 1G|available[-P%]]
 //             [--kv MODE] [--ctx N] [--sessions N] [--threads N] [--api-key KEY] [--timeout S]
+//             [--queue N] [--max-body BYTES] [--max-connections N] [--header-timeout S]
+//             [--body-timeout S] [--idle-timeout S] [--write-timeout S]
 // An OpenAI-compatible HTTP server over the C API: /v1/chat/completions, /v1/completions
 // (both with streaming), /v1/embeddings (embedding bundles), /v1/models, /health, /tokenize,
 // /detokenize. Each of --sessions
 // slots is a session of the one loaded model; requests beyond the free slots wait in a
 // bounded queue, and past it get 503 with Retry-After. A request whose prompt starts with
-// what its slot already holds skips re-running that prefix.
+// what its slot already holds skips re-running that prefix. Connections are read by a gate
+// (connection_gate.h): a request reaches a worker only when it has arrived whole.
 #include <CLI/CLI.hpp>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -13,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <ctime>
 #include <functional>
@@ -24,10 +28,12 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <sys/resource.h>
 #include <thread>
 #include <vector>
 
 #include "include/tern.h"
+#include "tools/server/connection_gate.h"
 #include "tools/server/server_api.h"
 #include "tools/server/slot_pool.h"
 
@@ -41,6 +47,10 @@ struct Options {
   int port = 8080;
   unsigned ctx = 0, sessions = 1, threads = 1, timeout = 600, queue = 16;
   size_t max_body = 1 << 20;
+  // Connection limits (ConnectionGate): seconds for a request's head, its body, an idle
+  // keep-alive connection and a stalled write; open connections before a fast 503.
+  double header_timeout = 10, body_timeout = 30, idle_timeout = 5, write_timeout = 30;
+  size_t max_connections = 512;
 };
 
 struct Server {
@@ -269,6 +279,68 @@ Generation generate(Server& s, tern_session* session, const GenerationRequest& r
   return g;
 }
 
+// Anyone who can reach a non-loopback address can use the server unless a key is required.
+void warn_if_open_to_the_network(const Options& opt) {
+  const bool loopback = opt.host == "localhost" || opt.host == "::1" || opt.host.rfind("127.", 0) == 0;
+  if (loopback || !opt.api_key.empty()) return;
+  std::fprintf(stderr,
+               "tern-server: warning: listening on %s without --api-key: anyone who can reach this address can use "
+               "the model (and its CPU and memory); set --api-key, or keep the default 127.0.0.1 behind a proxy\n",
+               opt.host.c_str());
+}
+
+void add_connection_options(CLI::App& app, Options& opt) {
+  app.add_option("--header-timeout", opt.header_timeout,
+                 "seconds for a request line and headers to arrive (default 10); then 408")
+      ->check(CLI::Range(0.05, 3600.0));
+  app.add_option("--body-timeout", opt.body_timeout, "seconds for a request body to arrive after its head (default 30)")
+      ->check(CLI::Range(0.05, 3600.0));
+  app.add_option("--idle-timeout", opt.idle_timeout, "seconds an idle keep-alive connection stays open (default 5)")
+      ->check(CLI::Range(0.05, 3600.0));
+  app.add_option("--write-timeout", opt.write_timeout,
+                 "seconds a response write may make no progress before the client is dropped (default 30)")
+      ->check(CLI::Range(0.05, 3600.0));
+  app.add_option("--max-connections", opt.max_connections, "open connections; more get an immediate 503 (default 512)")
+      ->check(CLI::Range(size_t{1}, size_t{65536}));
+}
+
+std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1e3)); }
+
+GateLimits gate_limits(const Options& opt) {
+  GateLimits l;
+  l.max_connections = opt.max_connections;
+  l.header_timeout = ms(opt.header_timeout);
+  l.body_timeout = ms(opt.body_timeout);
+  l.idle_timeout = ms(opt.idle_timeout);
+  l.write_timeout = ms(opt.write_timeout);
+  l.request.max_body_bytes = opt.max_body;
+  l.max_buffered_bytes = std::max<size_t>(32u << 20, 32 * opt.max_body);
+  // A worker for every slot and every place in the queue, and a few more so requests beyond
+  // them get their 503 at once; GET requests (/health) have workers of their own.
+  l.workers = opt.sessions + opt.queue + 4;
+  l.light_workers = 2;
+  return l;
+}
+
+// Every connection is a descriptor: make room for the limit (the soft limit is often 1,024),
+// or lower the limit to what fits, and say so.
+void fit_open_file_limit(Options& opt) {
+  const rlim_t reserve = 64;  // the bundle, stdio, the gate's pipe, logs
+  const rlim_t need = static_cast<rlim_t>(opt.max_connections) + GateLimits().max_lingering + reserve;
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= need) return;
+  rlimit raised = r;
+  raised.rlim_cur = std::min(need, r.rlim_max);
+  if (setrlimit(RLIMIT_NOFILE, &raised) == 0) r = raised;
+  if (r.rlim_cur >= need) return;
+  const size_t fits = r.rlim_cur > GateLimits().max_lingering + reserve
+                          ? static_cast<size_t>(r.rlim_cur - GateLimits().max_lingering - reserve)
+                          : 1;
+  std::fprintf(stderr, "tern-server: --max-connections %zu lowered to %zu (the open-file limit is %llu)\n",
+               opt.max_connections, fits, static_cast<unsigned long long>(r.rlim_cur));
+  opt.max_connections = fits;
+}
+
 std::atomic<bool> g_listen_returned{false};
 
 // stop() before listen has started is lost: wait for it to run first.
@@ -445,12 +517,15 @@ int main(int argc, char** argv) {
   app.add_option("--sessions", opt.sessions, "concurrent session slots (default 1)")->check(CLI::Range(1u, 256u));
   app.add_option("-t,--threads", opt.threads, "compute threads (0: one per core)");
   app.add_option("--api-key", opt.api_key, "require 'Authorization: Bearer KEY' on every endpoint but /health");
-  app.add_option("--timeout", opt.timeout, "seconds a request may wait for a slot, and socket read/write timeouts")
+  app.add_option("--timeout", opt.timeout, "seconds a request may wait for a slot (default 600)")
       ->check(CLI::Range(1u, 86400u));
   app.add_option("--queue", opt.queue, "requests that may wait for a slot (default 16); more get 503")
       ->check(CLI::Range(0u, 4096u));
   app.add_option("--max-body", opt.max_body, "largest request body in bytes (default 1 MiB); more gets 413");
+  add_connection_options(app, opt);
   CLI11_PARSE(app, argc, argv);
+  fit_open_file_limit(opt);
+  warn_if_open_to_the_network(opt);
 
   Server s;
   s.opt = opt;
@@ -469,16 +544,31 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  httplib::Server http;
-  // Threads for every slot, the queue and a few more so /health answers while all are busy.
-  const size_t workers = opt.sessions + opt.queue + 4;
-  http.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
+  GatedServer http;
+  GateHooks hooks;
+  hooks.serve = [&http](httplib::Stream& stream, bool close_connection, bool& connection_closed) {
+    return http.serve(stream, close_connection, connection_closed);
+  };
+  hooks.error_body = [](int status, const std::string& message) {
+    ApiError e{status, message, status == 503 ? "server_error" : "invalid_request_error", "", ""};
+    if (status == 503) e.code = "server_busy";
+    return dump(error_body(e));
+  };
+  hooks.log = [&s](const std::string& method, const std::string& path, int status, const std::string& message) {
+    std::lock_guard<std::mutex> lock(s.log_mutex);
+    std::fprintf(stderr, "%s %s %d (%s)\n", method.empty() ? "-" : method.c_str(), path.empty() ? "-" : path.c_str(),
+                 status, message.c_str());
+  };
+  const GateLimits limits = gate_limits(opt);
+  ConnectionGate gate(limits, hooks);
+  http.attach(&gate);
   http.set_payload_max_length(opt.max_body);
-  http.set_read_timeout(static_cast<time_t>(opt.timeout), 0);
-  http.set_write_timeout(static_cast<time_t>(opt.timeout), 0);
+  // The Keep-Alive header tells clients what the gate does.
+  http.set_keep_alive_timeout(static_cast<time_t>(std::ceil(opt.idle_timeout)));
+  http.set_keep_alive_max_count(limits.max_requests_per_connection);
   http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
     if (s.opt.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + s.opt.api_key) {
+    if (equals_secret(req.get_header_value("Authorization"), "Bearer " + s.opt.api_key)) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
     reply_error(res, ApiError{401, "Incorrect API key provided", "invalid_request_error", "", "invalid_api_key"});
@@ -496,7 +586,7 @@ int main(int argc, char** argv) {
     log_line(s, req, res.status, 0, 0, 0, 0);
   });
 
-  http.Get("/health", [&s](const httplib::Request&, httplib::Response& res) {
+  http.Get("/health", [&s, &gate](const httplib::Request&, httplib::Response& res) {
     json j;
     if (!s.ready) {
       j["status"] = s.failed ? "error" : "loading";
@@ -510,6 +600,9 @@ int main(int argc, char** argv) {
       j["slots_idle"] = idle;
       j["slots_total"] = s.pool->total();
       j["queue"] = s.pool->waiting();
+      const ConnectionGate::Counts c = gate.counts();
+      j["connections"] = {{"open", c.open}, {"running", c.running}, {"closing", c.lingering},
+                          {"buffered_bytes", c.buffered_bytes}, {"limit", s.opt.max_connections}};
       j["memory"] = {{"budget_bytes", r.budget_bytes},
                      {"planned_bytes", r.planned_total_bytes},
                      {"arena_used_bytes", r.arena_used_bytes},
@@ -576,7 +669,13 @@ int main(int argc, char** argv) {
     }
     std::vector<char> text(64 * ids.size() + 16);
     size_t size = 0;
-    const tern_status st = tern_detokenize(s.model, ids.data(), ids.size(), text.data(), text.size(), &size);
+    tern_status st;
+    // Pieces may be longer than 64 bytes (LLaMA-3 has 128-byte ones): grow until the text fits.
+    for (int grow = 0; (st = tern_detokenize(s.model, ids.data(), ids.size(), text.data(), text.size(), &size)) ==
+                           TERN_OUT_OF_RANGE && grow < 8;
+         ++grow) {
+      text.resize(text.size() * 2);
+    }
     if (st != TERN_OK) return reply_error(res, status_error(st, "detokenize"));
     res.set_content(dump(json{{"content", std::string(text.data(), size)}}), "application/json");
   });
@@ -586,6 +685,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tern-server: cannot listen on %s:%d\n", opt.host.c_str(), opt.port);
     return 1;
   }
+  http.widen_backlog(SOMAXCONN);
   std::fprintf(stderr, "tern-server: listening on http://%s:%d (model %s, %u session slot%s)\n", opt.host.c_str(),
                port, s.model_name.c_str(), opt.sessions, opt.sessions == 1 ? "" : "s");
   std::printf("%d\n", port);
@@ -639,6 +739,7 @@ int main(int argc, char** argv) {
   });
   http.listen_after_bind();
   g_listen_returned = true;
+  gate.stop();  // running requests end first: the sessions below are still theirs
   pthread_kill(stopper.native_handle(), SIGUSR1);  // ends the stopper if no signal came
   stopper.join();
   loader.join();
