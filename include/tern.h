@@ -356,8 +356,9 @@ TERN_API tern_status tern_plan(const char* bundle_path, const tern_model_params*
 /* ---- Chat ----
  * Renders a conversation into the text the model was trained on, with the bundle's chat
  * format (tern_model_info.chat_format; the converter derives it from the checkpoint's
- * tokenizer_config.json chat_template). Roles: "system", "user", "assistant" (anything else
- * is TERN_INVALID_ARGUMENT, naming it); content must be valid UTF-8 (TERN_INVALID_UTF8).
+ * tokenizer_config.json chat_template). Roles: "system", "user", "assistant", and "tool" for
+ * a tool's result (LLaMA 3.1's "ipython" turn in the llama3 format, "Tool: " in the others;
+ * anything else is TERN_INVALID_ARGUMENT, naming it); content must be valid UTF-8 (TERN_INVALID_UTF8).
  * add_assistant_prefix != 0 ends with the assistant's header, so generation writes the reply.
  * The text starts with the BOS token's text when the format opens conversations with it:
  * tokenize or generate it with add_bos = 0 and parse_special = 1. Writes a NUL-terminated
