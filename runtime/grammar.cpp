@@ -25,8 +25,9 @@ size_t GrammarVocab::required_arena_bytes(const schema::Tokenizer* table) {
   // SentencePiece text is never longer than its piece, except <unk>'s surface.
   const size_t unk = table->unk_surface() != nullptr ? table->unk_surface()->size() : 8;
   const size_t bytes = table->piece_bytes()->size() + unk + 8;
-  return align_up(bytes, 64) + 64 + align_up((n + 1) * sizeof(uint32_t), 64) + 64 +
-         align_up(n * sizeof(uint32_t), 64) + 64 + align_up(n, 64) + 64 + align_up(n / kLcpBlock + 1, 64) + 64;
+  // The bytes and offsets by id, then again by rank; the sorted ids; the common prefixes.
+  return 2 * (align_up(bytes, 64) + 64 + align_up((n + 1) * sizeof(uint32_t), 64) + 64) +
+         align_up(n * sizeof(uint32_t), 64) + 64 + align_up(n + 1, 64) + 64 + align_up(n / kLcpBlock + 1, 64) + 64;
 }
 
 Error GrammarVocab::build(const Tokenizer& tokenizer, uint32_t n_tokens, ArenaAllocator& arena) {
@@ -82,6 +83,19 @@ Error GrammarVocab::build(const uint8_t* bytes, const uint32_t* offsets, uint32_
     const int c = std::memcmp(bytes + offsets[a], bytes + offsets[b], std::min(la, lb));
     return c < 0 || (c == 0 && (la < lb || (la == lb && a < b)));
   });
+  TERN_ASSIGN_OR_RETURN(uint32_t* rank_offsets,
+                        arena.allocate_array<uint32_t>(n_sorted + 1, ArenaPurpose::Tokenizer, 64));
+  size_t sorted_total = 0;
+  for (uint32_t r = 0; r < n_sorted; ++r) {
+    rank_offsets[r] = static_cast<uint32_t>(sorted_total);
+    sorted_total += offsets[sorted[r] + 1] - offsets[sorted[r]];
+  }
+  rank_offsets[n_sorted] = static_cast<uint32_t>(sorted_total);
+  TERN_ASSIGN_OR_RETURN(uint8_t* rank_bytes,
+                        arena.allocate_array<uint8_t>(sorted_total + 1, ArenaPurpose::Tokenizer, 64));
+  for (uint32_t r = 0; r < n_sorted; ++r) {
+    std::memcpy(rank_bytes + rank_offsets[r], bytes + offsets[sorted[r]], rank_offsets[r + 1] - rank_offsets[r]);
+  }
   TERN_ASSIGN_OR_RETURN(uint8_t* lcp, arena.allocate_array<uint8_t>(n_sorted + 1, ArenaPurpose::Tokenizer, 64));
   const uint32_t blocks = n_sorted / kLcpBlock + 1;
   TERN_ASSIGN_OR_RETURN(uint8_t* block_min, arena.allocate_array<uint8_t>(blocks, ArenaPurpose::Tokenizer, 64));
@@ -98,7 +112,7 @@ Error GrammarVocab::build(const uint8_t* bytes, const uint32_t* offsets, uint32_
     block_min[r / kLcpBlock] = std::min<uint8_t>(block_min[r / kLcpBlock], lcp[r]);
   }
   for (uint32_t b = 0, r = 0; b <= 256; ++b) {
-    while (r < n_sorted && bytes[offsets[sorted[r]]] < b) ++r;
+    while (r < n_sorted && rank_bytes[rank_offsets[r]] < b) ++r;
     first_rank_[b] = r;
   }
   n_tokens_ = n;
@@ -107,13 +121,15 @@ Error GrammarVocab::build(const uint8_t* bytes, const uint32_t* offsets, uint32_
   bytes_ = bytes;
   offsets_ = offsets;
   sorted_ = sorted;
+  rank_bytes_ = rank_bytes;
+  rank_offsets_ = rank_offsets;
   lcp_ = lcp;
   lcp_block_min_ = block_min;
   return Error::Ok;
 }
 
 uint32_t GrammarVocab::subtree_end(uint32_t rank, uint32_t depth) const {
-  if (depth == 1) return first_rank_[bytes(sorted_[rank])[0] + 1];
+  if (depth == 1) return first_rank_[rank_bytes(rank)[0] + 1];
   uint32_t r = rank + 1;
   while (r < n_sorted_) {
     if (r % kLcpBlock == 0 && lcp_block_min_[r / kLcpBlock] >= depth) {
@@ -137,12 +153,11 @@ uint32_t hash_frame(uint32_t pos, uint32_t parent) {
 
 void rebuild_table(Program& g) {
   std::memset(g.table, 0, (static_cast<size_t>(g.table_mask) + 1) * sizeof(uint32_t));
-  g.table_used = 0;
   for (uint32_t i = 2; i < g.node_top; ++i) {
     uint32_t slot = hash_frame(g.nodes[i].pos, g.nodes[i].parent) & g.table_mask;
     while (g.table[slot] != 0) slot = (slot + 1) & g.table_mask;
     g.table[slot] = i + 1;
-    ++g.table_used;
+    g.nodes[i].slot = slot;
   }
 }
 
@@ -156,80 +171,103 @@ Error pool_full(const Program& g) {
 void new_step(Program& g) {
   if (++g.stamp == 0) {  // wrapped: forget every mark
     for (uint32_t i = 0; i < g.node_top; ++i) g.nodes[i].stamp = 0;
+    for (uint32_t i = 0; i <= g.visit_mask; ++i) g.visits[i].stamp = 0;
     g.stamp = 1;
   }
 }
 
 uint32_t intern(Program& g, uint32_t pos, uint32_t parent) {
-  if (g.table_used > (g.table_mask + 1) / 4 * 3) rebuild_table(g);
   uint32_t slot = hash_frame(pos, parent) & g.table_mask;
-  uint32_t free_slot = UINT32_MAX;
-  for (;;) {
-    const uint32_t v = g.table[slot];
-    if (v == 0) break;
-    const uint32_t i = v - 1;
-    if (i < g.node_top) {
-      if (g.nodes[i].pos == pos && g.nodes[i].parent == parent) return i;
-    } else if (free_slot == UINT32_MAX) {
-      free_slot = slot;  // a frame dropped by a walk: reusable
-    }
-    slot = (slot + 1) & g.table_mask;
+  for (uint32_t v; (v = g.table[slot]) != 0; slot = (slot + 1) & g.table_mask) {
+    const Node& n = g.nodes[v - 1];
+    if (n.pos == pos && n.parent == parent) return v - 1;
   }
   if (g.node_top == g.node_capacity) return UINT32_MAX;
   const uint32_t i = g.node_top++;
-  g.nodes[i] = Node{pos, parent, 0};
-  if (free_slot == UINT32_MAX) {
-    free_slot = slot;
-    ++g.table_used;
-  }
-  g.table[free_slot] = i + 1;
+  g.nodes[i] = Node{pos, parent, 0, slot};
+  g.table[slot] = i + 1;
   return i;
 }
+
+void truncate(Program& g, uint32_t top) {
+  while (g.node_top > top) g.table[g.nodes[--g.node_top].slot] = 0;
+}
+
+namespace {
+
+// Marks (pos, parent) visited in this step; false when it already was.
+bool first_visit(Program& g, uint32_t pos, uint32_t parent, bool* full) {
+  uint32_t slot = hash_frame(pos, parent) & g.visit_mask;
+  for (uint32_t probes = 0;; slot = (slot + 1) & g.visit_mask) {
+    Visit& v = g.visits[slot];
+    if (v.stamp != g.stamp) {
+      v = Visit{pos, parent, g.stamp};
+      return true;
+    }
+    if (v.pos == pos && v.parent == parent) return false;
+    if (++probes > g.visit_mask / 2) {
+      *full = true;
+      return false;
+    }
+  }
+}
+
+Error too_ambiguous(uint32_t capacity) {
+  return fail(Error::GrammarTooLarge, "more than %u parse stacks at once (an ambiguous grammar?)", capacity);
+}
+
+}  // namespace
 
 Error expand(Program& g, uint32_t node, uint32_t* out, uint32_t* count, uint32_t capacity, uint8_t* accepting,
              uint8_t* can_end) {
   uint32_t n_work = 0;
-  auto push = [&](uint32_t id) -> bool {
-    if (id == UINT32_MAX) return false;
-    Node& nd = g.nodes[id];
-    if (nd.stamp == g.stamp) return true;
-    nd.stamp = g.stamp;
+  bool full = false;
+  // Places to go on from, each once per step; nodes are made only for leaves and for the
+  // frames a call returns to.
+  auto push = [&](uint32_t pos, uint32_t parent) -> bool {
+    if (!first_visit(g, pos, parent, &full)) return !full;
     if (n_work == g.worklist_capacity) return false;
-    g.worklist[n_work++] = id;
+    g.worklist[2 * n_work] = pos;
+    g.worklist[2 * n_work + 1] = parent;
+    ++n_work;
     return true;
   };
-  if (!push(node)) return pool_full(g);
+  if (!push(g.nodes[node].pos, g.nodes[node].parent)) return too_ambiguous(g.worklist_capacity);
   while (n_work > 0) {
-    const uint32_t id = g.worklist[--n_work];
-    const Node nd = g.nodes[id];
-    const NfaState& s = g.states[g.positions[nd.pos].state];
+    --n_work;
+    const uint32_t pos = g.worklist[2 * n_work], parent = g.worklist[2 * n_work + 1];
+    const NfaState& s = g.states[g.positions[pos].state];
     bool ok = true;
     switch (s.kind) {
-      case NfaKind::Terminal:
-        if (*count == capacity) {
-          return fail(Error::GrammarTooLarge, "more than %u parse stacks at once (an ambiguous grammar?)", capacity);
-        }
+      case NfaKind::Terminal: {
+        const uint32_t id = intern(g, pos, parent);
+        if (id == UINT32_MAX) return pool_full(g);
+        if (g.nodes[id].stamp == g.stamp) break;
+        g.nodes[id].stamp = g.stamp;
+        if (*count == capacity) return too_ambiguous(capacity);
         out[(*count)++] = id;
         break;
+      }
       case NfaKind::Split:
-        ok = push(intern(g, g.states[s.next].pos, nd.parent)) && push(intern(g, g.states[s.next2].pos, nd.parent));
+        ok = push(g.states[s.next].pos, parent) && push(g.states[s.next2].pos, parent);
         break;
       case NfaKind::Ref: {
-        const uint32_t ret = s.tail ? nd.parent : intern(g, g.states[s.next].pos, nd.parent);
-        ok = ret != UINT32_MAX && push(intern(g, g.states[g.rules[s.arg].start].pos, ret));
+        const uint32_t ret = s.tail ? parent : intern(g, g.states[s.next].pos, parent);
+        if (ret == UINT32_MAX) return pool_full(g);
+        ok = push(g.states[g.rules[s.arg].start].pos, ret);
         break;
       }
       case NfaKind::Final:
-        if (nd.parent == kRootNode) {
+        if (parent == kRootNode) {
           *accepting = 1;
-        } else if (nd.parent == kMarkerNode) {
+        } else if (parent == kMarkerNode) {
           *can_end = 1;
         } else {
-          ok = push(nd.parent);
+          ok = push(g.nodes[parent].pos, g.nodes[parent].parent);
         }
         break;
     }
-    if (!ok) return pool_full(g);
+    if (!ok) return too_ambiguous(g.worklist_capacity);
   }
   return Error::Ok;
 }
@@ -254,9 +292,7 @@ Error step(Program& g, const uint32_t* in, uint32_t n, uint8_t byte, uint32_t* o
     if (id == UINT32_MAX) return pool_full(g);
     if (g.nodes[id].stamp == g.stamp) continue;
     g.nodes[id].stamp = g.stamp;
-    if (*count == capacity) {
-      return fail(Error::GrammarTooLarge, "more than %u parse stacks at once (an ambiguous grammar?)", capacity);
-    }
+    if (*count == capacity) return too_ambiguous(capacity);
     out[(*count)++] = id;
   }
   return Error::Ok;
@@ -274,7 +310,7 @@ Error Walker::start(Program& g, const uint32_t* leaves, uint32_t n, bool accepti
 Result<uint32_t> Walker::descend(const uint8_t* bytes, uint32_t len, uint32_t shared, const uint32_t* follow) {
   Program& g = *g_;
   uint32_t d = shared;
-  g.node_top = g.levels[d].node_top;
+  truncate(g, g.levels[d].node_top);
   while (d < len) {
     const WalkLevel& at = g.levels[d];
     if (at.count == 0) return d;
@@ -290,7 +326,7 @@ Result<uint32_t> Walker::descend(const uint8_t* bytes, uint32_t len, uint32_t sh
 }
 
 void Walker::finish() {
-  if (g_ != nullptr) g_->node_top = node_top0_;
+  if (g_ != nullptr) truncate(*g_, node_top0_);
 }
 
 }  // namespace grammar_detail
@@ -331,9 +367,7 @@ void Grammar::restart() {
 
 Error Grammar::start_state() {
   Program& g = *program_;
-  g.node_top = 2;
-  g.table_used = 0;
-  std::memset(g.table, 0, (static_cast<size_t>(g.table_mask) + 1) * sizeof(uint32_t));
+  truncate(g, 2);
   new_step(g);
   current_.count = 0;
   uint8_t accepting = 0, can_end = 0;
@@ -394,7 +428,7 @@ Error Grammar::compact() {
   for (uint32_t i = 2; i < g.node_top; ++i) {
     if (g.nodes[i].stamp != kLive) continue;
     const uint32_t parent = g.nodes[i].parent;
-    g.nodes[top] = Node{g.nodes[i].pos, parent > kMarkerNode ? remap[parent] : parent, 0};
+    g.nodes[top] = Node{g.nodes[i].pos, parent > kMarkerNode ? remap[parent] : parent, 0, 0};
     remap[i] = top++;
   }
   for (uint32_t i = 0; i < current_.count; ++i) current_.leaves[i] = remap[current_.leaves[i]];
@@ -440,13 +474,13 @@ Result<bool> Grammar::allows_bytes(const State& state, const uint8_t* bytes, siz
     State* to = &scratch_[i & 1];
     const Error e = advance(*from, bytes[i], to);
     if (e != Error::Ok) {
-      program_->node_top = top;
+      truncate(*program_, top);
       return e;
     }
     from = to;
   }
   ok = ok && (from->count > 0 || from->accepting);
-  program_->node_top = top;
+  truncate(*program_, top);
   return ok;
 }
 
@@ -477,10 +511,18 @@ Result<uint32_t> Grammar::compute_mask(const State& state, uint32_t* words) {
     for (uint32_t j = 0; j < i && !repeated; ++j) repeated = g.nodes[state.leaves[j]].pos == pos;
     if (!repeated) {
       const uint32_t* data = g.cache_data + c.accepted;
-      if (c.bitset) {
-        for (uint32_t w = 0; w < g.mask_words; ++w) words[w] |= data[w];
-      } else {
-        for (uint32_t k = 0; k < c.accepted_count; ++k) set_bit(words, data[k]);
+      switch (c.encoding) {
+        case Accepted::Bitset:
+          for (uint32_t w = 0; w < g.mask_words; ++w) words[w] |= data[w];
+          break;
+        case Accepted::Ids:
+          for (uint32_t k = 0; k < c.accepted_count; ++k) set_bit(words, data[k]);
+          break;
+        case Accepted::RankRanges:
+          for (uint32_t k = 0; k < c.accepted_count; ++k) {
+            for (uint32_t r = data[2 * k]; r < data[2 * k + 1]; ++r) set_bit(words, v.sorted(r));
+          }
+          break;
       }
     }
     if (c.uncertain_count == 0) continue;
@@ -499,8 +541,8 @@ Result<uint32_t> Grammar::compute_mask(const State& state, uint32_t* words) {
           ++r;
           continue;
         }
-        const uint8_t* b = v.bytes(id);
-        const uint32_t n = v.length(id);
+        const uint8_t* b = v.rank_bytes(r);
+        const uint32_t n = v.rank_length(r);
         uint32_t shared = 0;
         const uint32_t limit = std::min(std::min(prev_len, n), prev_depth);
         while (shared < limit && prev[shared] == b[shared]) ++shared;
@@ -534,26 +576,31 @@ Result<uint32_t> Grammar::compute_mask(const State& state, uint32_t* words) {
 Result<uint32_t> Grammar::mask_logits(const State& state, float* logits) {
   TERN_CHECK_OR_RETURN(program_ != nullptr, Error::InvalidState, "no grammar is set");
   TERN_ASSIGN_OR_RETURN(const uint32_t allowed, compute_mask(state, mask_));
-  (void)allowed;
   const uint32_t n = vocab_->size();
-  uint32_t finite = 0;
+  // Whole words at once where the mask is all off (most of a JSON step) or all on (inside a
+  // string); bit by bit only where it is mixed. Whether anything allowed is still finite
+  // (the bias and hook may have banned it) only needs one.
+  bool finite = false;
   for (uint32_t w = 0; w < program_->mask_words; ++w) {
     const uint32_t bits = mask_[w];
     const uint32_t base = w * 32;
     const uint32_t count = std::min<uint32_t>(32, n - base);
+    float* l = logits + base;
     if (bits == 0) {
-      for (uint32_t k = 0; k < count; ++k) logits[base + k] = -INFINITY;
-      continue;
-    }
-    for (uint32_t k = 0; k < count; ++k) {
-      if ((bits >> k) & 1u) {
-        finite += logits[base + k] > -INFINITY ? 1 : 0;
-      } else {
-        logits[base + k] = -INFINITY;
+      for (uint32_t k = 0; k < count; ++k) l[k] = -INFINITY;
+    } else if (bits == 0xFFFFFFFFu && count == 32) {
+      for (uint32_t k = 0; k < 32 && !finite; ++k) finite = l[k] > -INFINITY;
+    } else {
+      for (uint32_t k = 0; k < count; ++k) {
+        if ((bits >> k) & 1u) {
+          finite = finite || l[k] > -INFINITY;
+        } else {
+          l[k] = -INFINITY;
+        }
       }
     }
   }
-  return finite;
+  return finite ? allowed : 0u;
 }
 
 }  // namespace tern

@@ -51,9 +51,12 @@ class GrammarVocab {
   uint32_t size() const { return n_tokens_; }
   const uint8_t* bytes(uint32_t id) const { return bytes_ + offsets_[id]; }
   uint32_t length(uint32_t id) const { return offsets_[id + 1] - offsets_[id]; }
-  // Tokens with bytes, sorted; sorted_size() of them.
+  // Tokens with bytes, sorted; sorted_size() of them. Walks read them by rank: the bytes are
+  // also kept in that order, so a walk reads memory front to back.
   uint32_t sorted_size() const { return n_sorted_; }
   uint32_t sorted(uint32_t rank) const { return sorted_[rank]; }
+  const uint8_t* rank_bytes(uint32_t rank) const { return rank_bytes_ + rank_offsets_[rank]; }
+  uint32_t rank_length(uint32_t rank) const { return rank_offsets_[rank + 1] - rank_offsets_[rank]; }
   // Common prefix of ranks r - 1 and r (at most 255; 0 at rank 0).
   uint32_t lcp(uint32_t rank) const { return lcp_[rank]; }
   // The first rank after `rank` whose common prefix with its predecessor is below `depth`:
@@ -75,6 +78,8 @@ class GrammarVocab {
   const uint8_t* bytes_ = nullptr;
   const uint32_t* offsets_ = nullptr;  // n_tokens_ + 1
   uint32_t* sorted_ = nullptr;
+  uint8_t* rank_bytes_ = nullptr;
+  uint32_t* rank_offsets_ = nullptr;  // n_sorted_ + 1
   uint8_t* lcp_ = nullptr;
   uint8_t* lcp_block_min_ = nullptr;  // the least lcp in each block of kLcpBlock ranks
   uint32_t first_rank_[257] = {};
@@ -131,8 +136,8 @@ class Grammar {
   Result<uint32_t> compute_mask(const State& state, uint32_t* words);
   uint32_t mask_words() const { return (vocab_->size() + 31) / 32; }
   // compute_mask(state) into the grammar's own bitset, then every logit of a token it does
-  // not allow (ids < vocab size) becomes -infinity. Returns how many allowed tokens still
-  // have a finite logit (0: nothing left to sample).
+  // not allow (ids < vocab size) becomes -infinity. Returns how many tokens it allows, or 0
+  // when none of them has a finite logit left (nothing to sample).
   Result<uint32_t> mask_logits(const State& state, float* logits);
 
   // Brute force, for tests: whether `state` allows the bytes (a walk over the automaton

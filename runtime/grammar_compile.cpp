@@ -1140,7 +1140,7 @@ Error build_caches(Grammar::Program& g, const GrammarVocab& v, Region& region, s
     const Position& at = g.positions[p];
     if (!at.terminal) continue;
     const uint32_t* follow = g.rules[g.states[at.state].rule].follow;
-    g.node_top = 2;
+    truncate(g, 2);
     new_step(g);
     const uint32_t leaf = intern(g, p, kMarkerNode);
     if (leaf == UINT32_MAX) return fail(Error::GrammarTooLarge, "no room for parse stacks");
@@ -1161,9 +1161,8 @@ Error build_caches(Grammar::Program& g, const GrammarVocab& v, Region& region, s
       const uint32_t end = v.first_rank(b + 1);
       uint32_t depth_made = 0;
       for (uint32_t r = v.first_rank(b); r < end;) {
-        const uint32_t id = v.sorted(r);
-        const uint8_t* bytes = v.bytes(id);
-        const uint32_t n = v.length(id);
+        const uint8_t* bytes = v.rank_bytes(r);
+        const uint32_t n = v.rank_length(r);
         const uint32_t shared = r == v.first_rank(b) ? 0 : std::min(v.lcp(r), depth_made);
         auto reached = walker.descend(bytes, n, shared, follow);
         if (!reached.ok()) {
@@ -1175,7 +1174,7 @@ Error build_caches(Grammar::Program& g, const GrammarVocab& v, Region& region, s
         const WalkLevel& level = walker.level(depth);
         if (depth == n) {
           if (level.count > 0 || level.can_end || level.accepting) {
-            accepted[n_accepted++] = id;
+            accepted[n_accepted++] = r;
           } else if (level.uncertain_before) {
             uncertain(r, r + 1);
           }
@@ -1192,27 +1191,46 @@ Error build_caches(Grammar::Program& g, const GrammarVocab& v, Region& region, s
     }
     walker.finish();
     TokenCache& c = caches[p];
-    c.bitset = static_cast<uint64_t>(n_accepted) * 32 > v.size() ? 1 : 0;
-    const size_t accepted_words = c.bitset ? g.mask_words : n_accepted;
+    // Accepted ranks are ascending: count their runs for the range encoding. Large sets are
+    // bitsets (one OR per word at run time), the rest whichever of ids and runs is smaller.
+    uint32_t runs = 0;
+    for (uint32_t k = 0; k < n_accepted; ++k) runs += k == 0 || accepted[k] != accepted[k - 1] + 1 ? 1 : 0;
+    if (static_cast<uint64_t>(n_accepted) * 8 > v.size()) {
+      c.encoding = Accepted::Bitset;
+    } else {
+      c.encoding = 2 * runs < n_accepted ? Accepted::RankRanges : Accepted::Ids;
+    }
+    const size_t accepted_words = c.encoding == Accepted::Bitset ? g.mask_words
+                                  : c.encoding == Accepted::Ids  ? n_accepted
+                                                                 : 2 * static_cast<size_t>(runs);
     const size_t words = accepted_words + 2 * static_cast<size_t>(n_ranges);
     if (fits && region.low<uint32_t>(words) == nullptr) fits = false;
     if (fits) {
       uint32_t* out = data + data_size;
-      if (c.bitset) {
+      if (c.encoding == Accepted::Bitset) {
         std::memset(out, 0, g.mask_words * sizeof(uint32_t));
-        for (uint32_t k = 0; k < n_accepted; ++k) set_bit(out, accepted[k]);
+        for (uint32_t k = 0; k < n_accepted; ++k) set_bit(out, v.sorted(accepted[k]));
+      } else if (c.encoding == Accepted::Ids) {
+        for (uint32_t k = 0; k < n_accepted; ++k) out[k] = v.sorted(accepted[k]);
       } else {
-        std::memcpy(out, accepted, n_accepted * sizeof(uint32_t));
+        uint32_t m = 0;
+        for (uint32_t k = 0; k < n_accepted; ++k) {
+          if (k == 0 || accepted[k] != accepted[k - 1] + 1) {
+            out[2 * m] = accepted[k];
+            ++m;
+          }
+          out[2 * m - 1] = accepted[k] + 1;
+        }
       }
       std::memcpy(out + accepted_words, ranges, 2 * n_ranges * sizeof(uint32_t));
     }
     c.accepted = static_cast<uint32_t>(data_size);
-    c.accepted_count = n_accepted;
+    c.accepted_count = c.encoding == Accepted::RankRanges ? runs : n_accepted;
     c.uncertain = static_cast<uint32_t>(data_size + accepted_words);
     c.uncertain_count = n_ranges;
     data_size += words;
   }
-  g.node_top = 2;
+  truncate(g, 2);
   g.cache_data = data;
   region.high_release(temp_mark);
   *needed = data_size * sizeof(uint32_t);
@@ -1248,11 +1266,12 @@ Error Grammar::compile(const char* text, size_t size, const GrammarVocab& vocab,
   }
   r.high_release(high0);
   // Working memory, kept at the high end.
-  constexpr uint32_t kNodes = 32768, kWorklist = 8192, kWalk = 32768, kMaxLeaves = 1024;
+  constexpr uint32_t kNodes = 32768, kVisits = 16384, kWorklist = 8192, kWalk = 32768, kMaxLeaves = 1024;
   {
     // What must fit besides the caches: the working memory, and the walk's temporaries.
     const size_t states = 4 + kMaxDraftSlots;
-    const size_t working = kNodes * sizeof(Node) + 2 * kNodes * sizeof(uint32_t) + kWorklist * sizeof(uint32_t) +
+    const size_t working = kNodes * sizeof(Node) + 2 * kNodes * sizeof(uint32_t) + kVisits * sizeof(Visit) +
+                           2 * kWorklist * sizeof(uint32_t) +
                            kWalk * sizeof(uint32_t) + (vocab.max_length() + 2) * sizeof(WalkLevel) +
                            (vocab.size() + 31) / 32 * sizeof(uint32_t) + states * kMaxLeaves * sizeof(uint32_t) +
                            (7 + states) * 64;
@@ -1268,7 +1287,9 @@ Error Grammar::compile(const char* text, size_t size, const GrammarVocab& vocab,
   g->nodes = r.high<Node>(kNodes);
   g->table = r.high<uint32_t>(2 * kNodes);
   g->table_mask = 2 * kNodes - 1;
-  g->worklist = r.high<uint32_t>(kWorklist);
+  g->visits = r.high<Visit>(kVisits);
+  g->visit_mask = kVisits - 1;
+  g->worklist = r.high<uint32_t>(2 * kWorklist);
   g->worklist_capacity = kWorklist;
   g->walk = r.high<uint32_t>(kWalk);
   g->walk_capacity = kWalk;
@@ -1277,8 +1298,8 @@ Error Grammar::compile(const char* text, size_t size, const GrammarVocab& vocab,
   g->mask_words = (vocab.size() + 31) / 32;
   uint32_t* mask = r.high<uint32_t>(g->mask_words);
   State* states[] = {&current_, &scratch_[0], &scratch_[1], &staged_};
-  bool ok = g->nodes != nullptr && g->table != nullptr && g->worklist != nullptr && g->walk != nullptr &&
-            g->levels != nullptr && mask != nullptr;
+  bool ok = g->nodes != nullptr && g->table != nullptr && g->visits != nullptr && g->worklist != nullptr &&
+            g->walk != nullptr && g->levels != nullptr && mask != nullptr;
   for (State* s : states) {
     *s = State{};
     s->leaves = r.high<uint32_t>(kMaxLeaves);
@@ -1293,8 +1314,9 @@ Error Grammar::compile(const char* text, size_t size, const GrammarVocab& vocab,
   }
   if (!ok) return no_room(r, "parse stacks");
   std::memset(g->table, 0, 2 * static_cast<size_t>(kNodes) * sizeof(uint32_t));
-  g->nodes[kRootNode] = Node{kNoPos, kRootNode, 0};
-  g->nodes[kMarkerNode] = Node{kNoPos, kMarkerNode, 0};
+  std::memset(g->visits, 0, kVisits * sizeof(Visit));
+  g->nodes[kRootNode] = Node{kNoPos, kRootNode, 0, 0};
+  g->nodes[kMarkerNode] = Node{kNoPos, kMarkerNode, 0, 0};
   g->node_top = 2;
   program_ = g;
   vocab_ = &vocab;

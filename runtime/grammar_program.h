@@ -46,15 +46,17 @@ struct RuleInfo {
   uint32_t follow[8];  // bytes that can follow the rule anywhere (256-bit set)
 };
 
-// The tokens a terminal position allows on its own: `accepted` (token ids: a list, or a
-// bitset of Program::mask_words words when `bitset`), and `uncertain` (ranks in the sorted
-// vocabulary, ascending) to check against the real stack.
+// The tokens a terminal position allows on its own (`accepted`, in the smallest of three
+// encodings: token ids, a bitset of Program::mask_words words, or [begin, end) pairs of ranks
+// in the sorted vocabulary, which is what whole subtrees of tokens make), and the `uncertain`
+// ones to check against the real stack ([begin, end) rank pairs, ascending).
+enum class Accepted : uint32_t { Ids, Bitset, RankRanges };
 struct TokenCache {
   uint32_t accepted = 0;
-  uint32_t accepted_count = 0;
+  uint32_t accepted_count = 0;  // ids, or range pairs
   uint32_t uncertain = 0;
-  uint32_t uncertain_count = 0;
-  uint32_t bitset = 0;
+  uint32_t uncertain_count = 0;  // range pairs
+  Accepted encoding = Accepted::Ids;
 };
 
 // A stack frame: a position and the frame below. Frames are interned (one node per pair),
@@ -62,7 +64,16 @@ struct TokenCache {
 struct Node {
   uint32_t pos;
   uint32_t parent;
-  uint32_t stamp;  // the step that last expanded it
+  uint32_t stamp;  // the step that last made it a leaf
+  uint32_t slot;   // its entry in the interning table
+};
+
+// A place expansion went through in the current step: (position, parent) pairs are visited
+// once per step (epsilon cycles, shared sub-expansions) without making nodes for them.
+struct Visit {
+  uint32_t pos;
+  uint32_t parent;
+  uint32_t stamp;
 };
 inline constexpr uint32_t kRootNode = 0;    // below the outermost rule: the text may end
 inline constexpr uint32_t kMarkerNode = 1;  // below a cache's position: "the rest of the stack"
@@ -102,11 +113,14 @@ struct Grammar::Program {
   grammar_detail::Node* nodes = nullptr;
   uint32_t node_capacity = 0;
   uint32_t node_top = 0;
-  uint32_t* table = nullptr;  // interning: node index + 1, 0 empty
+  // Interning: node index + 1, 0 empty; twice the nodes, so at most half full. Nodes are
+  // dropped newest first (a walk backing up), which undoes their insertions exactly.
+  uint32_t* table = nullptr;
   uint32_t table_mask = 0;
-  uint32_t table_used = 0;    // slots ever filled since the last rebuild
-  uint32_t* worklist = nullptr;
-  uint32_t worklist_capacity = 0;
+  grammar_detail::Visit* visits = nullptr;  // this step's expansion marks
+  uint32_t visit_mask = 0;
+  uint32_t* worklist = nullptr;  // (position, parent) pairs
+  uint32_t worklist_capacity = 0;  // pairs
   uint32_t stamp = 0;
   uint32_t* walk = nullptr;  // leaves of the walk levels
   uint32_t walk_capacity = 0;
@@ -124,6 +138,8 @@ using Program = Grammar::Program;
 void new_step(Program& g);
 // Interns (pos, parent); UINT32_MAX when the pool is full.
 uint32_t intern(Program& g, uint32_t pos, uint32_t parent);
+// Drops the nodes from index `top` on (newest first), with their table entries.
+void truncate(Program& g, uint32_t top);
 // Expands `node` (a frame to resume) and everything it reaches without reading, appending
 // terminal leaves to out[*count...capacity) and setting *accepting / *can_end on pops to the
 // root / marker. GrammarTooLarge when the pool, the worklist or `out` overflow.

@@ -119,15 +119,14 @@ root: object
 value: object | array | string | number | boolean | null
 object: "{" ws [string ":" ws value ("," ws string ":" ws value)*] "}" ws
 array: "[" ws [value ("," ws value)*] "]" ws
-string: "\"" (CHAR | "\\" ESC)* "\"" ws
-ESC: /["\\\/bfnrt]/ | "u" /[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}/ | "u" /[dD][0-7][0-9a-fA-F]{2}/
-   | "u" /[dD][89abAB][0-9a-fA-F]{2}/ "\\u" /[dD][c-fC-F][0-9a-fA-F]{2}/
-CHAR: /[^"\\\x7F\x00-\x1F]/
-number: ["-"] ("0" | /[1-9]/ DIGIT~0..15) ["." DIGIT~1..16] [/[eE]/ [/[-+]/] DIGIT~1..3] ws
-DIGIT: /[0-9]/
+string: STRING ws
+STRING: /"([^"\\\x7F\x00-\x1F]|\\(["\\\/bfnrt]|u([0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}|[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})))*"/
+number: NUMBER ws
+NUMBER: /-?(0|[1-9][0-9]{0,15})(\.[0-9]{1,16})?([eE][-+]?[0-9]{1,3})?/
 boolean: ("true" | "false") ws
 null: "null" ws
-ws: | " " | "\n" /[ \t]/~0..20
+ws: WS?
+WS: / |\n[ \t]{0,20}/
 ''',
      ['{}', '{"a":1}', '{"a" : [1, -2.5e3, true, null], "b": {"c": "x\\"\\u00e9"}}\n',
       '{\n  "k": "v"}', '{"x":[[],{}]} ', '{"e": "\\ud83d\\ude00"}'], '{}[]":,-.0123456789eEtrufalsn \\ud8'),
