@@ -535,18 +535,7 @@ class DfaBuilder {
     return n_++;
   }
 
-  bool contains(uint32_t cp) const {
-    uint32_t lo = 0, hi = n_ranges_;
-    while (lo < hi) {
-      const uint32_t mid = (lo + hi) / 2;
-      if (ranges_[mid].hi < cp) {
-        lo = mid + 1;
-      } else {
-        hi = mid;
-      }
-    }
-    return lo < n_ranges_ && ranges_[lo].lo <= cp;
-  }
+  bool contains(uint32_t cp) const { return any_in(cp, cp); }
   bool any_in(uint32_t a, uint32_t b) const {
     uint32_t lo = 0, hi = n_ranges_;
     while (lo < hi) {

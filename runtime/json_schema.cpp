@@ -783,46 +783,34 @@ class Converter {
     }
     out_.put("( ");
     out_.printf("\"%c\" ", x[0]);
-    at_least(x + 1, n - 1);
+    bounded(x + 1, n - 1, false);
     if (x[0] + 1 <= y[0] - 1) {
       out_.put(" | ");
       digits(static_cast<char>(x[0] + 1), static_cast<char>(y[0] - 1), n - 1);
     }
     out_.printf(" | \"%c\" ", y[0]);
-    at_most(y + 1, n - 1);
+    bounded(y + 1, n - 1, true);
     out_.put(" )");
   }
-  // Digit strings of length n >= x.
-  void at_least(const char* x, int n) {
+  // Digit strings of length n that are >= x (upper: <= x).
+  void bounded(const char* x, int n, bool upper) {
     if (n == 0) return;
-    bool zeros = true;
-    for (int i = 0; i < n; ++i) zeros &= x[i] == '0';
-    if (zeros) {
+    const char extreme = upper ? '9' : '0';
+    bool any = true;  // x is all 0s (all 9s): every string of n digits
+    for (int i = 0; i < n; ++i) any &= x[i] == extreme;
+    if (any) {
       digits('0', '9', n - 1);
       return;
     }
     out_.printf("( \"%c\" ", x[0]);
-    at_least(x + 1, n - 1);
-    if (x[0] < '9') {
+    bounded(x + 1, n - 1, upper);
+    if (x[0] != (upper ? '0' : '9')) {  // a first digit past x's (below it: upper), then anything
       out_.put(" | ");
-      digits(static_cast<char>(x[0] + 1), '9', n - 1);
-    }
-    out_.put(" )");
-  }
-  // Digit strings of length n <= y.
-  void at_most(const char* y, int n) {
-    if (n == 0) return;
-    bool nines = true;
-    for (int i = 0; i < n; ++i) nines &= y[i] == '9';
-    if (nines) {
-      digits('0', '9', n - 1);
-      return;
-    }
-    out_.printf("( \"%c\" ", y[0]);
-    at_most(y + 1, n - 1);
-    if (y[0] > '0') {
-      out_.put(" | ");
-      digits('0', static_cast<char>(y[0] - 1), n - 1);
+      if (upper) {
+        digits('0', static_cast<char>(x[0] - 1), n - 1);
+      } else {
+        digits(static_cast<char>(x[0] + 1), '9', n - 1);
+      }
     }
     out_.put(" )");
   }
