@@ -14,8 +14,9 @@ Fails (never skips) when lark is missing: .ci/deps installs python3-lark.
 import argparse
 import json
 import random
-import subprocess
 import sys
+
+import jsonl_tool
 
 try:
     import lark
@@ -207,15 +208,7 @@ def main():
         names.append(name)
     for text, _, _ in BAD_GRAMMARS:
         requests.append({"grammar": text, "texts": []})
-    out = subprocess.run(cmd, input="\n".join(json.dumps(r) for r in requests) + "\n", capture_output=True,
-                         text=True, encoding="utf-8")
-    if out.returncode != 0:
-        print(f"FAILED: {args.check} exited with {out.returncode}: {out.stderr}")
-        sys.exit(1)
-    answers = [json.loads(line) for line in out.stdout.splitlines()]
-    if len(answers) != len(requests):
-        print(f"FAILED: {len(answers)} answers for {len(requests)} requests")
-        sys.exit(1)
+    answers = jsonl_tool.ask(cmd, requests)
     failures, total, accepted = 0, 0, 0
     for name, (texts, want), answer in zip(names, expected, answers):
         if not answer["ok"]:

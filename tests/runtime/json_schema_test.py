@@ -19,8 +19,9 @@ import json
 import os
 import random
 import re
-import subprocess
 import sys
+
+import jsonl_tool
 
 try:
     import jsonschema
@@ -363,12 +364,7 @@ def check_instances(schemas, args):
     through what the schema refuses). Uses tern-grammar-check (--schema, then the grammars)."""
     check = os.path.join(os.path.dirname(args.generate), "tern-grammar-check")
     cmd = [w for w in args.emulator.split(",") if w] + [check]
-    converted = subprocess.run(cmd + ["--schema"], input="\n".join(json.dumps({"schema": s}) for s in schemas) + "\n",
-                               capture_output=True, text=True, encoding="utf-8")
-    answers = [json.loads(line) for line in converted.stdout.splitlines()]
-    if converted.returncode != 0 or len(answers) != len(schemas):
-        print(f"FAILED: {check} --schema: {converted.stderr}")
-        return 1
+    answers = jsonl_tool.ask(cmd + ["--schema"], [{"schema": s} for s in schemas])
     rng = random.Random(26)
     requests, meta = [], []
     for i, (schema, answer) in enumerate(zip(schemas, answers)):
@@ -394,12 +390,7 @@ def check_instances(schemas, args):
                 texts.append("".join(m))
         requests.append({"grammar": answer["grammar"], "texts": texts})
         meta.append((i, schema, texts, set(valid)))
-    out = subprocess.run(cmd, input="\n".join(json.dumps(r) for r in requests) + "\n", capture_output=True,
-                         text=True, encoding="utf-8")
-    results = [json.loads(line) for line in out.stdout.splitlines()]
-    if out.returncode != 0 or len(results) != len(requests):
-        print(f"FAILED: {check}: {out.stderr}")
-        return 1
+    results = jsonl_tool.ask(cmd, requests)
     failures, accepted_mutants, checked = 0, 0, 0
     for (i, schema, texts, valid), result in zip(meta, results):
         if not result["ok"]:
@@ -452,15 +443,7 @@ def main():
     requests = [{"schema": s, "seeds": list(range(1, args.generations + 1)), "max_tokens": 480} for s in schemas]
     requests += [{"schema": s, "seeds": []} for s, _ in UNSUPPORTED]
     cmd = [w for w in args.emulator.split(",") if w] + [args.generate, args.bundle]
-    out = subprocess.run(cmd, input="\n".join(json.dumps(r) for r in requests) + "\n", capture_output=True,
-                         text=True, encoding="utf-8")
-    if out.returncode != 0:
-        print(f"FAILED: {args.generate} exited with {out.returncode}: {out.stderr}")
-        sys.exit(1)
-    answers = [json.loads(line) for line in out.stdout.splitlines()]
-    if len(answers) != len(requests):
-        print(f"FAILED: {len(answers)} answers for {len(requests)} requests: {out.stderr}")
-        sys.exit(1)
+    answers = jsonl_tool.ask(cmd, requests)
     outputs, tokens = 0, 0
     # The 2020-12 checker ("time" is RFC 3339's full-time there; the default checker mixes in
     # draft 3's HH:MM:SS).
