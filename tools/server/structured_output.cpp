@@ -1,6 +1,7 @@
 #include "tools/server/structured_output.h"
 
 #include <atomic>
+#include <initializer_list>
 #include <random>
 
 #include "include/tern.h"
@@ -295,14 +296,19 @@ int call_prefix(const std::string& text, size_t* args, std::string* name) {
     }
     return 1;
   };
+  // The pieces with optional white space between them; 1 when all matched.
+  auto pieces = [&](std::initializer_list<const char*> list) -> int {
+    bool first = true;
+    for (const char* piece : list) {
+      if (!first) ws();
+      first = false;
+      const int m = literal(piece);
+      if (m != 1) return m;
+    }
+    return 1;
+  };
   int m;
-  if ((m = literal("{")) != 1) return m;
-  ws();
-  if ((m = literal("\"name\"")) != 1) return m;
-  ws();
-  if ((m = literal(":")) != 1) return m;
-  ws();
-  if ((m = literal("\"")) != 1) return m;
+  if ((m = pieces({"{", "\"name\"", ":", "\""})) != 1) return m;  // the reply opens with the brace
   const size_t start = i;
   while (i < text.size() && text[i] != '"') {
     if (text[i] == '\\') return -1;  // function names have no escapes
@@ -312,11 +318,7 @@ int call_prefix(const std::string& text, size_t* args, std::string* name) {
   *name = text.substr(start, i - start);
   ++i;
   ws();
-  if ((m = literal(",")) != 1) return m;
-  ws();
-  if ((m = literal("\"arguments\"")) != 1) return m;
-  ws();
-  if ((m = literal(":")) != 1) return m;
+  if ((m = pieces({",", "\"arguments\"", ":"})) != 1) return m;
   ws();
   if (i == text.size()) return 0;
   *args = i;
