@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/grammar_bench_table.h"
 #include "include/tern.h"
 #include "platform/clock.h"
 #include "runtime/grammar.h"
@@ -26,29 +27,9 @@
 
 namespace {
 
-struct Mode {
-  std::string name;     // "unconstrained" or the file's name
-  std::string grammar;  // GBNF, empty for unconstrained
+struct Mode : tern::bench::ModeResults {
   tern::Session* session = nullptr;
-  std::vector<double> tok_s, ratio, sample_ms, decode_ms;
-  uint32_t restarts = 0;
 };
-
-struct Stats {
-  double mean = 0, sd = 0, min = 0, max = 0;
-};
-
-Stats stats(const std::vector<double>& v) {
-  Stats s;
-  if (v.empty()) return s;
-  s.min = *std::min_element(v.begin(), v.end());
-  s.max = *std::max_element(v.begin(), v.end());
-  for (double x : v) s.mean += x;
-  s.mean /= static_cast<double>(v.size());
-  for (double x : v) s.sd += (x - s.mean) * (x - s.mean);
-  s.sd = v.size() > 1 ? std::sqrt(s.sd / static_cast<double>(v.size() - 1)) : 0.0;
-  return s;
-}
 
 [[noreturn]] void die(const char* what) {
   std::fprintf(stderr, "tern-grammar-bench: %s: %s\n", what, tern::last_error_message());
@@ -194,21 +175,14 @@ int main(int argc, char** argv) {
       rate[(k + round) % modes.size()] = n / seconds;
     }
     if (round == 0) continue;
-    for (size_t i = 1; i < modes.size(); ++i) modes[i].ratio.push_back(rate[i] / rate[0]);
+    std::vector<tern::bench::ModeResults*> results;
+    for (Mode& m : modes) results.push_back(&m);
+    tern::bench::add_round(results, rate);
   }
   getloadavg(load, 3);
-  std::printf("%u rounds of %u tokens per mode, interleaved; load average %.2f at end\n\n", rounds, n, load[0]);
-  std::printf("| mode | tok/s | decode ms/token | sample ms/token | constrained / unconstrained | range | restarts |\n");
-  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-  for (const Mode& m : modes) {
-    const Stats t = stats(m.tok_s), d = stats(m.decode_ms), sm = stats(m.sample_ms), r = stats(m.ratio);
-    if (m.grammar.empty()) {
-      std::printf("| %s | %.2f ± %.2f | %.2f | %.3f | 1 | | |\n", m.name.c_str(), t.mean, t.sd, d.mean, sm.mean);
-    } else {
-      std::printf("| %s | %.2f ± %.2f | %.2f | %.3f | %.3f ± %.3f | %.3f – %.3f | %u |\n", m.name.c_str(), t.mean, t.sd,
-                  d.mean, sm.mean, r.mean, r.sd, r.min, r.max, m.restarts);
-    }
-  }
+  std::vector<tern::bench::ModeResults*> results;
+  for (Mode& m : modes) results.push_back(&m);
+  tern::bench::print_table(results, rounds, n, load[0]);
   for (Mode& m : modes) mdl.destroy_session(m.session);
   return 0;
 }
