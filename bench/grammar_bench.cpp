@@ -169,20 +169,12 @@ int main(int argc, char** argv) {
       }
       const double seconds = tern::seconds_between(t0, tern::monotonic_ns());
       if (round == 0) continue;
-      m.tok_s.push_back(n / seconds);
-      m.sample_ms.push_back(1e3 * sample_s / n);
-      m.decode_ms.push_back(1e3 * decode_s / n);
-      rate[(k + round) % modes.size()] = n / seconds;
+      rate[(k + round) % modes.size()] = tern::bench::record_run(m, n, seconds, sample_s, decode_s);
     }
-    if (round == 0) continue;
-    std::vector<tern::bench::ModeResults*> results;
-    for (Mode& m : modes) results.push_back(&m);
-    tern::bench::add_round(results, rate);
+    if (round != 0) tern::bench::add_round(modes, rate);
   }
   getloadavg(load, 3);
-  std::vector<tern::bench::ModeResults*> results;
-  for (Mode& m : modes) results.push_back(&m);
-  tern::bench::print_table(results, rounds, n, load[0]);
+  tern::bench::print_table(modes, rounds, n, load[0]);
   for (Mode& m : modes) mdl.destroy_session(m.session);
   return 0;
 }

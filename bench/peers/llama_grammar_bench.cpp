@@ -114,20 +114,13 @@ int main(int argc, char** argv) {
       const double seconds = now() - t0;
       common_sampler_free(smpl);
       if (round == 0) continue;
-      m.tok_s.push_back(n / seconds);
-      m.sample_ms.push_back(1e3 * sample_s / n);
-      m.decode_ms.push_back(1e3 * decode_s / n);
-      rate[(k + round) % modes.size()] = n / seconds;
+      rate[(k + round) % modes.size()] =
+          tern::bench::record_run(m, static_cast<unsigned>(n), seconds, sample_s, decode_s);
     }
-    if (round == 0) continue;
-    std::vector<tern::bench::ModeResults*> results;
-    for (Mode& m : modes) results.push_back(&m);
-    tern::bench::add_round(results, rate);
+    if (round != 0) tern::bench::add_round(modes, rate);
   }
   getloadavg(load, 3);
-  std::vector<tern::bench::ModeResults*> results;
-  for (Mode& m : modes) results.push_back(&m);
-  tern::bench::print_table(results, static_cast<unsigned>(rounds), static_cast<unsigned>(n), load[0]);
+  tern::bench::print_table(modes, static_cast<unsigned>(rounds), static_cast<unsigned>(n), load[0]);
   for (Mode& m : modes) llama_free(m.ctx);
   llama_model_free(model);
   llama_backend_free();
