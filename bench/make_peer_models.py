@@ -207,12 +207,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gguf-py", required=True, help="llama.cpp checkout's gguf-py folder (the gguf package)")
     ap.add_argument("--llama-bin", required=True, help="llama.cpp build/bin (llama-quantize)")
-    ap.add_argument("--bitnet-bin", required=True, help="bitnet.cpp build/bin (its llama-quantize)")
+    ap.add_argument("--bitnet-bin", help="bitnet.cpp build/bin (its llama-quantize); needed for i2_s")
     ap.add_argument("--tokenizer", required=True, help="LLaMA-3 tokenizer.json (e.g. ../shared/tokenizers/llama3)")
     ap.add_argument("--out", required=True, help="models folder (outside the repository: files are ~1-5 GB)")
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--threads", default="2", help="llama-quantize threads (I2_S always uses 1)")
     ap.add_argument("--keep-f16", action="store_true", help="keep the two 4.9 GB f16 GGUFs")
+    ap.add_argument("--only", help="comma-separated subset of tq2_0,tq1_0,i2_s (default: all)")
     args = ap.parse_args()
 
     os.makedirs(args.out, exist_ok=True)
@@ -222,6 +223,14 @@ def main():
         "peer-2b4t-tq1_0.gguf": (args.llama_bin, "peer-2b4t-bitnet-f16.gguf", "TQ1_0"),
         "peer-2b4t-i2_s.gguf": (args.bitnet_bin, "peer-2b4t-b158-f16.gguf", "I2_S"),
     }
+    if args.only:
+        wanted = {f"peer-2b4t-{q}.gguf" for q in args.only.split(",")}
+        unknown = wanted - set(targets)
+        if unknown:
+            sys.exit(f"--only: unknown {', '.join(sorted(unknown))}")
+        targets = {t: v for t, v in targets.items() if t in wanted}
+    if "peer-2b4t-i2_s.gguf" in targets and not args.bitnet_bin:
+        sys.exit("i2_s needs --bitnet-bin")
     todo = [t for t in targets if not os.path.exists(out(t))]
     need = sorted({targets[t][1] for t in todo} - {f for f in F16_BASES if os.path.exists(out(f))})
     if need:

@@ -130,6 +130,12 @@ typedef struct tern_model_params {
    * distributions for speculative sampling). 0: none. Sessions turn it on with
    * tern_session_params.n_draft or tern_session_set_draft(). */
   uint32_t n_draft;
+  /* Grammar-constrained generation: each session slot's memory for a compiled grammar and its
+   * parse stacks (tern_session_set_grammar), inside the budget; with it the model also keeps
+   * the vocabulary's bytes sorted for grammars to walk (shared by the sessions). A JSON grammar
+   * over LLaMA-3's 128,256 tokens takes about 3 MiB (a 2,048-token vocabulary well under 1 MiB);
+   * too little is TERN_GRAMMAR_TOO_LARGE naming what it needs. 0: sessions take no grammar. */
+  uint64_t grammar_bytes;
 } tern_model_params;
 
 typedef struct tern_sampler_params {
@@ -164,6 +170,9 @@ typedef struct tern_session_params {
    * TERN_INVALID_ARGUMENT when its tokenizer is not identical (vocabulary, pieces, special
    * tokens) or it is this session's own model. Free the session before the draft model. */
   tern_model* draft_model;
+  /* A GBNF grammar (NUL-terminated) the session's sampling follows from the start, as
+   * tern_session_set_grammar() sets it; NULL: none. */
+  const char* grammar;
 } tern_session_params;
 
 typedef struct tern_model_info {
@@ -347,8 +356,9 @@ TERN_API tern_status tern_plan(const char* bundle_path, const tern_model_params*
 /* ---- Chat ----
  * Renders a conversation into the text the model was trained on, with the bundle's chat
  * format (tern_model_info.chat_format; the converter derives it from the checkpoint's
- * tokenizer_config.json chat_template). Roles: "system", "user", "assistant" (anything else
- * is TERN_INVALID_ARGUMENT, naming it); content must be valid UTF-8 (TERN_INVALID_UTF8).
+ * tokenizer_config.json chat_template). Roles: "system", "user", "assistant", and "tool" for
+ * a tool's result (LLaMA 3.1's "ipython" turn in the llama3 format, "Tool: " in the others;
+ * anything else is TERN_INVALID_ARGUMENT, naming it); content must be valid UTF-8 (TERN_INVALID_UTF8).
  * add_assistant_prefix != 0 ends with the assistant's header, so generation writes the reply.
  * The text starts with the BOS token's text when the format opens conversations with it:
  * tokenize or generate it with add_bos = 0 and parse_special = 1. Writes a NUL-terminated
@@ -410,6 +420,38 @@ typedef void (*tern_logit_hook)(float* logits, size_t n_vocab, const int32_t* hi
 TERN_API tern_status tern_session_set_logit_bias(tern_session* session, const tern_logit_bias* entries,
                                                  size_t n_entries);
 TERN_API tern_status tern_session_set_logit_hook(tern_session* session, tern_logit_hook hook, void* user_data);
+
+/* ---- Structured output: grammars and JSON Schemas ----
+ * tern_session_set_grammar() constrains sampling to a GBNF grammar (llama.cpp's format: rules
+ * `name ::= ...` with "literals", [character classes], [^negated], ., ( groups ), |, *, +, ?,
+ * {m}, {m,}, {m,n}, # comments; the text starts at the rule "root"). It is compiled into the
+ * session's grammar memory (tern_model_params.grammar_bytes; TERN_INVALID_STATE without it,
+ * TERN_GRAMMAR_TOO_LARGE when it does not fit, TERN_INVALID_GRAMMAR with the line and column,
+ * TERN_INVALID_UTF8). Then tern_sample() and tern_generate() only pick tokens whose bytes keep
+ * the text a prefix of a sentence of the grammar (tokens may span several of its symbols and
+ * split UTF-8 characters), and the end-of-generation tokens only where the sentence is
+ * complete. The mask applies after the logit bias and hook, before the penalties,
+ * temperature, top-k, min-p and top-p; speculative decoding keeps only drafts the grammar
+ * allows and gives the same text as without it. tern_generate() starts the grammar anew on
+ * every call (one sentence per reply) and stops when it is complete; tern_sample() advances
+ * it; tern_session_reset(), _truncate() and _state_load() restart it. NULL removes it;
+ * setting the text already set only restarts it (no recompilation). A failed call leaves
+ * the session without a grammar. Nothing is allocated per token.
+ *
+ * tern_json_schema_to_grammar() writes the grammar for JSON text that validates against a
+ * JSON Schema: types, properties / required / additionalProperties, enum, const, arrays
+ * (items, minItems, maxItems), anyOf / oneOf (oneOf as anyOf), allOf of one schema, $ref to
+ * any JSON pointer of the document (recursion allowed), minLength / maxLength, integer
+ * ranges and number ranges with integer bounds, and the formats date, time, date-time and
+ * uuid. Annotations (title, description, default, examples, ...) are ignored; any other
+ * keyword is refused with TERN_UNSUPPORTED_SCHEMA naming it and its place in the schema.
+ * The grammar is NUL-terminated in buf; *out_size is its length, also when `capacity` is too
+ * small (TERN_OUT_OF_RANGE: call again with *out_size + 1 bytes). The schema
+ * {"type": "object"} gives any JSON object. Allocates while it runs (about 0.5 MB), not
+ * while generating. */
+TERN_API tern_status tern_session_set_grammar(tern_session* session, const char* grammar, size_t size);
+TERN_API tern_status tern_json_schema_to_grammar(const char* schema, size_t size, char* buf, size_t capacity,
+                                                 size_t* out_size);
 
 /* ---- Memory that is really there ----
  * Bytes this process could still get without being killed for memory: on Linux and Android

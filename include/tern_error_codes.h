@@ -21,6 +21,7 @@
   X(BudgetTooSmall, BUDGET_TOO_SMALL, 0x11, "memory budget too small")              \
   X(ContextFull, CONTEXT_FULL, 0x12, "context is full")                             \
   X(ArenaExhausted, ARENA_EXHAUSTED, 0x13, "arena exhausted")                       \
+  X(GrammarTooLarge, GRAMMAR_TOO_LARGE, 0x14, "grammar too large for its memory")    \
   X(IoError, IO_ERROR, 0x20, "I/O error")                                           \
   X(FileNotFound, FILE_NOT_FOUND, 0x21, "file not found")                           \
   X(CorruptFile, CORRUPT_FILE, 0x22, "corrupt or malformed input file")            \
@@ -36,6 +37,8 @@
   X(InvalidUtf8, INVALID_UTF8, 0x40, "invalid UTF-8")                               \
   X(PromptTooLong, PROMPT_TOO_LONG, 0x41, "prompt longer than the context")         \
   X(InvalidToken, INVALID_TOKEN, 0x42, "token id out of range")                     \
+  X(InvalidGrammar, INVALID_GRAMMAR, 0x43, "invalid grammar")                        \
+  X(UnsupportedSchema, UNSUPPORTED_SCHEMA, 0x44, "JSON Schema keyword not supported") \
   X(UnsupportedCpu, UNSUPPORTED_CPU, 0x50, "CPU lacks a required instruction set")  \
   X(ThreadError, THREAD_ERROR, 0x51, "thread pool error")
 

@@ -18,6 +18,7 @@
 #include "platform/log.h"
 #include "platform/memory.h"
 #include "runtime/bundle.h"
+#include "runtime/json_schema.h"
 #include "runtime/kv/kv_profile.h"
 #include "runtime/memory_plan.h"
 #include "runtime/model.h"
@@ -94,7 +95,8 @@ tern_status null_argument(const char* function, const char* argument) {
   X(kv_recent_window, kv_recent_window)       \
   X(kv_eviction, kv_eviction)                 \
   X(n_sessions, sessions)                     \
-  X(n_draft, draft_tokens)
+  X(n_draft, draft_tokens)                    \
+  X(grammar_bytes, grammar_bytes)
 
 SamplerParams to_cpp(const tern_sampler_params& p) {
   SamplerParams s;
@@ -170,6 +172,7 @@ tern_session_params tern_session_default_params(void) {
   p.sampler = tern_sampler_default_params();
   p.n_draft = 0;
   p.draft_model = nullptr;
+  p.grammar = nullptr;
   return p;
 }
 
@@ -348,6 +351,7 @@ tern_status tern_session_create(tern_model* model, const tern_session_params* pa
   if (!session.ok()) return status(session.error());
   Error e = (*session)->set_draft_tokens(p.n_draft);
   if (e == Error::Ok && p.draft_model != nullptr) e = (*session)->set_draft_model(as_model(p.draft_model));
+  if (e == Error::Ok && p.grammar != nullptr) e = (*session)->set_grammar(p.grammar, std::strlen(p.grammar));
   if (e != Error::Ok) {
     as_model(model)->destroy_session(*session);
     return status(e);
@@ -690,6 +694,18 @@ tern_status tern_session_set_logit_hook(tern_session* session, tern_logit_hook h
   TERN_C_REQUIRE_(session);
   as_session(session)->set_logit_hook(hook, user_data);
   return TERN_OK;
+}
+
+tern_status tern_session_set_grammar(tern_session* session, const char* grammar, size_t size) {
+  TERN_C_REQUIRE_(session);
+  return status(as_session(session)->set_grammar(grammar, size));
+}
+
+tern_status tern_json_schema_to_grammar(const char* schema, size_t size, char* buf, size_t capacity,
+                                        size_t* out_size) {
+  TERN_C_REQUIRE_(out_size);
+  if (schema == nullptr && size != 0) return null_argument(__func__, "schema");
+  return status(json_schema_to_grammar(schema, size, buf, capacity, out_size));
 }
 
 tern_status tern_available_memory(uint64_t* out_bytes) {

@@ -79,9 +79,9 @@ Error render_chat(const ChatFormatView& format, const Tokenizer* tokenizer, cons
     TERN_CHECK_OR_RETURN(role != nullptr && messages[i].content != nullptr, Error::InvalidArgument,
                          "chat message %zu has a null role or content", i);
     TERN_CHECK_OR_RETURN(std::strcmp(role, "system") == 0 || std::strcmp(role, "user") == 0 ||
-                             std::strcmp(role, "assistant") == 0,
-                         Error::InvalidArgument, "chat message %zu has the unknown role '%.40s' (system, user, assistant)",
-                         i, role);
+                             std::strcmp(role, "assistant") == 0 || std::strcmp(role, "tool") == 0,
+                         Error::InvalidArgument,
+                         "chat message %zu has the unknown role '%.40s' (system, user, assistant, tool)", i, role);
     const uint8_t* c = reinterpret_cast<const uint8_t*>(messages[i].content);
     const size_t n = std::strlen(messages[i].content);
     for (size_t at = 0; at < n;) {
@@ -96,7 +96,10 @@ Error render_chat(const ChatFormatView& format, const Tokenizer* tokenizer, cons
     out.put(bos.data, bos.size);
   }
   for (size_t i = 0; i < count; ++i) {
-    put_template(out, format.message_prefix, messages[i].role);
+    // A tool's result: LLaMA 3.1's "ipython" turn in the llama3 format, a "Tool" turn in the others.
+    const char* role = messages[i].role;
+    if (std::strcmp(role, "tool") == 0 && std::strcmp(format.name, "llama3") == 0) role = "ipython";
+    put_template(out, format.message_prefix, role);
     const uint8_t* c = reinterpret_cast<const uint8_t*>(messages[i].content);
     size_t begin = 0, end = std::strlen(messages[i].content);
     if (format.trim_content) {
@@ -113,7 +116,7 @@ Error render_chat(const ChatFormatView& format, const Tokenizer* tokenizer, cons
       }
     }
     out.put(messages[i].content + begin, end - begin);
-    put_template(out, format.message_suffix, messages[i].role);
+    put_template(out, format.message_suffix, role);
   }
   if (add_generation_prefix || format.generation_always) out.put(format.generation_prefix);
   *size = out.size;

@@ -17,7 +17,7 @@ struct Tokenizer;
 }
 
 struct ChatMessage {
-  const char* role;     // "system", "user" or "assistant"
+  const char* role;     // "system", "user", "assistant" or "tool" (a tool's result)
   const char* content;  // UTF-8
 };
 
@@ -39,7 +39,8 @@ ChatFormatView chat_format_of(const schema::Tokenizer* table, const Tokenizer* t
 
 // Renders `messages` into buf (NUL-terminated); *size gets the length without the NUL, also
 // when `capacity` is too small (then OutOfRange, naming the size). InvalidArgument for an
-// unknown role, InvalidUtf8 for content that is not UTF-8.
+// unknown role, InvalidUtf8 for content that is not UTF-8. The role "tool" (a tool's result)
+// is written "ipython" in the llama3 format (LLaMA 3.1's tool turn), "tool" in the others.
 Error render_chat(const ChatFormatView& format, const Tokenizer* tokenizer, const ChatMessage* messages, size_t count,
                   bool add_generation_prefix, char* buf, size_t capacity, size_t* size);
 

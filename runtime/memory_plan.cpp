@@ -28,7 +28,8 @@ size_t session_embed_bytes(const ModelConfig& config, uint32_t batch, uint32_t c
 }
 
 size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, const KvCacheSpec& kv,
-                           size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes, uint32_t draft_tokens) {
+                           size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes, uint32_t draft_tokens,
+                           size_t grammar_bytes) {
   size_t scratch = 0;
   ForwardScratch unused;
   const size_t scores = kv_cache_scores_per_head(kv, config.heads / config.kv_heads, context);
@@ -44,7 +45,8 @@ size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t c
     scratch += session_draft_bytes(config, draft_tokens);
   }
   scratch += session_embed_bytes(config, batch, context);
-  const size_t sampler = decodes ? Sampler::required_arena_bytes(config.vocab) + 64 : 0;
+  const size_t sampler =
+      decodes ? Sampler::required_arena_bytes(config.vocab) + 64 + session_grammar_bytes(grammar_bytes) : 0;
   const size_t cache = kv_cache_arena_bytes(kv, context);
   if (scratch_bytes != nullptr) *scratch_bytes = scratch;
   if (sampler_bytes != nullptr) *sampler_bytes = sampler;
@@ -66,7 +68,9 @@ Totals totals_for(const MemoryPlanRequest& r, uint32_t context) {
   Totals t{};
   const uint32_t batch = r.batch_tokens < context ? r.batch_tokens : context;
   t.session =
-      align_up(session_arena_bytes(r.config, batch, context, *r.kv, &t.scratch, &t.sampler, &t.kv, r.draft_tokens), 64) +
+      align_up(session_arena_bytes(r.config, batch, context, *r.kv, &t.scratch, &t.sampler, &t.kv, r.draft_tokens,
+                                   r.grammar_bytes),
+               64) +
       64;
   const uint32_t sessions = r.sessions == 0 ? 1 : r.sessions;
   t.arena = r.arena_weight_bytes + r.tokenizer_bytes + session_table_bytes(sessions) + sessions * t.session;
@@ -146,6 +150,7 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
   plan.context_tokens = lo;
   plan.batch_tokens = r.batch_tokens < lo ? r.batch_tokens : lo;
   plan.draft_tokens = r.draft_tokens;
+  plan.grammar_bytes = r.grammar_bytes;
   plan.kv_compressed = r.kv->compressed;
   plan.kv_evicting = r.kv->evicting();
   plan.kv_bytes_per_token = kv_cache_bytes_per_token(*r.kv);

@@ -42,6 +42,7 @@ struct MemoryPlanRequest {
   uint32_t min_context = kMinContextTokens;  // dense caches; a compressed one's least is S + W + G
   const KvCacheSpec* kv = nullptr;           // required
   uint32_t draft_tokens = 0;  // speculative decoding: drafted tokens one step may verify (0: off)
+  size_t grammar_bytes = 0;   // per session: a compiled grammar and its parse stacks (0: none)
 };
 
 struct MemoryPlan {
@@ -61,6 +62,7 @@ struct MemoryPlan {
   uint32_t context_tokens = 0;  // positions the KV cache holds (with eviction: resident at once)
   uint32_t batch_tokens = 0;
   uint32_t draft_tokens = 0;      // room for this many drafted tokens per verification step
+  size_t grammar_bytes = 0;       // per session, inside sampler_bytes: room for a grammar
   double kv_bytes_per_token = 0;  // marginal KV bytes per position (all layers and heads)
   bool kv_compressed = false;
   bool kv_evicting = false;       // positions may exceed context_tokens (StreamingLLM eviction)
@@ -75,10 +77,13 @@ uint32_t sessions_that_fit(const MemoryPlan& plan, uint64_t budget);
 size_t session_table_bytes(uint32_t sessions);
 
 // Arena bytes of one session (scratch + sampler + KV + bookkeeping) for `context` tokens.
-// `draft_tokens` > 0 adds what verifying that many drafted tokens needs (session_draft_bytes).
+// `draft_tokens` > 0 adds what verifying that many drafted tokens needs (session_draft_bytes);
+// `grammar_bytes` the session's grammar memory (counted with the sampler).
 size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, const KvCacheSpec& kv,
                            size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes,
-                           uint32_t draft_tokens = 0);
+                           uint32_t draft_tokens = 0, size_t grammar_bytes = 0);
+// The session's grammar memory as it is carved from its slot (0: none).
+inline size_t session_grammar_bytes(size_t requested) { return requested == 0 ? 0 : align_up(requested, 64) + 64; }
 // A verification step's tokens (the drafts and the token before them; its logits are
 // scored one row at a time into the session's logits) and the drafts' distributions
 // (draft_tokens x vocab floats, speculative sampling with a draft model); 0 without drafting.

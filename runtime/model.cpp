@@ -1,5 +1,6 @@
 #include "runtime/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -151,6 +152,10 @@ Error plan_for(const ModelConfig& config, const ModelWeights& weights, size_t re
   request.arena_weight_bytes = arena_weight_bytes(config, weights);
   const schema::Tokenizer* tokenizer_table = bundle != nullptr ? bundle->tokenizer() : nullptr;
   request.tokenizer_bytes = tokenizer_table != nullptr ? Tokenizer::required_arena_bytes(tokenizer_table) + kAlign : 0;
+  if (params.grammar_bytes > 0 && tokenizer_table != nullptr) {
+    request.tokenizer_bytes += GrammarVocab::required_arena_bytes(tokenizer_table) + kAlign;
+  }
+  request.grammar_bytes = params.grammar_bytes;
   request.batch_tokens = params.batch_tokens;
   request.context_request = params.context_tokens;
   request.sessions = params.sessions == 0 ? 1 : params.sessions;
@@ -260,6 +265,11 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
     TERN_ASSIGN_OR_RETURN(tokenizer_, Tokenizer::create(tokenizer_table, arena_));
     has_tokenizer_ = true;
     chat_format_ = chat_format_of(tokenizer_table, &tokenizer_);
+    if (params.grammar_bytes > 0) {
+      // The ids sessions sample: the tokenizer's (padded embedding rows are never text).
+      const uint32_t ids = std::min<uint32_t>(config.vocab, static_cast<uint32_t>(tokenizer_.vocab_size()));
+      TERN_RETURN_IF_ERROR(grammar_vocab_.build(tokenizer_, ids, arena_));
+    }
   }
   // The session slots, each a region of the same planned size.
   static_assert(sizeof(SessionSlot) <= kSessionSlotBytes, "kSessionSlotBytes is too small");

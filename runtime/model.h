@@ -13,6 +13,7 @@
 #include "platform/thread_pool.h"
 #include "runtime/arena.h"
 #include "runtime/chat.h"
+#include "runtime/grammar.h"
 #include "runtime/kv/kv_cache_spec.h"
 #include "runtime/memory_plan.h"
 #include "runtime/model_config.h"
@@ -52,6 +53,10 @@ struct ModelParams {
   // Speculative decoding: each session gets room to verify up to this many drafted tokens
   // per step (Session::set_draft_tokens; at most kMaxDraftTokens). 0: no drafting.
   uint32_t draft_tokens = 0;
+  // Grammar-constrained sampling: each session's memory for a compiled grammar and its parse
+  // stacks; with it the model builds the vocabulary's byte table grammars walk (shared). 0:
+  // sessions cannot take a grammar.
+  size_t grammar_bytes = 0;
 };
 
 // The KV fields of `params` as a request for make_kv_cache_spec.
@@ -106,6 +111,8 @@ class Model {
   const char* chat_template() const;
   // How conversations are rendered (runtime/chat.h).
   const ChatFormatView& chat_format() const { return chat_format_; }
+  // The vocabulary as grammars read it; built at load when grammar_bytes > 0, else empty.
+  const GrammarVocab& grammar_vocab() const { return grammar_vocab_; }
 
   // Up to plan().sessions sessions at once, each in its own slot of the arena (InvalidState,
   // saying so, when all are taken). Thread-safe: sessions may be created, used and destroyed
@@ -146,6 +153,7 @@ class Model {
   std::mutex tokenizer_mutex_;  // the tokenizer's arena scratch is shared
   Tokenizer tokenizer_;
   bool has_tokenizer_ = false;
+  GrammarVocab grammar_vocab_;
   bool kv_sink_reposition_ = true;
   KvCacheSpec kv_spec_;
   ChatFormatView chat_format_;

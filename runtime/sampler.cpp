@@ -172,7 +172,11 @@ int32_t Sampler::sample(const float* logits, const int32_t* history, size_t hist
     acc += candidates_[i].logit;
     if (r < acc) return candidates_[i].id;
   }
-  return candidates_[n - 1].id;
+  // Rounding left r at the very top: the last candidate with any probability (banned and
+  // grammar-masked tokens have none and are sorted last).
+  size_t last = n - 1;
+  while (last > 0 && !(candidates_[last].logit > 0.0f)) --last;
+  return candidates_[last].id;
 }
 
 void Sampler::probabilities(const float* logits, const int32_t* history, size_t history_len, float* out) {

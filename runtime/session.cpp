@@ -39,6 +39,10 @@ Error Session::init(Model& model, const SamplerParams& sampler, ArenaAllocator& 
     TERN_ASSIGN_OR_RETURN(draft_probs_, arena.allocate_array<float>(static_cast<size_t>(draft_room_) * model.config().vocab,
                                                                     ArenaPurpose::Scratch, 64));
   }
+  if (plan.grammar_bytes > 0) {  // as session_grammar_bytes counts it
+    grammar_memory_bytes_ = plan.grammar_bytes;
+    TERN_ASSIGN_OR_RETURN(grammar_memory_, arena.allocate(grammar_memory_bytes_, 64, ArenaPurpose::Sampler));
+  }
   TERN_RETURN_IF_ERROR(validate(sampler));
   SamplerParams checked = sampler;
   // Ids past the tokenizer (padded embedding rows) can never be turned into text: do not sample them.
@@ -130,20 +134,69 @@ Error Session::decode(int32_t token) {
 
 Result<int32_t> Session::sample() {
   if (!has_logits_) return fail(Error::InvalidState, "sample before any prefill or decode");
-  return sample_from(scratch_.logits);
+  TERN_ASSIGN_OR_RETURN(const int32_t token, sample_from(scratch_.logits));
+  if (grammar_.compiled()) TERN_RETURN_IF_ERROR(grammar_.accept_token(token));
+  return token;
 }
 
-const float* Session::steered_logits(const float* logits) {
-  if (bias_count_ == 0 && hook_ == nullptr) return logits;
+Result<const float*> Session::steered_logits(const float* logits, const Grammar::State* state) {
+  const bool constrained = grammar_.compiled();
+  if (bias_count_ == 0 && hook_ == nullptr && !constrained) return logits;
   const uint32_t vocab = model_->config().vocab;
   std::memcpy(biased_logits_, logits, vocab * sizeof(float));
   for (size_t i = 0; i < bias_count_; ++i) biased_logits_[bias_[i].token] += bias_[i].bias;
   if (hook_ != nullptr) hook_(biased_logits_, vocab, history_, history_len_, hook_user_);
-  return biased_logits_;
+  if (constrained) {
+    TERN_ASSIGN_OR_RETURN(const uint32_t left,
+                          grammar_.mask_logits(state != nullptr ? *state : grammar_.state(), biased_logits_));
+    TERN_CHECK_OR_RETURN(left > 0, Error::InvalidState,
+                         "the grammar allows no token here that the logit bias and hook left possible");
+  }
+  return static_cast<const float*>(biased_logits_);
 }
 
-Result<int32_t> Session::sample_from(const float* logits) {
-  return sampler_.sample(steered_logits(logits), history_, history_len_);
+Result<int32_t> Session::sample_from(const float* logits, const Grammar::State* state) {
+  TERN_ASSIGN_OR_RETURN(const float* steered, steered_logits(logits, state));
+  return sampler_.sample(steered, history_, history_len_);
+}
+
+Result<uint32_t> Session::grammar_cut(const int32_t* drafts, uint32_t k) {
+  if (!grammar_.compiled()) return k;
+  grammar_.begin_drafts();
+  for (uint32_t i = 0; i < k; ++i) {
+    TERN_ASSIGN_OR_RETURN(const bool allowed, grammar_.step_draft(i, drafts[i]));
+    if (!allowed) return i;
+  }
+  return k;
+}
+
+namespace {
+uint64_t text_hash(const char* text, size_t size) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < size; ++i) h = (h ^ static_cast<uint8_t>(text[i])) * 0x100000001b3ull;
+  return h;
+}
+}  // namespace
+
+Error Session::set_grammar(const char* text, size_t size) {
+  if (text == nullptr) {
+    grammar_.clear();
+    grammar_size_ = 0;
+    return Error::Ok;
+  }
+  TERN_CHECK_OR_RETURN(grammar_memory_ != nullptr, Error::InvalidState,
+                       "the model was loaded without grammar memory: set tern_model_params.grammar_bytes (e.g. "
+                       "8 MiB for a 128k-token vocabulary)");
+  const uint64_t hash = text_hash(text, size);
+  if (grammar_.compiled() && hash == grammar_hash_ && size == grammar_size_) {
+    grammar_.restart();
+    return Error::Ok;
+  }
+  grammar_size_ = 0;
+  TERN_RETURN_IF_ERROR(grammar_.compile(text, size, model_->grammar_vocab(), grammar_memory_, grammar_memory_bytes_));
+  grammar_hash_ = hash;
+  grammar_size_ = size;
+  return Error::Ok;
 }
 
 Error Session::set_logit_bias(const LogitBias* entries, size_t count) {
@@ -175,6 +228,7 @@ void Session::reset() {
   has_logits_ = false;
   clear_abort();
   (void)sampler_.configure(sampler_.params());  // reseed: the same seed gives the same text again
+  grammar_.restart();
 }
 
 Error Session::refill_logits() {
@@ -241,6 +295,11 @@ Error Session::decode_drafting(int32_t token, uint32_t max_drafts, GenerateStats
   if (limit > 0) {
     k = draft_ != nullptr ? draft_model_drafts(token, limit, sampling) : lookup_drafts(token, limit, verify_tokens_ + 1);
   }
+  // Prompt lookup's drafts stop where the grammar would refuse them (a draft model's are
+  // drawn under its mask already).
+  if (k > 0 && draft_ == nullptr) {
+    TERN_ASSIGN_OR_RETURN(k, grammar_cut(verify_tokens_ + 1, k));
+  }
   if (k == 0) return decode(token);
   auto accepted = verify_batch(token, verify_tokens_ + 1, k, sampling, draft_ != nullptr ? draft_probs_ : nullptr);
   if (draft_ != nullptr) draft_->drop_after(position_);  // the draft ran drafts the target may have rejected
@@ -275,6 +334,15 @@ Result<uint32_t> Session::verify_batch(int32_t token, const int32_t* drafts, uin
   if (drafts != verify_tokens_ + 1) std::memmove(verify_tokens_ + 1, drafts, k * sizeof(int32_t));
   verify_tokens_[0] = token;
   forced_next_ = -1;
+  // With a grammar, row i is scored under its state after drafts[0, i) (the draft slots).
+  // Drafts past one it refuses can never be kept: unless a draft model's distribution needs
+  // that row's rejection draw, they are not run.
+  const bool constrained = grammar_.compiled();
+  if (constrained) {
+    TERN_ASSIGN_OR_RETURN(const uint32_t allowed, grammar_cut(verify_tokens_ + 1, k));
+    if (!(sampling && q_rows != nullptr)) k = allowed;
+  }
+  auto row_state = [&](uint32_t i) { return constrained ? &grammar_.draft_state(i) : nullptr; };
   const Error e = forward(*model_, *kv_, scratch_, verify_tokens_, k + 1, p0, false, &abort_);
   if (e != Error::Ok) {
     has_logits_ = false;
@@ -295,7 +363,13 @@ Result<uint32_t> Session::verify_batch(int32_t token, const int32_t* drafts, uin
     const int32_t draft = verify_tokens_[1 + accepted];
     if (sampling) {
       float* p = biased_logits_;  // probabilities() reads all of the logits before writing p
-      sampler_.probabilities(steered_logits(scratch_.logits), history_, history_len_, p);
+      auto steered = steered_logits(scratch_.logits, row_state(accepted));
+      if (!steered.ok()) {
+        has_logits_ = false;
+        if (kv_->rollback_to(p0) != Error::Ok) needs_reset_ = true;
+        return steered.error();
+      }
+      sampler_.probabilities(*steered, history_, history_len_, p);
       const float* q = q_rows != nullptr ? q_rows + static_cast<size_t>(accepted) * sample_vocab : nullptr;
       const int32_t kept = speculative_accept(p, q, sample_vocab, draft, sampler_.rng());
       if (kept != draft) {
@@ -303,7 +377,7 @@ Result<uint32_t> Session::verify_batch(int32_t token, const int32_t* drafts, uin
         break;
       }
     } else {
-      auto choice = sample_from(scratch_.logits);
+      auto choice = sample_from(scratch_.logits, row_state(accepted));
       if (!choice.ok()) {
         has_logits_ = false;
         if (kv_->rollback_to(p0) != Error::Ok) needs_reset_ = true;
@@ -317,6 +391,10 @@ Result<uint32_t> Session::verify_batch(int32_t token, const int32_t* drafts, uin
   append_history(verify_tokens_, 1 + accepted);
   position_ = p0 + 1 + accepted;
   has_logits_ = true;
+  if (constrained) {
+    TERN_RETURN_IF_ERROR(grammar_.commit_draft(accepted));
+    if (forced_next_ >= 0) TERN_RETURN_IF_ERROR(grammar_.accept_token(forced_next_));
+  }
   return accepted;
 }
 
@@ -368,17 +446,37 @@ uint32_t Session::draft_model_drafts(int32_t token, uint32_t max, bool sampling)
   if (k - 1 > room) k = room + 1;
   if (!d.evicting_ && k - 1 > d.context_ - d.position_) k = d.context_ - d.position_ + 1;
   const uint32_t vocab = sampler_.vocab();
+  // With a grammar the drafts are drawn under its mask, stepping its draft slots.
+  const bool constrained = grammar_.compiled();
+  if (constrained) grammar_.begin_drafts();
   for (uint32_t i = 0; i < k; ++i) {
+    const float* logits = d.scratch_.logits;
+    if (constrained) {
+      std::memcpy(biased_logits_, logits, vocab * sizeof(float));
+      auto left = grammar_.mask_logits(grammar_.draft_state(i), biased_logits_);
+      if (!left.ok() || *left == 0) {
+        d.drop_after(position_);
+        return i;
+      }
+      logits = biased_logits_;
+    }
     int32_t x;
     if (sampling) {
       // q: the target's sampler transforms on the draft's logits (the same ones p gets).
       float* q = draft_probs_ + static_cast<size_t>(i) * vocab;
-      sampler_.probabilities(d.scratch_.logits, nullptr, 0, q);
+      sampler_.probabilities(logits, nullptr, 0, q);
       x = draw_from(q, vocab, sampler_.rng());
     } else {
-      x = sampler_.sample(d.scratch_.logits, nullptr, 0);  // greedy: no penalties while drafting
+      x = sampler_.sample(logits, nullptr, 0);  // greedy: no penalties while drafting
     }
     verify_tokens_[1 + i] = x;
+    if (constrained) {
+      auto allowed = grammar_.step_draft(i, x);
+      if (!allowed.ok() || !*allowed) {
+        d.drop_after(position_);
+        return i;
+      }
+    }
     if (i + 1 < k && d.decode(x) != Error::Ok) {
       d.drop_after(position_);
       return i + 1;
@@ -438,6 +536,7 @@ Error Session::truncate(uint32_t n) {
                        "an earlier failed batch left the KV cache inconsistent; reset the session");
   if (n == position_) return Error::Ok;
   if (draft_ != nullptr) draft_->drop_after(n);
+  grammar_.restart();
   // The history holds the last history_len_ tokens: positions [position_ - history_len_, position_).
   const uint32_t first_kept_in_history = position_ - history_len_;
   if (n == 0) {
@@ -624,6 +723,7 @@ Error Session::load_state(const void* buf, size_t size) {
   if (has_logits_) std::memcpy(scratch_.logits, p + history_bytes, logits_bytes);
   needs_reset_ = false;
   forced_next_ = -1;
+  grammar_.restart();  // a grammar's state is not saved: it starts again
   if (draft_ != nullptr) draft_->reset();  // it catches up from the history when it next drafts
   (void)sampler_.configure(sp);
   sampler_.rng().set_state(h.rng);
@@ -724,6 +824,12 @@ Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOp
   st.prefill_seconds = seconds_between(t0, t1);
 
   TokenDecoder decoder(*tokenizer);
+  // Each call's text is one sentence of the grammar, decoded as the grammar reads tokens
+  // (after other text: SentencePiece keeps the first piece's space).
+  if (grammar_.compiled()) {
+    grammar_.restart();
+    decoder.continue_text();
+  }
   StopStringFilter filter(options.stop_strings, options.stop_string_count);
   bool callback_stop = false;
   char piece[512];
@@ -746,6 +852,10 @@ Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOp
       token = forced_next_;
       forced_next_ = -1;
     } else {
+      if (grammar_.finished() && model_->grammar_vocab().end_token_count() == 0) {
+        st.stop_reason = StopReason::EndOfGeneration;  // complete, and no end token to say so
+        break;
+      }
       auto next = sample();
       if (!next.ok()) {
         result = next.error();

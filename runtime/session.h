@@ -10,6 +10,7 @@
 #include "platform/error.h"
 #include "runtime/embed.h"
 #include "runtime/forward.h"
+#include "runtime/grammar.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/sampler.h"
 
@@ -83,6 +84,18 @@ class Session {
   }
   Error set_sampler(const SamplerParams& params) { return sampler_.configure(params); }
   const SamplerParams& sampler_params() const { return sampler_.params(); }
+
+  // Grammar-constrained sampling: `text` is a GBNF grammar (root rule "root"), compiled into
+  // the session's grammar memory (ModelParams::grammar_bytes; InvalidState without it,
+  // GrammarTooLarge when it does not fit, InvalidGrammar naming the line and column). From
+  // then on sample() only picks tokens whose text keeps the output a prefix of a sentence of
+  // the grammar, and end tokens only where it is a whole one; the mask applies after the
+  // logit bias and hook, before penalties and the sampler's transforms. sample() advances the
+  // grammar; generate() starts it from the root on every call; reset() and truncate() restart
+  // it. Null (or size 0) removes it. Setting the text already compiled only restarts it.
+  Error set_grammar(const char* text, size_t size);
+  bool has_grammar() const { return grammar_.compiled(); }
+  const Grammar& grammar() const { return grammar_; }
 
   // Tokenizes `prompt`, prefills it and generates until a stop condition, streaming text to
   // `on_piece` (may be null). Needs a bundle's tokenizer. PromptTooLong when the prompt's
@@ -179,9 +192,14 @@ class Session {
   void append_history(const int32_t* tokens, uint32_t n);
 
   Error refill_logits();  // logits after position_ - 1, from a rolled-back or re-run cache
-  // `logits` with the logit bias and hook applied (in biased_logits_), or `logits` itself.
-  const float* steered_logits(const float* logits);
-  Result<int32_t> sample_from(const float* logits);
+  // `logits` with the logit bias, the hook and the grammar's mask at `state` (null: its
+  // current state) applied (in biased_logits_), or `logits` itself. InvalidState when the
+  // grammar allows nothing that still has a finite logit.
+  Result<const float*> steered_logits(const float* logits, const Grammar::State* state = nullptr);
+  // The drafts after the current text that the grammar allows, cut at the first it does not
+  // (drafts_[k] in the grammar's draft slots). All of them without a grammar.
+  Result<uint32_t> grammar_cut(const int32_t* drafts, uint32_t k);
+  Result<int32_t> sample_from(const float* logits, const Grammar::State* state = nullptr);
   bool drafting() const;
   // Drafts after the text so far followed by `token`, at most `max`, into out.
   uint32_t lookup_drafts(int32_t token, uint32_t max, int32_t* out) const;
@@ -227,6 +245,11 @@ class Session {
   uint32_t pending_next_ = 0;    // the next of them: verify_tokens_[1 + pending_next_]
   int32_t forced_next_ = -1;     // speculative sampling: the token a rejection drew, emitted after pending_
   float* draft_probs_ = nullptr; // [draft_room_][vocab]: a draft model's distributions when sampling
+  Grammar grammar_;
+  void* grammar_memory_ = nullptr;  // ModelParams::grammar_bytes, from the slot
+  size_t grammar_memory_bytes_ = 0;
+  uint64_t grammar_hash_ = 0;       // the compiled text's FNV-1a and size, to skip recompiling it
+  size_t grammar_size_ = 0;
   Session* draft_ = nullptr;     // the draft model's session (in that model's arena)
   uint32_t history_capacity_ = 0;
   uint32_t history_len_ = 0;

@@ -1049,6 +1049,13 @@ size_t Tokenizer::token_text(int32_t id, bool first, uint8_t* buf, size_t capaci
   return n;
 }
 
+size_t Tokenizer::token_bytes(int32_t id, uint8_t* buf, size_t capacity) const {
+  if (id < 0 || id >= vocab_size_) return 0;
+  return token_text(id, false, buf, capacity);
+}
+
+size_t Tokenizer::max_token_bytes() { return kMaxPieceBytes + kMaxUnknownSurface; }
+
 void TokenDecoder::reset() {
   first_ = true;
   pending_size_ = 0;

@@ -94,6 +94,11 @@ class Tokenizer {
   bool is_end_of_generation(int32_t id) const { return id >= 0 && (id == eos_id_ || id == eot_id_); }
   // Id of a piece given exactly as stored, or -1.
   int32_t find_piece(const char* bytes, size_t size) const;
+  // The bytes generation emits for `id` after other text (SentencePiece spaces and byte
+  // pieces resolved; nothing for control tokens), at most `capacity` of them; returns the
+  // count. At most max_token_bytes().
+  size_t token_bytes(int32_t id, uint8_t* buf, size_t capacity) const;
+  static size_t max_token_bytes();
 
  private:
   friend class TokenDecoder;
@@ -204,6 +209,8 @@ class TokenDecoder {
   // bytes) and resets.
   Result<size_t> flush(char* out, size_t capacity);
   void reset();
+  // Decodes as after earlier text (SentencePiece keeps the first piece's leading space).
+  void continue_text() { first_ = false; }
 
  private:
   size_t drain(const uint8_t* bytes, size_t size, bool final, uint8_t* out);

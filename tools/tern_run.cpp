@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/cli_grammar.h"
 #include "tools/cli_kv.h"
 #include "tools/cli_sizes.h"
 #include "include/tern.h"
@@ -117,7 +118,11 @@ int main(int argc, char** argv) {
                  "sampling: speculative sampling (the same distribution)");
   app.add_option("--draft-max", draft_max, "most drafted tokens per verification pass (1-15, default 8)")
       ->check(CLI::Range(1, 15));
+  tern::cli::GrammarOptions grammar_options;
+  tern::cli::add_grammar_options(app, &grammar_options);
   CLI11_PARSE(app, argc, argv);
+  std::string grammar;
+  if (!tern::cli::grammar_text(grammar_options, "tern-run", &grammar)) return 2;
   if (greedy) sampler.temperature = 0.0f;
 
   tern_model_params mp = tern_model_default_params();
@@ -150,6 +155,7 @@ int main(int argc, char** argv) {
   mp.kv_recent_window = kv_window;
   mp.kv_eviction = no_evict ? 0 : (evict ? 1 : -1);
   mp.n_draft = draft.empty() ? 0 : draft_max;
+  if (!tern::cli::grammar_memory(grammar_options, "tern-run", &mp.grammar_bytes)) return 2;
   tern_model* model = nullptr;
   tern_status s = tern_model_load(bundle.c_str(), &mp, &model);
   if (s != TERN_OK) return die("load", s);
@@ -176,6 +182,12 @@ int main(int argc, char** argv) {
     tern_model_free(model);
     tern_model_free(draft_model);
     return die("session", s);
+  }
+  if (!grammar.empty() && (s = tern_session_set_grammar(session, grammar.data(), grammar.size())) != TERN_OK) {
+    tern_session_free(session);
+    tern_model_free(model);
+    tern_model_free(draft_model);
+    return die(grammar_options.grammar_file.empty() ? "--json-schema" : "--grammar", s);
   }
   if (!biases.empty() && (s = tern_session_set_logit_bias(session, biases.data(), biases.size())) != TERN_OK) {
     tern_session_free(session);

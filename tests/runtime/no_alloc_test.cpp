@@ -150,6 +150,39 @@ TEST(NoAlloc, GenerateWithDraftingAllocatesNothing) {
   }
 }
 
+// Grammar-constrained generation: the token masks (caches, walks of the uncertain tokens
+// against the stacks), the parse stacks and their compaction, and drafts checked against the
+// grammar all stay inside the session's grammar memory. The grammar is compiled before
+// counting (into the same memory: compilation does not allocate either, but it is setup).
+TEST(NoAlloc, ConstrainedGenerationAllocatesNothing) {
+  TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern");
+  tern_model_params mp = tern_model_default_params();
+  mp.n_ctx = 256;
+  mp.n_draft = 4;
+  mp.grammar_bytes = 2 << 20;
+  tern_model* model = nullptr;
+  ASSERT_EQ(tern_model_load(tern::testing::bundle_path("tiny-austen-packed.tern").c_str(), &mp, &model), TERN_OK)
+      << tern_last_error_message();
+  const char schema[] =
+      R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 16}, "age": {"type": "integer"},
+          "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}, "maxItems": 4}}})";
+  std::vector<char> grammar(1 << 14);
+  size_t size = 0;
+  ASSERT_EQ(tern_json_schema_to_grammar(schema, sizeof schema - 1, grammar.data(), grammar.size(), &size), TERN_OK);
+  tern_session_params sp = tern_session_default_params();
+  sp.sampler.temperature = 1.0f;
+  sp.sampler.top_k = 0;
+  sp.n_draft = 4;
+  sp.grammar = grammar.data();
+  tern_session* session = nullptr;
+  ASSERT_EQ(tern_session_create(model, &sp, &session), TERN_OK) << tern_last_error_message();
+  const TwoTurns t = generate_two_turns(session, "{\"name\": \"Emma\", \"age\": 21}\n", "\n\n", "\n", 120, true);
+  EXPECT_EQ(t.heap_calls, 0) << "heap calls while generating under a grammar";
+  EXPECT_GT(t.first.generated_tokens + t.second.generated_tokens, 10u);
+  tern_session_free(session);
+  tern_model_free(model);
+}
+
 // Aging tiers: blocks leave the window at 4 bits, have their codes cut to 2 bits once they are
 // 32 tokens older, and the oldest aged ones are evicted, all inside the cache's arena. 132
 // positions = 4 sinks + 1 block at 4 bits + 1 aged block + the 32 + 32 window slots: blocks

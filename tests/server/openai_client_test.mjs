@@ -5,6 +5,8 @@
 //   node openai_client_test.mjs --suite load ...  200 requests from 8 clients on 2 slots
 //   node openai_client_test.mjs --suite hostile ...  256 slow connections, deadlines, keep-alive,
 //                                                 framing, the connection limit, long pieces
+//   node openai_client_test.mjs --suite structured ...  response_format json_schema and tool calls,
+//                                                 whole and streamed
 // Common arguments: --server BIN --run BIN --render BIN --bundle FILE --npm DIR.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
@@ -611,13 +613,209 @@ async function hostileSuite() {
   assert.equal(long.status, 200, long.text);
   assert.equal(long.json.content, ' '.repeat(640));
   await stopServer(llama);
+
+// Structured output: response_format json_schema (strict) and tool calls, whole and streamed,
+// through the official client (its parse() helper included).
+async function structuredSuite() {
+  const ctx = 512;
+  const server = await startServer(['--ctx', String(ctx), '--grammar-memory', '4M']);
+  const client = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'none', maxRetries: 0, timeout: 60000 });
+  const person = {
+    type: 'object',
+    properties: {
+      name: { type: 'string', maxLength: 24 },
+      age: { type: 'integer', minimum: 0, maximum: 120 },
+      role: { enum: ['heroine', 'suitor', 'relative'] },
+    },
+    required: ['name', 'age', 'role'],
+    additionalProperties: false,
+  };
+  const checkPerson = (text) => {
+    const p = JSON.parse(text);
+    assert.deepEqual(Object.keys(p), ['name', 'age', 'role'], text);
+    assert.equal(typeof p.name, 'string');
+    assert.ok([...p.name].length <= 24, text);
+    assert.ok(Number.isInteger(p.age) && p.age >= 0 && p.age <= 120, text);
+    assert.ok(['heroine', 'suitor', 'relative'].includes(p.role), text);
+    return p;
+  };
+  const messages = [{ role: 'user', content: 'Describe Elizabeth Bennet as JSON.' }];
+  const responseFormat = { type: 'json_schema', json_schema: { name: 'person', strict: true, schema: person } };
+
+  step('response_format json_schema (strict): greedy, the text is tern-run --json-schema\'s');
+  const schemaFile = path.join(process.env.TMPDIR ?? '/tmp', `tern-person-${process.pid}.json`);
+  fs.writeFileSync(schemaFile, JSON.stringify(person));
+  const expected = ternRun(renderChat(messages), 200, ['--no-bos', '--ctx', String(ctx), '--json-schema', schemaFile]);
+  fs.unlinkSync(schemaFile);
+  const greedy = await client.chat.completions.create({
+    model: modelName, messages, max_tokens: 200, temperature: 0, response_format: responseFormat,
+  });
+  assert.equal(greedy.choices[0].message.content, expected);
+  assert.equal(greedy.choices[0].finish_reason, 'stop');
+  checkPerson(expected);
+
+  step('response_format json_schema: sampled, through the client\'s parse() helper');
+  const parseApi = client.chat.completions.parse ? client.chat.completions : client.beta.chat.completions;
+  for (const seed of [1, 2, 3]) {
+    const parsed = await parseApi.parse({
+      model: modelName, messages, max_tokens: 200, temperature: 1, seed, response_format: responseFormat,
+    });
+    const message = parsed.choices[0].message;
+    assert.deepEqual(message.parsed, checkPerson(message.content));
+  }
+
+  step('response_format json_schema: streamed, the chunks join to valid JSON');
+  const stream = await client.chat.completions.create({
+    model: modelName, messages, max_tokens: 200, temperature: 1, seed: 4, response_format: responseFormat, stream: true,
+  });
+  let text = '';
+  let finish = null;
+  for await (const chunk of stream) {
+    text += chunk.choices[0]?.delta?.content ?? '';
+    finish = chunk.choices[0]?.finish_reason ?? finish;
+  }
+  checkPerson(text);
+  assert.equal(finish, 'stop');
+
+  step('response_format json_object, with a logit bias toward closing quotes and braces');
+  // Any object: strings are unbounded, and this small model writes prose into a key until
+  // max_tokens. A bias on '"' and '}' (the bias applies before the grammar's mask) makes it
+  // close them; every reply must then end and be an object.
+  const idOf = async (text) => (await (await fetch(`${server.base}/tokenize`, {
+    method: 'POST', body: JSON.stringify({ content: text }),
+  })).json()).tokens[0];
+  const bias = { [await idOf('"')]: 6, [await idOf('}')]: 10 };
+  for (const seed of [5, 6, 7, 8]) {
+    const object = await client.chat.completions.create({
+      model: modelName, messages, max_tokens: 200, temperature: 1, seed, logit_bias: bias,
+      response_format: { type: 'json_object' },
+    });
+    const c = object.choices[0];
+    assert.equal(c.finish_reason, 'stop', c.message.content);
+    const value = JSON.parse(c.message.content);
+    assert.ok(value !== null && typeof value === 'object' && !Array.isArray(value));
+  }
+
+  const tools = [{
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      description: 'The weather in a town.',
+      parameters: {
+        type: 'object',
+        properties: { town: { type: 'string', maxLength: 20 }, unit: { enum: ['celsius', 'fahrenheit'] } },
+        required: ['town', 'unit'],
+        additionalProperties: false,
+      },
+      strict: true,
+    },
+  }, {
+    type: 'function',
+    function: { name: 'ring_bell', parameters: { type: 'object', properties: {}, additionalProperties: false } },
+  }];
+  const checkWeather = (call) => {
+    assert.equal(call.type, 'function');
+    assert.match(call.id, /^call_/);
+    assert.equal(call.function.name, 'get_weather');
+    const a = JSON.parse(call.function.arguments);
+    assert.deepEqual(Object.keys(a), ['town', 'unit'], call.function.arguments);
+    assert.ok(typeof a.town === 'string' && [...a.town].length <= 20);
+    assert.ok(['celsius', 'fahrenheit'].includes(a.unit));
+    return a;
+  };
+  const ask = [{ role: 'user', content: 'What is the weather in Meryton?' }];
+
+  step('tools: tool_choice required gives a call in the OpenAI shape');
+  const required = await client.chat.completions.create({
+    model: modelName, messages: ask, tools, tool_choice: 'required', max_tokens: 120, temperature: 1, seed: 1,
+  });
+  assert.equal(required.choices[0].finish_reason, 'tool_calls');
+  assert.equal(required.choices[0].message.content, null);
+  assert.equal(required.choices[0].message.tool_calls.length, 1);
+  assert.ok(['get_weather', 'ring_bell'].includes(required.choices[0].message.tool_calls[0].function.name));
+
+  step('tools: a named function, whole and streamed');
+  const named = { type: 'function', function: { name: 'get_weather' } };
+  for (const seed of [2, 3]) {
+    const r = await client.chat.completions.create({
+      model: modelName, messages: ask, tools, tool_choice: named, max_tokens: 120, temperature: 1, seed,
+    });
+    assert.equal(r.choices[0].finish_reason, 'tool_calls');
+    checkWeather(r.choices[0].message.tool_calls[0]);
+  }
+  const callStream = await client.chat.completions.create({
+    model: modelName, messages: ask, tools, tool_choice: named, max_tokens: 120, temperature: 1, seed: 4, stream: true,
+  });
+  const call = { id: null, type: null, function: { name: null, arguments: '' } };
+  let callFinish = null;
+  let deltas = 0;
+  for await (const chunk of callStream) {
+    const d = chunk.choices[0]?.delta;
+    for (const tc of d?.tool_calls ?? []) {
+      assert.equal(tc.index, 0);
+      if (tc.id) call.id = tc.id, call.type = tc.type;
+      if (tc.function?.name) call.function.name = tc.function.name;
+      call.function.arguments += tc.function?.arguments ?? '';
+      ++deltas;
+    }
+    assert.ok(!d?.content, 'a call streams no content');
+    callFinish = chunk.choices[0]?.finish_reason ?? callFinish;
+  }
+  assert.ok(deltas > 2, `the arguments came in pieces (${deltas} deltas)`);
+  checkWeather(call);
+  assert.equal(callFinish, 'tool_calls');
+
+  step('tools: the client\'s stream helper assembles the same call');
+  if (client.chat.completions.stream) {
+    const runner = client.chat.completions.stream({
+      model: modelName, messages: ask, tools, tool_choice: named, max_tokens: 120, temperature: 1, seed: 4,
+    });
+    const final = await runner.finalChatCompletion();
+    assert.deepEqual(JSON.parse(final.choices[0].message.tool_calls[0].function.arguments), JSON.parse(call.function.arguments));
+  }
+
+  step('tools: auto answers with a call or with text, and the result goes back in a tool message');
+  const auto = await client.chat.completions.create({ model: modelName, messages: ask, tools, max_tokens: 60, temperature: 1, seed: 6 });
+  const m = auto.choices[0].message;
+  if (m.tool_calls) {
+    assert.equal(auto.choices[0].finish_reason, 'tool_calls');
+  } else {
+    assert.ok(typeof m.content === 'string' && !m.content.startsWith('{'), m.content);
+  }
+  const history = [
+    ...ask,
+    { role: 'assistant', content: null, tool_calls: [{ id: call.id, type: 'function', function: call.function }] },
+    { role: 'tool', tool_call_id: call.id, content: 'Rain, 12 degrees.' },
+  ];
+  const answer = await client.chat.completions.create({ model: modelName, messages: history, tools, max_tokens: 40, temperature: 0 });
+  assert.equal(answer.choices[0].message.role, 'assistant');
+
+  step('bad structured requests are 400s naming the field');
+  await expectApiError(
+    client.chat.completions.create({
+      model: modelName, messages, max_tokens: 8,
+      response_format: { type: 'json_schema', json_schema: { name: 'z', schema: { type: 'string', pattern: '^a+$' } } },
+    }),
+    400, (e) => assert.match(e.message, /pattern/),
+  );
+  await expectApiError(
+    client.chat.completions.create({ model: modelName, messages, max_tokens: 8, tools, tool_choice: { type: 'function', function: { name: 'fly' } } }),
+    400, (e) => assert.equal(e.param, 'tool_choice'),
+  );
+  const badGrammar = await rawPost(server, '/v1/chat/completions', JSON.stringify({ messages, grammar: 'root ::= (' }));
+  assert.equal(badGrammar.status, 400);
+  assert.match(badGrammar.json.error.message, /line 1/);
+  const health = await (await fetch(`${server.base}/health`)).json();
+  assert.equal(health.status, 'ok', 'the server keeps serving');
+  await stopServer(server);
 }
 
 try {
   if (args.suite === 'api') await apiSuite();
   else if (args.suite === 'load') await loadSuite();
   else if (args.suite === 'hostile') await hostileSuite();
-  else throw new Error(`--suite api|load|hostile, not ${args.suite}`);
+  else if (args.suite === 'structured') await structuredSuite();
+  else throw new Error(`--suite api|load|hostile|structured, not ${args.suite}`);
   console.log(`PASS: ${args.suite}`);
 } catch (e) {
   console.error('FAIL:', e);

@@ -190,9 +190,14 @@ std::optional<GenerationRequest> parse_generation_request(const std::string& bod
       Message msg;
       msg.role = m["role"].get<std::string>();
       if (msg.role == "developer") msg.role = "system";  // OpenAI's newer name for it
-      if (msg.role != "system" && msg.role != "user" && msg.role != "assistant") {
-        fail(e, "unknown message role '" + msg.role + "' (system, user, assistant)", "messages");
+      if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool") {
+        fail(e, "unknown message role '" + msg.role + "' (system, user, assistant, tool)", "messages");
         return std::nullopt;
+      }
+      if (msg.role == "tool" || (msg.role == "assistant" && m.contains("tool_calls") && !m["tool_calls"].is_null())) {
+        if (!parse_tool_message(m, &msg, e)) return std::nullopt;
+        r.messages.push_back(std::move(msg));
+        continue;
       }
       if (m.contains("content") && m["content"].is_string()) {
         msg.content = m["content"].get<std::string>();
@@ -219,6 +224,7 @@ std::optional<GenerationRequest> parse_generation_request(const std::string& bod
   }
   if (!parse_fields(j, &r, e)) return std::nullopt;
   if (!no_nul_in_c_strings(r, e)) return std::nullopt;
+  if (!parse_structured_output(body, chat, &r.structured, e)) return std::nullopt;
   return r;
 }
 

@@ -28,6 +28,31 @@ struct Message {
   std::string content;
 };
 
+// What the reply must look like: OpenAI's response_format and tools / tool_choice, or
+// llama.cpp's "grammar" (tools/server/structured_output.h).
+// Schemas keep the request's key order (the grammar writes properties in that order).
+struct ToolFunction {
+  std::string name;
+  std::string description;
+  nlohmann::ordered_json parameters;  // a JSON Schema for the arguments
+};
+struct StructuredOutput {
+  enum class Format { Text, JsonObject, JsonSchema, Grammar };
+  Format format = Format::Text;
+  nlohmann::ordered_json schema;  // JsonSchema
+  std::string grammar;    // Grammar: GBNF text
+  std::vector<ToolFunction> tools;
+  enum class ToolChoice { None, Auto, Required, Named };
+  ToolChoice tool_choice = ToolChoice::None;  // Auto when tools are given without a choice
+  std::string tool_name;                      // Named
+};
+// response_format, grammar, tools, tool_choice, parallel_tool_calls (tools: chat only), from
+// the request body (valid JSON).
+bool parse_structured_output(const std::string& body, bool chat, StructuredOutput* out, ApiError* e);
+// A message with role "tool", or an assistant's with "tool_calls" (rendered as the calls'
+// JSON, the way tools/server/structured_output.h shows calls to the model).
+bool parse_tool_message(const nlohmann::json& m, Message* msg, ApiError* e);
+
 // What both endpoints ask for. Absent fields keep these defaults.
 struct GenerationRequest {
   bool chat = true;
@@ -44,6 +69,7 @@ struct GenerationRequest {
   std::vector<std::string> stop;  // at most 4
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
+  StructuredOutput structured;
 };
 
 // Parses a request body (already known to be valid UTF-8) for /v1/chat/completions

@@ -36,6 +36,7 @@
 #include "tools/server/connection_gate.h"
 #include "tools/server/server_api.h"
 #include "tools/server/slot_pool.h"
+#include "tools/server/structured_output.h"
 
 using nlohmann::json;
 using namespace tern::server;
@@ -43,7 +44,7 @@ using namespace tern::server;
 namespace {
 
 struct Options {
-  std::string bundle, host = "127.0.0.1", budget = "0", kv = "f32", api_key;
+  std::string bundle, host = "127.0.0.1", budget = "0", kv = "f32", api_key, grammar_memory = "8M";
   int port = 8080;
   unsigned ctx = 0, sessions = 1, threads = 1, timeout = 600, queue = 16;
   size_t max_body = 1 << 20;
@@ -140,6 +141,7 @@ ApiError status_error(tern_status st, const char* what) {
 struct Prepared {
   std::vector<int32_t> ids;
   int64_t max_tokens = 0;
+  std::string grammar;  // what the reply must follow (response_format, tools); empty: nothing
   bool ok = false;
   ApiError error;
 };
@@ -150,9 +152,11 @@ Prepared prepare(Server& s, const GenerationRequest& r) {
   // completion prompt with a BOS in front, as tern-run does.
   std::string text;
   bool add_bos = true;
+  if (!reply_grammar(r.structured, &p.grammar, &p.error)) return p;
   if (r.chat) {
+    const std::vector<Message> shown = prompt_messages(r);  // the tools, when offered, in a system message
     std::vector<tern_chat_message> messages;
-    for (const Message& m : r.messages) messages.push_back({m.role.c_str(), m.content.c_str()});
+    for (const Message& m : shown) messages.push_back({m.role.c_str(), m.content.c_str()});
     size_t size = 0;
     tern_status st = tern_chat_apply(s.model, messages.data(), messages.size(), 1, nullptr, 0, &size);
     std::vector<char> buf(size + 1);
@@ -204,6 +208,24 @@ Prepared prepare(Server& s, const GenerationRequest& r) {
   return p;
 }
 
+// The request's grammar on the slot's session (none: the slot's last one is removed). A
+// grammar that cannot be compiled is the request's fault (400), also when it needs more
+// than --grammar-memory.
+tern_status set_reply_grammar(tern_session* session, const GenerationRequest& r, const Prepared& p, ApiError* error) {
+  const tern_status st =
+      tern_session_set_grammar(session, p.grammar.empty() ? nullptr : p.grammar.data(), p.grammar.size());
+  if (st != TERN_OK) {
+    *error = status_error(st, "grammar");
+    error->status = 400;
+    error->type = "invalid_request_error";
+    error->param = r.structured.format == StructuredOutput::Format::Grammar ? "grammar"
+                   : r.structured.tools.empty()                            ? "response_format"
+                                                                           : "tools";
+    if (st == TERN_GRAMMAR_TOO_LARGE) error->code = "grammar_too_large";
+  }
+  return st;
+}
+
 // Runs a prepared request on one slot's session, streaming pieces through on_piece.
 Generation generate(Server& s, tern_session* session, const GenerationRequest& r, const Prepared& p,
                     std::function<bool(const std::string&)> on_piece) {
@@ -241,6 +263,7 @@ Generation generate(Server& s, tern_session* session, const GenerationRequest& r
     g.error = status_error(st, "sampler");
     return g;
   }
+  if ((st = set_reply_grammar(session, r, p, &g.error)) != TERN_OK) return g;
   std::vector<tern_logit_bias> bias;
   for (const auto& [token, value] : r.logit_bias) bias.push_back({token, value <= -100.0f ? -INFINITY : value});
   if ((st = tern_session_set_logit_bias(session, bias.data(), bias.size())) != TERN_OK) {
@@ -340,6 +363,80 @@ void fit_open_file_limit(Options& opt) {
                opt.max_connections, fits, static_cast<unsigned long long>(r.rlim_cur));
   opt.max_connections = fits;
 }
+
+bool offers_tools(const GenerationRequest& r) {
+  return !r.structured.tools.empty() && r.structured.tool_choice != StructuredOutput::ToolChoice::None;
+}
+
+// A whole reply: its text, or the tool call it is.
+json reply_body(bool chat, const std::string& id, int64_t created, const std::string& model,
+                const GenerationRequest& r, const Generation& g) {
+  const Usage usage{g.prompt_tokens, g.completion_tokens, g.reused_tokens};
+  if (offers_tools(r)) {
+    ToolCallScanner call(true);
+    call.push(g.text);
+    if (call.complete_call()) return tool_call_body(id, created, model, new_call_id(), call.name(), call.arguments(), usage);
+  }
+  return completion_body(chat, id, created, model, g.text, g.finish_reason, usage);
+}
+
+// A streamed reply: text as content deltas, or, once the reply shows it is a tool call, the
+// call's id and name and then its arguments as they are generated (OpenAI's chunk shapes).
+// Text that may still become a call is held back until that is decided.
+class ReplyStream {
+ public:
+  using Writer = std::function<bool(const std::string&)>;
+  ReplyStream(bool chat, std::string id, int64_t created, std::string model, bool tools, Writer write)
+      : chat_(chat), id_(std::move(id)), created_(created), model_(std::move(model)), call_(tools),
+        write_(std::move(write)) {}
+
+  bool piece(const std::string& text) {
+    const std::string arguments = call_.push(text);
+    switch (call_.kind()) {
+      case ToolCallScanner::Kind::Undecided:
+        return true;
+      case ToolCallScanner::Kind::Content:
+        if (!held_sent_) {  // everything so far, this piece included
+          held_sent_ = true;
+          return content(call_.text());
+        }
+        return content(text);
+      case ToolCallScanner::Kind::Call:
+        if (!held_sent_) {
+          held_sent_ = true;
+          const std::string call_id = new_call_id();
+          if (!send(tool_call_chunk(id_, created_, model_, &call_id, &call_.name(), "", first_))) return false;
+          first_ = false;
+        }
+        return arguments.empty() || send(tool_call_chunk(id_, created_, model_, nullptr, nullptr, arguments, false));
+    }
+    return true;
+  }
+
+  // The last chunk (the finish reason: "tool_calls" for a complete call).
+  void finish(const std::string* finish_reason) {
+    if (call_.kind() == ToolCallScanner::Kind::Undecided && !call_.text().empty()) content(call_.text());
+    const std::string tool_calls = "tool_calls";
+    send(stream_chunk(chat_, id_, created_, model_, "", call_.complete_call() ? &tool_calls : finish_reason, first_));
+  }
+
+ private:
+  bool content(const std::string& text) {
+    const bool ok = send(stream_chunk(chat_, id_, created_, model_, text, nullptr, first_));
+    first_ = false;
+    return ok;
+  }
+  bool send(const std::string& event) { return write_(event); }
+
+  bool chat_;
+  std::string id_;
+  int64_t created_;
+  std::string model_;
+  ToolCallScanner call_;
+  Writer write_;
+  bool first_ = true;
+  bool held_sent_ = false;
+};
 
 std::atomic<bool> g_listen_returned{false};
 
@@ -448,9 +545,7 @@ void handle_generation(Server& s, const httplib::Request& req, httplib::Response
     if (!g.ok) {
       reply_error(res, g.error);
     } else {
-      res.set_content(dump(completion_body(chat, id, created, s.model_name, g.text, g.finish_reason,
-                                           Usage{g.prompt_tokens, g.completion_tokens, g.reused_tokens})),
-                      "application/json");
+      res.set_content(dump(reply_body(chat, id, created, s.model_name, *request, g)), "application/json");
     }
     log_line(s, req, g.ok ? 200 : g.error.status, g.prompt_tokens, g.completion_tokens, now_s() - start,
              g.decode_seconds);
@@ -469,23 +564,21 @@ void handle_generation(Server& s, const httplib::Request& req, httplib::Response
       "text/event-stream",
       [&s, request, prepared, id, created, chat, slot_index, release, start, method, path](size_t,
                                                                                           httplib::DataSink& sink) {
-        bool first = true, gone = false;
+        bool gone = false;
         auto write = [&](const std::string& event) {
           if (gone || !sink.is_writable() || !sink.write(event.data(), event.size())) gone = true;
           return !gone;
         };
-        Generation g = generate(s, s.sessions[slot_index], *request, *prepared, [&](const std::string& piece) {
-          const bool ok = write(stream_chunk(chat, id, created, s.model_name, piece, nullptr, first));
-          first = false;
-          return ok;
-        });
+        ReplyStream reply(chat, id, created, s.model_name, offers_tools(*request), write);
+        Generation g = generate(s, s.sessions[slot_index], *request, *prepared,
+                                [&](const std::string& piece) { return reply.piece(piece); });
         release();
         int status = 200;
         if (!g.ok) {
           status = g.error.status;
           write("data: " + dump(error_body(g.error)) + "\n\n");
         } else if (!gone) {
-          write(stream_chunk(chat, id, created, s.model_name, "", &g.finish_reason, first));
+          reply.finish(&g.finish_reason);
           if (request->include_usage) {
             write(stream_usage_chunk(chat, id, created, s.model_name, Usage{g.prompt_tokens, g.completion_tokens, g.reused_tokens}));
           }
@@ -523,6 +616,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0u, 4096u));
   app.add_option("--max-body", opt.max_body, "largest request body in bytes (default 1 MiB); more gets 413");
   add_connection_options(app, opt);
+  app.add_option("--grammar-memory", opt.grammar_memory,
+                 "memory per slot for response_format / tools grammars (default 8M; 0: refuse them)");
   CLI11_PARSE(app, argc, argv);
   fit_open_file_limit(opt);
   warn_if_open_to_the_network(opt);
@@ -697,6 +792,13 @@ int main(int argc, char** argv) {
     tern_model_params mp = tern_model_default_params();
     if (tern_parse_memory_budget(s.opt.budget.c_str(), &mp.memory_budget_bytes) != TERN_OK) {
       s.load_error = std::string("--memory-budget: ") + tern_last_error_message();
+      s.failed = true;
+      std::fprintf(stderr, "tern-server: %s\n", s.load_error.c_str());
+      stop_server(http);
+      return;
+    }
+    if (tern_parse_byte_size(s.opt.grammar_memory.c_str(), &mp.grammar_bytes) != TERN_OK) {
+      s.load_error = std::string("--grammar-memory: ") + tern_last_error_message();
       s.failed = true;
       std::fprintf(stderr, "tern-server: %s\n", s.load_error.c_str());
       stop_server(http);

@@ -123,6 +123,12 @@ bool model_params(JNIEnv* env, jobject p, tern_model_params* out, std::string* m
   out->kv_sink_tokens = env->GetIntField(p, field(env, cls, "kvSinkTokens", "I"));
   out->kv_recent_window = env->GetIntField(p, field(env, cls, "kvRecentWindow", "I"));
   out->kv_eviction = env->GetIntField(p, field(env, cls, "kvEviction", "I"));
+  const jlong grammar_bytes = env->GetLongField(p, field(env, cls, "grammarBytes", "J"));
+  if (grammar_bytes < 0) {
+    throw_tern(env, TERN_INVALID_ARGUMENT, "grammarMemory must be >= 0");
+    return false;
+  }
+  out->grammar_bytes = static_cast<uint64_t>(grammar_bytes);
   auto js = static_cast<jstring>(env->GetObjectField(p, field(env, cls, "kvMode", "Ljava/lang/String;")));
   if (js != nullptr) {
     if (!to_utf8(env, js, mode, "kvMode")) return false;
@@ -144,6 +150,30 @@ tern_sampler_params sampler_params(JNIEnv* env, jobject p) {
   s.presence_penalty = env->GetFloatField(p, field(env, cls, "presencePenalty", "F"));
   s.frequency_penalty = env->GetFloatField(p, field(env, cls, "frequencyPenalty", "F"));
   return s;
+}
+
+// A JSON Schema's grammar (tern_json_schema_to_grammar); false with the exception thrown.
+bool schema_grammar(JNIEnv* env, const std::string& schema, std::string* out) {
+  size_t size = 0;
+  tern_status s = tern_json_schema_to_grammar(schema.data(), schema.size(), nullptr, 0, &size);
+  std::vector<char> buf(size + 1);
+  if (s == TERN_OUT_OF_RANGE) s = tern_json_schema_to_grammar(schema.data(), schema.size(), buf.data(), buf.size(), &size);
+  if (!ok(env, s)) return false;
+  out->assign(buf.data(), size);
+  return true;
+}
+
+// The grammar a dev.tern.SamplerParams asks for (its grammar, or its jsonSchema converted):
+// *has is false when it asks for none. False with the exception thrown.
+bool sampler_grammar(JNIEnv* env, jobject p, std::string* out, bool* has) {
+  jclass cls = env->GetObjectClass(p);
+  auto gbnf = static_cast<jstring>(env->GetObjectField(p, field(env, cls, "grammar", "Ljava/lang/String;")));
+  auto schema = static_cast<jstring>(env->GetObjectField(p, field(env, cls, "jsonSchema", "Ljava/lang/String;")));
+  *has = gbnf != nullptr || schema != nullptr;
+  if (gbnf != nullptr) return to_utf8(env, gbnf, out, "grammar");
+  if (schema == nullptr) return true;
+  std::string text;
+  return to_utf8(env, schema, &text, "jsonSchema") && schema_grammar(env, text, out);
 }
 
 struct Listener {
@@ -179,6 +209,12 @@ JNIEXPORT jlong JNICALL Java_dev_tern_Tern_parseMemoryBudget(JNIEnv* env, jclass
   if (!to_utf8(env, text, &t, "the budget text is null")) return 0;
   uint64_t bytes = 0;
   return ok(env, tern_parse_memory_budget(t.c_str(), &bytes)) ? static_cast<jlong>(bytes) : 0;
+}
+
+JNIEXPORT jstring JNICALL Java_dev_tern_Tern_jsonSchemaToGrammar(JNIEnv* env, jclass, jstring schema) {
+  std::string text, grammar;
+  if (!to_utf8(env, schema, &text, "the schema is null") || !schema_grammar(env, text, &grammar)) return nullptr;
+  return to_java(env, grammar.data(), grammar.size());
 }
 
 JNIEXPORT jlong JNICALL Java_dev_tern_Model_nativeLoad(JNIEnv* env, jclass, jstring path, jobject params) {
@@ -233,6 +269,10 @@ JNIEXPORT void JNICALL Java_dev_tern_Model_nativeFree(JNIEnv*, jclass, jlong mod
 JNIEXPORT jlong JNICALL Java_dev_tern_Model_nativeSessionCreate(JNIEnv* env, jclass, jlong model, jobject sampler) {
   tern_session_params sp = tern_session_default_params();
   sp.sampler = sampler_params(env, sampler);
+  std::string grammar;
+  bool has_grammar = false;
+  if (!sampler_grammar(env, sampler, &grammar, &has_grammar)) return 0;
+  if (has_grammar) sp.grammar = grammar.c_str();
   tern_session* s = nullptr;
   if (!ok(env, tern_session_create(model_of(model), &sp, &s))) return 0;
   return static_cast<jlong>(reinterpret_cast<intptr_t>(s));
@@ -407,7 +447,11 @@ JNIEXPORT void JNICALL Java_dev_tern_Session_nativeSetSampler(JNIEnv* env, jclas
     return;
   }
   const tern_sampler_params p = sampler_params(env, sampler);
-  ok(env, tern_session_set_sampler(session_of(session), &p));
+  std::string grammar;
+  bool has_grammar = false;
+  if (!sampler_grammar(env, sampler, &grammar, &has_grammar)) return;
+  if (!ok(env, tern_session_set_sampler(session_of(session), &p))) return;
+  ok(env, tern_session_set_grammar(session_of(session), has_grammar ? grammar.data() : nullptr, grammar.size()));
 }
 
 JNIEXPORT void JNICALL Java_dev_tern_Session_nativeSetLogitBias(JNIEnv* env, jclass, jlong session, jintArray tokens,

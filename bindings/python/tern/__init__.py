@@ -23,8 +23,8 @@ from ._capi import (ChatMessage, EmbeddingInfo, EmbedParams, EmbedStats, Generat
                     PieceCallback, PlanRow, Session_p, Status, TernError, api, check, library_file)
 
 __version__ = "0.1.0"
-__all__ = ["Model", "Session", "Generation", "TernError", "Status", "plan", "version", "library_path",
-           "parse_byte_size", "parse_memory_budget", "available_memory", "set_log_level", "set_log_callback"]
+__all__ = ["Model", "Session", "Generation", "TernError", "Status", "plan", "json_schema_to_grammar", "version",
+           "library_path", "parse_byte_size", "parse_memory_budget", "available_memory", "set_log_level", "set_log_callback"]
 
 LOG_LEVELS = {"debug": 0, "info": 1, "warning": 2, "error": 3, "off": 4}
 EMBED_FORMATS = {"float32": 0, "int8": 1, "binary": 2}
@@ -166,6 +166,19 @@ def plan(path, kv_modes=None, **params):
     return out
 
 
+def json_schema_to_grammar(schema):
+    """The GBNF grammar of JSON text valid against `schema` (a dict, or JSON text), for
+    Model.session(grammar=...) or Session.set_grammar(). A keyword the runtime cannot honour
+    is a TernError (UNSUPPORTED_SCHEMA) naming it."""
+    if not isinstance(schema, (str, bytes)):
+        import json
+        schema = json.dumps(schema)
+    data = schema.encode() if isinstance(schema, str) else schema
+    buffer, size = _sized_call(lambda buf, cap, size: api.tern_json_schema_to_grammar(data, len(data), buf, cap, size),
+                               4096)
+    return buffer.raw[:size].decode()
+
+
 class _Closable:
     """A C object that close() frees: at the end of a `with` block too, or when collected."""
     _handle = None
@@ -277,14 +290,17 @@ class Model(_Closable):
         with self.session() as session:
             return session.embed(texts, **options)
 
-    def session(self, n_draft=0, draft_model=None, **sampler):
+    def session(self, n_draft=0, draft_model=None, grammar=None, **sampler):
         """A new conversation in one of the model's session slots (tern_session_create). The
         keywords are the sampler's (temperature, top_k, top_p, min_p, repeat_penalty,
         repeat_last_n, seed, presence_penalty, frequency_penalty); n_draft and draft_model
-        turn on speculative decoding."""
+        turn on speculative decoding; grammar (GBNF text, e.g. json_schema_to_grammar's)
+        constrains sampling (the model needs grammar_bytes)."""
         p = api.tern_session_default_params()
         _fill(p.sampler, sampler, "sampler")
         p.n_draft = n_draft
+        keep_grammar = None if grammar is None else grammar.encode()
+        p.grammar = keep_grammar
         if draft_model is not None:
             p.draft_model = draft_model._h()
         with self._lock:
@@ -333,6 +349,12 @@ class Session(_Closable):
             for m in (self.model, self._draft_model):
                 if m is not None:
                     m._forget(self)
+
+    def set_grammar(self, grammar):
+        """Constrains sampling to a GBNF grammar from now on (tern_session_set_grammar); None
+        removes it."""
+        data = None if grammar is None else grammar.encode()
+        check(api.tern_session_set_grammar(self._h(), data, 0 if data is None else len(data)))
 
     def set_sampler(self, **sampler):
         """Changes the sampler from the next token on (temperature, top_k, seed, ...)."""

@@ -43,6 +43,7 @@ class ModelParams(Structure):
         ("kv_eviction", c_int32),
         ("n_sessions", c_uint32),
         ("n_draft", c_uint32),
+        ("grammar_bytes", c_uint64),
     ]
 
 
@@ -65,6 +66,7 @@ class SessionParams(Structure):
         ("sampler", SamplerParams),
         ("n_draft", c_uint32),
         ("draft_model", POINTER(ModelHandle)),
+        ("grammar", c_char_p),
     ]
 
 
@@ -270,6 +272,8 @@ FUNCTIONS = {
     "tern_parse_memory_budget": (status_t, c_char_p, u64_p),
     "tern_session_request_abort": (status_t, Session_p),
     "tern_session_clear_abort": (status_t, Session_p),
+    "tern_session_set_grammar": (status_t, Session_p, c_char_p, c_size_t),
+    "tern_json_schema_to_grammar": (status_t, c_char_p, c_size_t, c_void_p, c_size_t, size_p),
     "tern_embed_default_params": (EmbedParams,),
     "tern_embed_row_bytes": (c_size_t, c_int, c_uint32),
     "tern_model_get_embedding_info": (status_t, Model_p, POINTER(EmbeddingInfo)),

@@ -453,3 +453,29 @@ def test_embedding_errors_are_tern_errors(bundle):
     with tern.Model(bundle, memory_budget=BUDGET) as generative, pytest.raises(tern.TernError) as e:
         generative.embed("It is a truth")
     assert e.value.status == tern.Status.NOT_SUPPORTED
+
+
+def test_a_json_schema_holds_sampled_replies_and_bad_grammars_are_tern_errors(bundle):
+    roles = ["heroine", "suitor", "relative"]
+    schema = {"type": "object", "properties": {"role": {"enum": roles}, "age": {"type": "integer", "minimum": 0,
+              "maximum": 120}}, "required": ["role", "age"], "additionalProperties": False}
+    grammar = tern.json_schema_to_grammar(schema)
+    assert "root" in grammar
+    with tern.Model(bundle, memory_budget=BUDGET, grammar_bytes=4 << 20) as model:
+        for seed in (1, 2, 3):
+            with model.session(grammar=grammar, temperature=1.0, seed=seed) as s:
+                reply = json.loads(s.generate(PROMPT, max_tokens=64).text())
+                assert list(reply) == ["role", "age"] and reply["role"] in roles and 0 <= reply["age"] <= 120
+        with model.session(temperature=0) as s:
+            s.set_grammar('root ::= "yes" | "no"')
+            assert s.generate(PROMPT, max_tokens=8).text() in ("yes", "no")
+            s.set_grammar(None)
+            with pytest.raises(tern.TernError) as e:
+                s.set_grammar('root ::= "unterminated')
+            assert e.value.status == tern.Status.INVALID_GRAMMAR
+    with pytest.raises(tern.TernError) as e:
+        tern.json_schema_to_grammar({"type": "string", "pattern": "^a+$"})
+    assert e.value.status == tern.Status.UNSUPPORTED_SCHEMA and "pattern" in str(e.value)
+    with tern.Model(bundle, memory_budget=BUDGET) as model, model.session() as s, pytest.raises(tern.TernError) as e:
+        s.set_grammar('root ::= "x"')
+    assert e.value.status == tern.Status.INVALID_STATE

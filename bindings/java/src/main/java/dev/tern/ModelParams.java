@@ -11,6 +11,7 @@ public final class ModelParams {
   int kvRecentWindow = -1;
   int kvEviction = -1;
   int sessions = 1;
+  long grammarBytes = 0;
 
   /** Bytes the process may use (0: no limit); see {@link Tern#parseMemoryBudget}. */
   public ModelParams memoryBudget(long bytes) {
@@ -60,6 +61,16 @@ public final class ModelParams {
   /** Sessions the model holds at once, each with its own slot of the budget. */
   public ModelParams sessions(int sessions) {
     this.sessions = sessions;
+    return this;
+  }
+
+  /**
+   * Memory per session for a compiled grammar ({@link SamplerParams#grammar}, {@link
+   * SamplerParams#jsonSchema}), inside the budget; 0: sessions take no grammar. A JSON
+   * grammar over a 128k-token vocabulary needs about 3 MiB.
+   */
+  public ModelParams grammarMemory(long bytes) {
+    this.grammarBytes = bytes;
     return this;
   }
 }

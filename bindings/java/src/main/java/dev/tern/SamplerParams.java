@@ -11,6 +11,8 @@ public final class SamplerParams {
   long seed = 0x7465726eL;
   float presencePenalty = 0.0f;
   float frequencyPenalty = 0.0f;
+  String grammar = null;
+  String jsonSchema = null;
 
   /** 0: greedy. */
   public SamplerParams temperature(float t) {
@@ -51,6 +53,29 @@ public final class SamplerParams {
 
   public SamplerParams frequencyPenalty(float p) {
     this.frequencyPenalty = p;
+    return this;
+  }
+
+  /**
+   * Constrains the output to a GBNF grammar (root rule "root"; see tern.h's structured
+   * output section): only tokens that keep it a prefix of a sentence are sampled, and the
+   * end only where it is whole. The model needs {@link ModelParams#grammarMemory}. Null: none.
+   * Replaces {@link #jsonSchema}.
+   */
+  public SamplerParams grammar(String gbnf) {
+    this.grammar = gbnf;
+    this.jsonSchema = null;
+    return this;
+  }
+
+  /**
+   * Constrains the output to JSON valid against a JSON Schema (converted with
+   * {@link Tern#jsonSchemaToGrammar}; an unsupported keyword is an UNSUPPORTED_SCHEMA error
+   * naming it). Null: none. Replaces {@link #grammar}.
+   */
+  public SamplerParams jsonSchema(String schema) {
+    this.jsonSchema = schema;
+    this.grammar = null;
     return this;
   }
 }

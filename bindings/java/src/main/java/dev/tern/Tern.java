@@ -27,4 +27,7 @@ public final class Tern {
 
   /** "512M", "1.5G", "available", "available-25%": a memory budget in bytes. */
   public static native long parseMemoryBudget(String text) throws TernException;
+
+  /** The GBNF grammar of the JSON that validates against a JSON Schema (tern_json_schema_to_grammar). */
+  public static native String jsonSchemaToGrammar(String schema) throws TernException;
 }

@@ -154,6 +154,40 @@ class BindingTest {
   }
 
   @Test
+  void grammarsAndSchemasConstrainTheOutput() throws Exception {
+    final ModelParams mp = params().grammarMemory(2L << 20);
+    try (Model model = Model.load(bundle(), mp)) {
+      for (long seed = 1; seed <= 4; ++seed) {
+        try (Session s = model.newSession(new SamplerParams().temperature(1.0f).seed(seed)
+                                              .jsonSchema("{\"enum\": [\"Emma\", \"Persuasion\", 1811]}"))) {
+          final String text = s.generate("Her best novel:", 24).strip();
+          assertTrue(List.of("\"Emma\"", "\"Persuasion\"", "1811").contains(text), text);
+        }
+      }
+      try (Session s = model.newSession(greedy())) {
+        s.setSampler(new SamplerParams().temperature(1.0f).grammar("root ::= [a-z]{3} \"!\""));
+        final String text = s.generate(PROMPT, 16);
+        assertTrue(text.matches("[a-z]{3}!"), text);
+        s.setSampler(greedy());  // no grammar: unconstrained again
+        assertTrue(s.generate(" and", 8).length() > 0);
+      }
+      final TernException bad = assertThrows(TernException.class,
+          () -> model.newSession(new SamplerParams().grammar("root ::= (\"a\"")));
+      assertEquals("INVALID_GRAMMAR", bad.statusName());
+      final TernException schema = assertThrows(TernException.class,
+          () -> Tern.jsonSchemaToGrammar("{\"type\": \"string\", \"pattern\": \"a+\"}"));
+      assertEquals("UNSUPPORTED_SCHEMA", schema.statusName());
+      assertTrue(schema.getMessage().contains("'pattern'"), schema.getMessage());
+      assertTrue(Tern.jsonSchemaToGrammar("{\"type\": \"boolean\"}").startsWith("root ::= boolean"));
+    }
+    try (Model model = Model.load(bundle(), params())) {  // no grammar memory
+      final TernException none = assertThrows(TernException.class,
+          () -> model.newSession(new SamplerParams().grammar("root ::= \"a\"")));
+      assertEquals("INVALID_STATE", none.statusName());
+    }
+  }
+
+  @Test
   void closingTwiceIsSafeAndCallsAfterCloseFail() throws Exception {
     final Model model = Model.load(bundle(), params());
     final Session s = model.newSession(greedy());

@@ -1,0 +1,72 @@
+// A JSON reader for the device library: validates text once (RFC 8259, nesting at most
+// kMaxJsonDepth), then walks it in place. Values are spans of the caller's text; objects and
+// arrays are iterated by scanning, so nothing is allocated and nothing throws. Used where
+// the runtime reads JSON it was handed (JSON Schemas for constrained generation).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "platform/error.h"
+
+namespace tern::json {
+
+inline constexpr int kMaxJsonDepth = 128;
+
+enum class Kind : uint8_t { Null, Bool, Number, String, Array, Object };
+const char* to_string(Kind kind);
+
+// A value's text: [begin, end) (a string's span includes its quotes).
+struct Value {
+  Kind kind = Kind::Null;
+  const char* begin = nullptr;
+  const char* end = nullptr;
+  size_t size() const { return static_cast<size_t>(end - begin); }
+};
+
+// Checks that `text` is exactly one JSON value (surrounding white space allowed) and returns
+// it. InvalidArgument naming the line and column of the first problem (and the depth limit).
+Result<Value> parse(const char* text, size_t size);
+
+// Members of a validated object, in text order.
+class Members {
+ public:
+  explicit Members(const Value& object);
+  // The next member; false after the last.
+  bool next(Value* key, Value* value);
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
+// Items of a validated array, in order.
+class Items {
+ public:
+  explicit Items(const Value& array);
+  bool next(Value* item);
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
+// The member of `object` whose key equals `key` (compared after unescaping); the first one
+// when the key repeats. False when absent or `object` is not an object.
+bool find(const Value& object, const char* key, Value* out);
+// A string value's unescaped bytes equal `text`.
+bool string_equals(const Value& string, const char* text, size_t size);
+bool string_equals(const Value& string, const char* text);
+// Writes a string value's unescaped bytes (\uXXXX as UTF-8, surrogate pairs joined; a lone
+// surrogate becomes U+FFFD) into out, at most `capacity` of them; returns how many the whole
+// string has.
+size_t unescape(const Value& string, char* out, size_t capacity);
+size_t count_items(const Value& array);
+
+// A number's value, exactly when it is an integer in int64's range (1.0 and 1e2 count as
+// integers; 1.5 does not). False otherwise.
+bool as_int64(const Value& number, int64_t* out);
+// A number's value as a double (nearest, within a few ulps; enough to compare bounds).
+double as_double(const Value& number);
+
+}  // namespace tern::json
