@@ -283,9 +283,13 @@ async function apiSuite() {
   const huge = await rawPost(server, '/v1/completions', JSON.stringify({ prompt: 'x'.repeat(70000) }), auth);
   assert.equal(huge.status, 413);
   assert.match(huge.json.error.message, /larger than 65536 bytes/);
-  const unknownRoute = await rawPost(server, '/v1/embeddings', '{}', auth);
+  const unknownRoute = await rawPost(server, '/v1/images/generations', '{}', auth);
   assert.equal(unknownRoute.status, 404);
   assert.ok(unknownRoute.json.error.message);
+  // A generative bundle has no embeddings (tests/server's embeddings suite covers the other way).
+  const noEmbeddings = await rawPost(server, '/v1/embeddings', JSON.stringify({ input: 'It is' }), auth);
+  assert.equal(noEmbeddings.status, 400);
+  assert.match(noEmbeddings.json.error.message, /generates text: it has no embeddings/);
   const wrongKey = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'sk-wrong', maxRetries: 0 });
   await expectApiError(wrongKey.models.list(), 401, (e) => assert.ok(e instanceof OpenAI.AuthenticationError));
   const noKey = await rawPost(server, '/v1/completions', JSON.stringify({ prompt }));
@@ -359,7 +363,10 @@ async function loadSuite() {
   const budgetBytes = Number.parseInt(budget) * 1024 * 1024;
   const requests = Number(args.requests ?? 200);
   const clients = 8;
-  const server = await startServer(['--sessions', '2', '--memory-budget', budget, '--queue', '4', '--timeout', '10']);
+  // Grammar memory is part of the budget: 1M a slot is room for tiny-austen's 2,048 tokens
+  // (the default 8M is sized for LLaMA-3's 128,256).
+  const server = await startServer(['--sessions', '2', '--memory-budget', budget, '--queue', '4', '--timeout', '10',
+                                    '--grammar-memory', '1M']);
   const client = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'none', maxRetries: 0, timeout: 20000 });
   const prompts = ['It is a truth universally acknowledged', 'Mr. Bennet was so odd a mixture', 'The village of Longbourn'];
   let next = 0;
@@ -613,6 +620,7 @@ async function hostileSuite() {
   assert.equal(long.status, 200, long.text);
   assert.equal(long.json.content, ' '.repeat(640));
   await stopServer(llama);
+}
 
 // Structured output: response_format json_schema (strict) and tool calls, whole and streamed,
 // through the official client (its parse() helper included).
