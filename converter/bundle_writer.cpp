@@ -170,6 +170,7 @@ BundleContents contents_from_ir(const ModelIR& ir, const ConvertOptions& options
   c.source_format = ir.source_format;
   c.source_path = ir.source_path;
   c.options = describe_options(options);
+  c.embedding = ir.embedding;
   for (const TensorIR& t : ir.tensors) {
     TensorSpec s;
     s.name = t.name;
@@ -248,6 +249,22 @@ Result<WriteStats> write_bundle(const std::string& path, const BundleContents& c
   const ModelConfig& cfg = contents.config;
   const std::string chat = contents.tokenizer ? contents.tokenizer->chat_template : std::string();
   auto chat_off = fbb.CreateString(chat);
+  flatbuffers::Offset<flatbuffers::Vector<uint8_t>> sliding_off;
+  if (cfg.sliding_layers != 0) {
+    std::vector<uint8_t> sliding(cfg.layers);
+    for (uint32_t l = 0; l < cfg.layers; ++l) sliding[l] = layer_is_sliding(cfg, l) ? 1 : 0;
+    sliding_off = fbb.CreateVector(sliding);
+  }
+  flatbuffers::Offset<schema::Embedding> embedding_off;
+  if (cfg.embedding) {
+    std::vector<flatbuffers::Offset<schema::EmbeddingPrompt>> prompts;
+    for (const auto& [name, text] : contents.embedding.prompts) {
+      prompts.push_back(schema::CreateEmbeddingPromptDirect(fbb, name.c_str(), text.c_str()));
+    }
+    embedding_off = schema::CreateEmbeddingDirect(fbb, static_cast<schema::Pooling>(cfg.pooling), cfg.embedding_normalize,
+                                                  cfg.hidden, &prompts, contents.embedding.default_prompt.c_str(),
+                                                  cfg.embedding_append_eos);
+  }
   schema::ModelConfigBuilder cb(fbb);
   cb.add_family(static_cast<schema::ModelFamily>(cfg.family));
   cb.add_hidden(cfg.hidden);
@@ -268,6 +285,12 @@ Result<WriteStats> write_bundle(const std::string& path, const BundleContents& c
   cb.add_eos_id(cfg.eos_id);
   cb.add_eot_id(cfg.eot_id);
   cb.add_chat_template(chat_off);
+  cb.add_embedding_scale(cfg.embedding_scale);
+  cb.add_attention_scale(cfg.attention_scale);
+  cb.add_rope_local_theta(cfg.rope_local_theta);
+  cb.add_sliding_window(cfg.sliding_window);
+  if (cfg.sliding_layers != 0) cb.add_sliding_layers(sliding_off);
+  if (cfg.embedding) cb.add_embedding(embedding_off);
   auto config_off = cb.Finish();
 
   auto prov_off = schema::CreateProvenanceDirect(fbb, contents.source_format.c_str(), contents.source_path.c_str(),

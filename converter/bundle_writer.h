@@ -91,6 +91,7 @@ struct BundleContents {
   std::string options;  // e.g. "embed=f16"
   std::vector<TensorSpec> tensors;
   std::optional<KvProfileIR> kv_profile;
+  EmbeddingPromptsIR embedding;  // written when config.embedding
 };
 
 struct WriteStats {

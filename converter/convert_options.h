@@ -26,6 +26,10 @@ struct ConvertOptions {
   // Called by importers as work completes (step name, done, total); may be empty.
   std::function<void(const char* step, uint64_t done, uint64_t total)> on_progress;
   uint64_t seed = 1234;   // synthetic weights
+  // Keep only the first N transformer layers (0: all). The result is a self-speculative
+  // draft for the same checkpoint: same tokenizer, embeddings, final norm and lm_head,
+  // a fraction of the work per token (tern-run --draft).
+  uint32_t keep_layers = 0;
 };
 
 }  // namespace tern::convert

@@ -408,14 +408,19 @@ Result<TokenizerIR> gguf_import_tokenizer(const gguf::File& file) {
     if (file.find("tokenizer.ggml.pre") != nullptr) {
       TERN_ASSIGN_OR_RETURN(pre, file.get_string("tokenizer.ggml.pre"));
     }
-    // Tern's runtime implements the LLaMA-3 pre-tokenizer only; another split would
+    // Tern's runtime implements the LLaMA-3 and Qwen2 pre-tokenizers; another split would
     // tokenize differently without any error, so refuse it here.
-    if (pre != "llama-bpe" && pre != "llama3" && pre != "llama-v3") {
-      return fail(Error::NotSupported, "%s: byte-level BPE pre-tokenizer '%s' is not supported (only llama-bpe / llama3)",
-                  fname, pre.c_str());
+    if (pre == "qwen2") {
+      tok.pretokenizer = PreTokenizer::Qwen2;
+      tok.nfc = true;  // Qwen's tokenizer.json normalizes to NFC first
+    } else if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") {
+      tok.pretokenizer = PreTokenizer::Llama3;
+      tok.ignore_merges = true;  // as llama.cpp and HF tokenizers do for LLaMA-3
+    } else {
+      return fail(Error::NotSupported,
+                  "%s: byte-level BPE pre-tokenizer '%s' is not supported (llama-bpe / llama3 or qwen2)", fname,
+                  pre.c_str());
     }
-    tok.pretokenizer = PreTokenizer::Llama3;
-    tok.ignore_merges = true;  // as llama.cpp and HF tokenizers do for LLaMA-3
     tok.pieces.resize(vocab);
     std::map<std::string, uint32_t> id_of;  // GGUF (GPT-2 spelled) text -> id, for merges
     for (size_t i = 0; i < vocab; ++i) {
@@ -472,6 +477,9 @@ Result<TokenizerIR> gguf_import_tokenizer(const gguf::File& file) {
   if (file.find("tokenizer.ggml.add_bos_token") != nullptr) {
     TERN_ASSIGN_OR_RETURN(tok.add_bos, file.get_bool("tokenizer.ggml.add_bos_token"));
   }
+  if (file.find("tokenizer.ggml.add_eos_token") != nullptr) {
+    TERN_ASSIGN_OR_RETURN(tok.add_eos, file.get_bool("tokenizer.ggml.add_eos_token"));
+  }
   if (file.find("tokenizer.chat_template") != nullptr) {
     TERN_ASSIGN_OR_RETURN(tok.chat_template, file.get_string("tokenizer.chat_template"));
   }
@@ -484,7 +492,7 @@ namespace {
 
 // "token_embd.weight", "output_norm.weight", "output.weight" or "blk.<N>.<kind>.weight"
 // with N < layers and a kind from the family table (runtime/model_family.h).
-bool is_known_tensor(const std::string& name, uint32_t layers) {
+bool is_known_tensor(const std::string& name, uint32_t layers, ModelFamily family) {
   if (name == "token_embd.weight" || name == "output_norm.weight" || name == "output.weight") return true;
   const std::string prefix = "blk.", suffix = ".weight";
   if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
@@ -502,10 +510,11 @@ bool is_known_tensor(const std::string& name, uint32_t layers) {
   if (i - digits_start > 1 && name[digits_start] == '0') return false;  // no leading zeros
   const std::string kind = name.substr(i + 1, name.size() - suffix.size() - i - 1);
   for (size_t k = 0; k < kLayerTensorCount; ++k) {
-    if (kind == kLayerTensors[k].gguf) return true;
+    if (kind == gguf_tensor_name(kLayerTensors[k], family)) return true;
   }
   return false;
 }
+
 
 Result<uint32_t> get_u32(const gguf::File& file, const std::string& key) {
   TERN_ASSIGN_OR_RETURN(uint64_t v, file.get_uint(key));
@@ -514,6 +523,71 @@ Result<uint32_t> get_u32(const gguf::File& file, const std::string& key) {
                 static_cast<unsigned long long>(v));
   }
   return static_cast<uint32_t>(v);
+}
+
+// bitnet.cpp's embedding GGUFs (arch qwen3 / gemma3, guide: docs/bitnet-embeddings-i2s-guide.md):
+// pooling, the end token, and Gemma3's sliding windows, RoPE bases and scales. Keys llama.cpp
+// does not read have llama.cpp's defaults for gemma3 (every 6th layer full, local RoPE base
+// 10000, scale 1 / sqrt(head_dim)).
+Error read_embedding_gguf(const gguf::File& file, const std::string& p, ModelConfig* c) {
+  const char* fname = file.name().c_str();
+  const bool gemma = c->family == ModelFamily::Gemma3Bitnet;
+  c->embedding = true;
+  c->embedding_normalize = true;
+  c->has_sub_norms = true;
+  c->activation = gemma ? Activation::GeluTanh : Activation::Silu;
+  c->pooling = Pooling::Last;
+  if (file.find(p + "pooling_type") != nullptr) {
+    TERN_ASSIGN_OR_RETURN(uint64_t type, file.get_uint(p + "pooling_type"));
+    // llama.cpp's enum: 1 mean, 2 cls, 3 last.
+    if (type == 1) {
+      c->pooling = Pooling::Mean;
+    } else if (type == 2) {
+      c->pooling = Pooling::First;
+    } else if (type != 3) {
+      return fail(Error::NotSupported, "%s: %spooling_type %llu is not supported (1 mean, 2 cls, 3 last)", fname,
+                  p.c_str(), static_cast<unsigned long long>(type));
+    }
+  }
+  if (!gemma) return Error::Ok;
+  c->embedding_scale = std::sqrt(static_cast<float>(c->hidden));
+  float scalar = static_cast<float>(c->head_dim);
+  if (file.find(p + "attention.query_pre_attn_scalar") != nullptr) {
+    TERN_ASSIGN_OR_RETURN(double v, file.get_float(p + "attention.query_pre_attn_scalar"));
+    if (!(v > 0.0 && v < 1e9)) return fail(Error::OutOfRange, "%s: query_pre_attn_scalar %g", fname, v);
+    scalar = static_cast<float>(v);
+  }
+  c->attention_scale = 1.0f / std::sqrt(scalar);
+  c->rope_local_theta = 10000.0f;
+  if (file.find(p + "rope.freq_base_swa") != nullptr) {
+    TERN_ASSIGN_OR_RETURN(double v, file.get_float(p + "rope.freq_base_swa"));
+    if (!(v > 0.0 && v < 1e12)) return fail(Error::OutOfRange, "%s: rope.freq_base_swa %g", fname, v);
+    c->rope_local_theta = static_cast<float>(v);
+  }
+  if (file.find(p + "attention.sliding_window") == nullptr) return Error::Ok;
+  TERN_ASSIGN_OR_RETURN(c->sliding_window, get_u32(file, p + "attention.sliding_window"));
+  std::vector<bool> sliding(c->layers);
+  const std::string pattern_key = p + "attention.sliding_window_pattern";
+  if (file.find(pattern_key) != nullptr && file.find(pattern_key)->type == gguf::ValueType::Array) {
+    TERN_ASSIGN_OR_RETURN(std::vector<double> flags, file.get_number_array(pattern_key));
+    if (flags.size() != c->layers) {
+      return fail(Error::ShapeMismatch, "%s: %s has %zu entries for %u layers", fname, pattern_key.c_str(),
+                  flags.size(), c->layers);
+    }
+    for (uint32_t l = 0; l < c->layers; ++l) sliding[l] = flags[l] != 0.0;
+  } else {
+    uint64_t period = 6;
+    if (file.find(pattern_key) != nullptr) {
+      TERN_ASSIGN_OR_RETURN(period, file.get_uint(pattern_key));
+    }
+    for (uint32_t l = 0; l < c->layers; ++l) sliding[l] = period == 0 || (l + 1) % period != 0;
+  }
+  for (uint32_t l = 0; l < c->layers; ++l) {
+    if (!sliding[l]) continue;
+    if (l >= 64) return fail(Error::NotSupported, "%s: sliding layer %u (at most 64 layers may slide)", fname, l);
+    c->sliding_layers |= uint64_t{1} << l;
+  }
+  return Error::Ok;
 }
 
 // Expected [out, in] (or [n]) shape of a tensor under `c`.
@@ -560,8 +634,10 @@ Result<ModelIR> import_gguf(const gguf::File& file, const ConvertOptions& option
   ModelIR ir;
   ir.source_path = file.name();
   TERN_ASSIGN_OR_RETURN(std::string arch, file.get_string("general.architecture"));
-  if (arch != "bitnet" && arch != "bitnet-b1.58" && arch != "bitnet-25") {
-    return fail(Error::UnsupportedModel, "%s: architecture '%s' is not supported (bitnet, bitnet-b1.58)", fname,
+  const bool embedding = arch == "qwen3" || arch == "gemma3";
+  if (arch != "bitnet" && arch != "bitnet-b1.58" && arch != "bitnet-25" && !embedding) {
+    return fail(Error::UnsupportedModel,
+                "%s: architecture '%s' is not supported (bitnet, bitnet-b1.58; qwen3 / gemma3 embedding models)", fname,
                 arch.c_str());
   }
   const std::string p = arch + ".";
@@ -615,7 +691,10 @@ Result<ModelIR> import_gguf(const gguf::File& file, const ConvertOptions& option
   if (file.find(p + "hidden_activation") != nullptr) {
     TERN_ASSIGN_OR_RETURN(act, file.get_string(p + "hidden_activation"));
   }
-  if (act == "relu2") {
+  if (embedding) {
+    c.family = arch == "qwen3" ? ModelFamily::Qwen3Bitnet : ModelFamily::Gemma3Bitnet;
+    TERN_RETURN_IF_ERROR(read_embedding_gguf(file, p, &c));
+  } else if (act == "relu2") {
     c.family = ModelFamily::Bitnet2B4T;
     c.activation = Activation::Relu2;
   } else if (act == "silu") {
@@ -633,7 +712,7 @@ Result<ModelIR> import_gguf(const gguf::File& file, const ConvertOptions& option
   }
   // Every GGUF tensor must map to a canonical name: nothing is silently dropped.
   for (const auto& t : file.tensors()) {
-    if (!is_known_tensor(t.name, c.layers)) {
+    if (!is_known_tensor(t.name, c.layers, c.family)) {
       return fail(Error::UnknownTensor, "%s: unexpected tensor '%s' for arch %s with %u layers", fname, t.name.c_str(),
                   arch.c_str(), c.layers);
     }
@@ -653,8 +732,11 @@ Result<ModelIR> import_gguf(const gguf::File& file, const ConvertOptions& option
                   static_cast<unsigned long long>(vs), c.vocab);
     }
   }
-  c.has_sub_norms = file.find_tensor("blk.0.attn_sub_norm.weight") != nullptr;
+  if (!embedding) c.has_sub_norms = file.find_tensor("blk.0.attn_sub_norm.weight") != nullptr;
   c.tied_embeddings = file.find_tensor("output.weight") == nullptr;
+  if (embedding && !c.tied_embeddings) {
+    return fail(Error::UnsupportedModel, "%s: an embedding model has no output.weight", fname);
+  }
 
   const std::vector<uint64_t> embed_shape = {c.vocab, c.hidden};
   TERN_ASSIGN_OR_RETURN(TensorIR embeddings,
@@ -663,7 +745,7 @@ Result<ModelIR> import_gguf(const gguf::File& file, const ConvertOptions& option
   for (uint32_t l = 0; l < c.layers; ++l) {
     for (size_t k = 0; k < kLayerTensorCount; ++k) {
       const WeightSpec& spec = kLayerTensors[k];
-      const std::string gname = "blk." + std::to_string(l) + "." + spec.gguf + ".weight";
+      const std::string gname = "blk." + std::to_string(l) + "." + gguf_tensor_name(spec, c.family) + ".weight";
       const TensorInfo* t = file.find_tensor(gname);
       if (t == nullptr) {
         if (!tensor_required(spec, c)) continue;
@@ -700,6 +782,7 @@ Result<ModelIR> import_gguf(const gguf::File& file, const ConvertOptions& option
     c.bos_id = ir.tokenizer.bos_id;
     c.eos_id = ir.tokenizer.eos_id;
     c.eot_id = ir.tokenizer.eot_id;
+    c.embedding_append_eos = embedding && ir.tokenizer.add_eos && ir.tokenizer.eos_id >= 0;
   }
 
   std::string kind = "f16";

@@ -1,5 +1,6 @@
 #include "converter/import.h"
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -42,9 +43,27 @@ InputFormat detect_format(const std::string& path) {
   return InputFormat::Unknown;
 }
 
-Result<ModelIR> import_model(const std::string& path, const ConvertOptions& options) {
+namespace {
+
+// Drops the tensors of layers N and above ("layers.K.*") and records N layers.
+Result<ModelIR> keep_first_layers(Result<ModelIR> imported, uint32_t n) {
+  if (!imported.ok() || n == 0) return imported;
+  ModelIR ir = std::move(imported).value();
+  TERN_CHECK_OR_RETURN(n <= ir.config.layers, Error::InvalidArgument,
+                       "--keep-layers %u: the model has only %u layers", n, ir.config.layers);
+  std::vector<TensorIR> kept;
+  for (TensorIR& t : ir.tensors) {
+    unsigned layer = 0;
+    if (std::sscanf(t.name.c_str(), "layers.%u.", &layer) == 1 && layer >= n) continue;
+    kept.push_back(std::move(t));
+  }
+  ir.tensors = std::move(kept);
+  ir.config.layers = n;
+  return ir;
+}
+
+Result<ModelIR> import_by_format(const std::string& path, const ConvertOptions& options) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) return fail(Error::FileNotFound, "%s: not found", path.c_str());
   switch (detect_format(path)) {
     case InputFormat::HuggingFace: {
       const std::string dir = fs::is_directory(path, ec) ? path : fs::path(path).parent_path().string();
@@ -59,6 +78,14 @@ Result<ModelIR> import_model(const std::string& path, const ConvertOptions& opti
   }
   return fail(Error::BadMagic, "%s: unrecognized input format (not GGUF, bitllama2c .bin, or a Hugging Face directory)",
               path.c_str());
+}
+
+}  // namespace
+
+Result<ModelIR> import_model(const std::string& path, const ConvertOptions& options) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return fail(Error::FileNotFound, "%s: not found", path.c_str());
+  return keep_first_layers(import_by_format(path, options), options.keep_layers);
 }
 
 }  // namespace tern::convert

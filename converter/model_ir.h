@@ -34,8 +34,8 @@ struct TensorIR {
   }
 };
 
-enum class TokenizerType : uint8_t { Unknown = 0, ByteLevelBpe = 1, SentencePieceBpe = 2 };
-enum class PreTokenizer : uint8_t { None = 0, Llama3 = 1 };
+enum class TokenizerType : uint8_t { Unknown = 0, ByteLevelBpe = 1, SentencePieceBpe = 2, SentencePieceUnigram = 3 };
+enum class PreTokenizer : uint8_t { None = 0, Llama3 = 1, Qwen2 = 2 };
 enum class TokenAttr : uint8_t { Normal = 0, Control = 1, Byte = 2, Unknown = 3, UserDefined = 4, Unused = 5 };
 
 struct TokenizerIR {
@@ -53,10 +53,21 @@ struct TokenizerIR {
   std::string chat_template;       // the Jinja text as shipped
   bool remove_extra_whitespaces = false;  // SentencePiece normalizer option
   std::string unk_surface;                // SentencePiece: decoded text of <unk> ("" = default)
+  bool nfc = false;                       // tokenizer.json's NFC normalizer
+  bool add_eos = false;                   // tokenizer_config.json add_eos_token
+  int32_t template_eos_id = -1;           // the special token tokenizer.json's template puts after a text
+};
+
+// What an embedding model's bundle says besides its config (pooling, normalization and
+// the EOS rule are in ModelConfig): the named prompts put in front of texts.
+struct EmbeddingPromptsIR {
+  std::vector<std::pair<std::string, std::string>> prompts;  // name, text (sentence-transformers "prompts")
+  std::string default_prompt;                                 // "" for none
 };
 
 struct ModelIR {
   ModelConfig config;
+  EmbeddingPromptsIR embedding;  // config.embedding only
   std::vector<TensorIR> tensors;
   TokenizerIR tokenizer;
   std::string source_format;  // "hf-safetensors-packed", "gguf-tq2_0", "bitllama2c", "synthetic-2b4t", ...

@@ -52,11 +52,29 @@ Result<ModelConfig> synthetic_config(const std::string& preset) {
     c.hidden = 256, c.ffn_hidden = 768, c.layers = 4, c.heads = 4, c.kv_heads = 2, c.head_dim = 64;
     c.vocab = 512, c.max_context = 4096, c.rope_theta = 500000.0f, c.activation = Activation::Relu2;
     c.has_sub_norms = true, c.tied_embeddings = true;
+  } else if (preset == "embed-0.6b") {  // BitNet-embedding-0.6B: Qwen3-0.6B layers
+    c.family = ModelFamily::Qwen3Bitnet;
+    c.hidden = 1024, c.ffn_hidden = 3072, c.layers = 28, c.heads = 16, c.kv_heads = 8, c.head_dim = 128;
+    c.vocab = 151936, c.max_context = 32768, c.rope_theta = 1000000.0f, c.activation = Activation::Silu;
+  } else if (preset == "embed-270m") {  // BitNet-embedding-270M: Gemma3-270M layers
+    c.family = ModelFamily::Gemma3Bitnet;
+    c.hidden = 640, c.ffn_hidden = 2048, c.layers = 18, c.heads = 4, c.kv_heads = 1, c.head_dim = 256;
+    c.vocab = 262144, c.max_context = 32768, c.rope_theta = 1000000.0f, c.activation = Activation::GeluTanh;
+    c.rope_local_theta = 10000.0f, c.sliding_window = 512, c.attention_scale = 1.0f / 16.0f;  // query_pre_attn_scalar 256
+    c.embedding_scale = std::sqrt(640.0f);
+    for (uint32_t l = 0; l < c.layers; ++l) {
+      if ((l + 1) % 6 != 0) c.sliding_layers |= uint64_t{1} << l;  // every 6th layer attends fully
+    }
   } else {
-    return fail(Error::InvalidArgument, "unknown synthetic preset '%s' (2b4t, large, 3b, tiny)", preset.c_str());
+    return fail(Error::InvalidArgument, "unknown synthetic preset '%s' (2b4t, large, 3b, tiny, embed-0.6b, embed-270m)",
+                preset.c_str());
+  }
+  if (c.family == ModelFamily::Qwen3Bitnet || c.family == ModelFamily::Gemma3Bitnet) {
+    c.has_sub_norms = true, c.tied_embeddings = true;
+    c.embedding = true, c.pooling = Pooling::Last, c.embedding_normalize = true, c.embedding_append_eos = true;
   }
   c.rope_style = RopeStyle::RotateHalf;
-  c.norm_eps = 1e-5f;
+  c.norm_eps = c.embedding ? 1e-6f : 1e-5f;
   c.bos_id = 256;
   c.eos_id = 257;
   c.eot_id = 258;

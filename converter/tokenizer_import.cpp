@@ -51,7 +51,11 @@ Result<TokenizerIR> import_tokenizer(const std::string& path) {
   if (!json_path.empty()) {
     auto ir = import_tokenizer_json(json_path, config_path);
     // A SentencePiece-style tokenizer.json next to its tokenizer.model: use the model.
-    if (ir.ok() || model_path.empty() || ir.error() != Error::NotSupported) return ir;
+    const bool spm_style = ir.ok() && ir->type == TokenizerType::SentencePieceBpe;
+    if ((ir.ok() && !(spm_style && !model_path.empty())) || model_path.empty() ||
+        (!ir.ok() && ir.error() != Error::NotSupported)) {
+      return ir;
+    }
   }
   TERN_ASSIGN_OR_RETURN(TokenizerIR ir, import_sentencepiece_model(model_path));
   if (!config_path.empty()) {
@@ -123,6 +127,7 @@ flatbuffers::Offset<schema::Tokenizer> write_tokenizer(flatbuffers::FlatBufferBu
   b.add_remove_extra_whitespaces(ir.remove_extra_whitespaces);
   if (!ir.unk_surface.empty()) b.add_unk_surface(unk_surface);
   b.add_chat_format(chat_format);
+  b.add_normalizer(ir.nfc ? schema::Normalizer::Nfc : schema::Normalizer::None);
   return b.Finish();
 }
 

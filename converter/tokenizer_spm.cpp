@@ -152,8 +152,10 @@ Result<TokenizerIR> import_sentencepiece_model(const std::string& path) {
   SpmFlags flags;
   TERN_CHECK_OR_RETURN(read_flags(sp.serialized_model_proto(), &flags), Error::InvalidArgument,
                        "%s: malformed SentencePiece ModelProto", path.c_str());
-  TERN_CHECK_OR_RETURN(flags.model_type == 2, Error::NotSupported,
-                       "%s: SentencePiece model type %d is not supported (only BPE)", path.c_str(), flags.model_type);
+  // ModelProto.TrainerSpec.model_type: 1 UNIGRAM, 2 BPE (3 WORD and 4 CHAR are not used by LLMs).
+  TERN_CHECK_OR_RETURN(flags.model_type == 1 || flags.model_type == 2, Error::NotSupported,
+                       "%s: SentencePiece model type %d is not supported (only unigram and BPE)", path.c_str(),
+                       flags.model_type);
   TERN_CHECK_OR_RETURN(flags.charsmap_size == 0, Error::NotSupported,
                        "%s: SentencePiece normalizer '%s' with a character map is not supported (only identity)",
                        path.c_str(), flags.normalizer_name.c_str());
@@ -164,7 +166,7 @@ Result<TokenizerIR> import_sentencepiece_model(const std::string& path) {
                        "%s: ModelProto lists %zu pieces, library %d", path.c_str(), flags.piece_types.size(), n);
 
   TokenizerIR ir;
-  ir.type = TokenizerType::SentencePieceBpe;
+  ir.type = flags.model_type == 1 ? TokenizerType::SentencePieceUnigram : TokenizerType::SentencePieceBpe;
   ir.pretokenizer = PreTokenizer::None;
   ir.pieces.reserve(n);
   ir.scores.reserve(n);

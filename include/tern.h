@@ -424,6 +424,66 @@ TERN_API tern_status tern_parse_memory_budget(const char* text, uint64_t* out_by
 TERN_API tern_status tern_session_request_abort(tern_session* session);
 TERN_API tern_status tern_session_clear_abort(tern_session* session);
 
+/* ---- Embeddings (embedding bundles: BitNet-embedding-0.6B / -270M and their kind) ----
+ * An embedding model turns each text into one vector: its tokens (after the instruction, if
+ * any, and with the model's end token) run through the model, the hidden states are pooled
+ * (last token, mean or first, as the bundle says) and L2-normalized. tern_embed() takes a
+ * batch of texts and runs several of them per forward pass (each attends only to itself);
+ * it writes into the caller's buffer and allocates nothing. A session of an embedding model
+ * only embeds (tern_prefill/tern_generate return TERN_NOT_SUPPORTED), and tern_embed on a
+ * generative model returns TERN_NOT_SUPPORTED. One session per thread, as for generation. */
+typedef enum tern_embed_format {
+  TERN_EMBED_FLOAT32 = 0, /* dimensions floats */
+  TERN_EMBED_INT8 = 1,    /* dimensions int8: round(v * 127 / max|v|); scale max|v| / 127 per text */
+  TERN_EMBED_BINARY = 2   /* ceil(dimensions / 8) bytes: bit 7 - i % 8 of byte i / 8 is v_i > 0 */
+} tern_embed_format;
+
+typedef struct tern_embed_params {
+  uint32_t dimensions;      /* 0: the model's; else the first D dimensions, re-normalized (Matryoshka) */
+  tern_embed_format format;
+  /* A prompt stored in the bundle ("query", "document", ...) put in front of every text.
+   * NULL: the bundle's default prompt (none when it has none); "": no prompt. */
+  const char* prompt_name;
+  /* Text put in front of every text instead of a stored prompt (e.g. the model card's
+   * "Instruct: <task>\nQuery: "); NULL: none. */
+  const char* instruction;
+  /* Nonzero: texts longer than the context keep their first tokens (and the end token);
+   * zero: they fail with TERN_PROMPT_TOO_LONG. */
+  int truncate;
+} tern_embed_params;
+
+typedef struct tern_embed_stats {
+  uint32_t n_texts;
+  uint64_t n_tokens;    /* tokens run (prompts and end tokens included) */
+  uint32_t n_batches;   /* forward passes */
+  uint32_t n_truncated; /* texts cut to the context */
+  double seconds;
+} tern_embed_stats;
+
+typedef enum tern_pooling { TERN_POOLING_LAST = 0, TERN_POOLING_MEAN = 1, TERN_POOLING_FIRST = 2 } tern_pooling;
+
+typedef struct tern_embedding_info {
+  uint32_t dimensions; /* 0: not an embedding model */
+  tern_pooling pooling;
+  int normalized;      /* vectors are L2-normalized */
+  size_t n_prompts;    /* named prompts stored in the bundle (tern_model_embedding_prompt) */
+  const char* default_prompt; /* the prompt used when tern_embed_params.prompt_name is NULL, or NULL */
+} tern_embedding_info;
+
+TERN_API tern_embed_params tern_embed_default_params(void);
+/* Bytes one text's vector takes (a row of tern_embed's output). */
+TERN_API size_t tern_embed_row_bytes(tern_embed_format format, uint32_t dimensions);
+TERN_API tern_status tern_model_get_embedding_info(const tern_model* model, tern_embedding_info* out_info);
+/* Stored prompt `index` (< n_prompts): its name and text (owned by the model). */
+TERN_API tern_status tern_model_embedding_prompt(const tern_model* model, size_t index, const char** out_name,
+                                                 const char** out_text);
+/* One vector per text into `out`, n_texts rows of tern_embed_row_bytes(format, D) bytes
+ * (TERN_OUT_OF_RANGE, nothing written, when out_bytes is smaller). text_sizes may be NULL
+ * (NUL-terminated texts). out_scales (n_texts floats, may be NULL) gets the int8 scales. */
+TERN_API tern_status tern_embed(tern_session* session, const char* const* texts, const size_t* text_sizes,
+                                size_t n_texts, const tern_embed_params* params, void* out, size_t out_bytes,
+                                float* out_scales, tern_embed_stats* out_stats);
+
 /* ---- kv_mode "auto" ----
  * tern_model_params.kv_mode = "auto" lets the planner choose the KV mode at load: of "fp16",
  * "q8", "q4", "q3", "q2" and every "adaptive:B" the bundle holds, the one with the least

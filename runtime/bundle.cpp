@@ -154,6 +154,33 @@ Error check_config(const Ctx& ctx, const schema::ModelConfig* c) {
     return fail(Error::InvalidBundle, "%s: config norm_eps %g / rope_theta %g out of range", ctx.label,
                 static_cast<double>(c->norm_eps()), static_cast<double>(c->rope_theta()));
   }
+  if (const auto* sliding = c->sliding_layers()) {
+    if (sliding->size() > c->layers()) {
+      return fail(Error::InvalidBundle, "%s: config sliding_layers has %u entries for %u layers", ctx.label,
+                  sliding->size(), c->layers());
+    }
+    for (uint32_t l = 64; l < sliding->size(); ++l) {
+      if (sliding->Get(l)) {
+        return fail(Error::UnsupportedModel, "%s: sliding-window layer %u: only the first 64 layers may slide",
+                    ctx.label, l);
+      }
+    }
+  }
+  if (const schema::Embedding* e = c->embedding()) {
+    if (static_cast<uint32_t>(e->pooling()) > static_cast<uint32_t>(schema::Pooling::MAX)) {
+      return fail(Error::UnsupportedModel, "%s: unknown pooling %u", ctx.label, static_cast<unsigned>(e->pooling()));
+    }
+    if (e->dimensions() != c->hidden()) {
+      return fail(Error::InvalidBundle, "%s: embedding dimensions %u differ from the hidden size %u", ctx.label,
+                  e->dimensions(), c->hidden());
+    }
+  }
+  // The ranges of the remaining fields, as for a config built in memory.
+  if (const Error e = validate_config(to_config(c)); e != Error::Ok) {
+    char message[512];
+    std::snprintf(message, sizeof message, "%s", last_error_message());
+    return fail(e, "%s: %s", ctx.label, message);
+  }
   return Error::Ok;
 }
 
@@ -369,6 +396,21 @@ ModelConfig to_config(const schema::ModelConfig* c) {
   m.bos_id = c->bos_id();
   m.eos_id = c->eos_id();
   m.eot_id = c->eot_id();
+  m.embedding_scale = c->embedding_scale();
+  m.attention_scale = c->attention_scale();
+  m.rope_local_theta = c->rope_local_theta();
+  m.sliding_window = c->sliding_window();
+  if (const auto* sliding = c->sliding_layers()) {
+    for (uint32_t l = 0; l < sliding->size() && l < 64; ++l) {
+      if (sliding->Get(l)) m.sliding_layers |= uint64_t{1} << l;
+    }
+  }
+  if (const schema::Embedding* e = c->embedding()) {
+    m.embedding = true;
+    m.pooling = static_cast<Pooling>(e->pooling());
+    m.embedding_normalize = e->normalize();
+    m.embedding_append_eos = e->append_eos();
+  }
   return m;
 }
 
@@ -474,5 +516,9 @@ Result<TensorView> Bundle::tensor_at(size_t index) const {
 const schema::Tokenizer* Bundle::tokenizer() const { return root_ == nullptr ? nullptr : root_->tokenizer(); }
 
 const schema::KvProfile* Bundle::kv_profile() const { return root_ == nullptr ? nullptr : root_->kv_profile(); }
+
+const schema::Embedding* Bundle::embedding() const {
+  return root_ == nullptr ? nullptr : root_->config()->embedding();
+}
 
 }  // namespace tern

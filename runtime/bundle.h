@@ -17,6 +17,7 @@ namespace schema {
 struct Bundle;
 struct Tokenizer;
 struct KvProfile;
+struct Embedding;
 }  // namespace schema
 
 enum class TensorType : uint32_t {
@@ -67,6 +68,7 @@ class Bundle {
   const schema::Bundle* root() const { return root_; }
   const schema::Tokenizer* tokenizer() const;  // never null after open()
   const schema::KvProfile* kv_profile() const;  // null when the bundle was not calibrated
+  const schema::Embedding* embedding() const;   // null unless an embedding model
 
   const uint8_t* data() const { return data_; }
   // FNV-1a of the FlatBuffer header (config, tensor table with every segment's place and

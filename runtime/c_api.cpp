@@ -23,6 +23,7 @@
 #include "runtime/session.h"
 #include "runtime/tokenizer.h"
 #include "runtime/version.h"
+#include "schema/bundle_generated.h"
 
 namespace tern {
 namespace {
@@ -57,6 +58,8 @@ static_assert(static_cast<int>(KvType::F16) == TERN_KV_F16 && static_cast<int>(K
 static_assert(static_cast<int>(LogLevel::Debug) == TERN_LOG_DEBUG && static_cast<int>(LogLevel::Off) == TERN_LOG_OFF,
               "log levels");
 static_assert(static_cast<int>(StopReason::ContextFull) == TERN_STOP_CONTEXT_FULL, "stop reasons");
+static_assert(static_cast<int>(EmbedFormat::Binary) == TERN_EMBED_BINARY && static_cast<int>(Pooling::First) ==
+              TERN_POOLING_FIRST, "embedding enums");
 
 Model* as_model(tern_model* m) { return reinterpret_cast<Model*>(m); }
 const Model* as_model(const tern_model* m) { return reinterpret_cast<const Model*>(m); }
@@ -454,6 +457,76 @@ tern_status tern_generate(tern_session* session, const char* prompt, size_t prom
     out_stats->drafted_tokens = st.drafted_tokens;
     out_stats->accepted_tokens = st.accepted_tokens;
     out_stats->verify_steps = st.verify_steps;
+  }
+  return status(e);
+}
+
+tern_embed_params tern_embed_default_params(void) {
+  tern_embed_params p;
+  std::memset(&p, 0, sizeof p);
+  p.format = TERN_EMBED_FLOAT32;
+  return p;
+}
+
+size_t tern_embed_row_bytes(tern_embed_format format, uint32_t dimensions) {
+  return embed_row_bytes(static_cast<EmbedFormat>(format), dimensions);
+}
+
+tern_status tern_model_get_embedding_info(const tern_model* model, tern_embedding_info* out_info) {
+  TERN_C_REQUIRE_(model);
+  TERN_C_REQUIRE_(out_info);
+  const Model& m = *as_model(model);
+  const ModelConfig& c = m.config();
+  std::memset(out_info, 0, sizeof *out_info);
+  if (!c.embedding) return TERN_OK;
+  out_info->dimensions = c.hidden;
+  out_info->pooling = static_cast<tern_pooling>(static_cast<int>(c.pooling));
+  out_info->normalized = c.embedding_normalize ? 1 : 0;
+  const schema::Embedding* e = m.bundle() != nullptr ? m.bundle()->embedding() : nullptr;
+  if (e != nullptr && e->prompts() != nullptr) out_info->n_prompts = e->prompts()->size();
+  if (e != nullptr && e->default_prompt() != nullptr && e->default_prompt()->size() > 0) {
+    out_info->default_prompt = e->default_prompt()->c_str();
+  }
+  return TERN_OK;
+}
+
+tern_status tern_model_embedding_prompt(const tern_model* model, size_t index, const char** out_name,
+                                        const char** out_text) {
+  TERN_C_REQUIRE_(model);
+  TERN_C_REQUIRE_(out_name);
+  TERN_C_REQUIRE_(out_text);
+  const Model& m = *as_model(model);
+  const schema::Embedding* e = m.bundle() != nullptr ? m.bundle()->embedding() : nullptr;
+  const size_t n = e != nullptr && e->prompts() != nullptr ? e->prompts()->size() : 0;
+  if (index >= n) {
+    return status(fail(Error::OutOfRange, "prompt %zu of %zu stored in the model", index, n));
+  }
+  const schema::EmbeddingPrompt* p = e->prompts()->Get(static_cast<flatbuffers::uoffset_t>(index));
+  *out_name = p->name() != nullptr ? p->name()->c_str() : "";
+  *out_text = p->text() != nullptr ? p->text()->c_str() : "";
+  return TERN_OK;
+}
+
+tern_status tern_embed(tern_session* session, const char* const* texts, const size_t* text_sizes, size_t n_texts,
+                       const tern_embed_params* params, void* out, size_t out_bytes, float* out_scales,
+                       tern_embed_stats* out_stats) {
+  TERN_C_REQUIRE_(session);
+  if (texts == nullptr && n_texts != 0) return null_argument(__func__, "texts");
+  const tern_embed_params p = params != nullptr ? *params : tern_embed_default_params();
+  EmbedOptions o;
+  o.dimensions = p.dimensions;
+  o.format = static_cast<EmbedFormat>(p.format);
+  o.prompt_name = p.prompt_name;
+  o.instruction = p.instruction;
+  o.truncate = p.truncate != 0;
+  EmbedStats st;
+  const Error e = as_session(session)->embed(texts, text_sizes, n_texts, o, out, out_bytes, out_scales, &st);
+  if (out_stats != nullptr) {
+    out_stats->n_texts = st.texts;
+    out_stats->n_tokens = st.tokens;
+    out_stats->n_batches = st.batches;
+    out_stats->n_truncated = st.truncated;
+    out_stats->seconds = st.seconds;
   }
   return status(e);
 }

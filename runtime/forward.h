@@ -43,6 +43,16 @@ struct ForwardScratch {
   float* sink_cos = nullptr; // [head_dim/2] rotation by -evicted positions
   float* sink_sin = nullptr;
   float* logits = nullptr;   // [vocab]
+  // The embedding families (projection norms, sliding windows) and packed texts.
+  float* xh = nullptr;              // [batch][hidden] attn_norm / ffn_norm output the projection norms read
+  float* xh_inv_rms = nullptr;      // [batch] 1 / rms of its rows
+  float* rope_local_cos = nullptr;  // [batch][head_dim/2] angles at the sliding layers' RoPE base
+  float* rope_local_sin = nullptr;
+  uint32_t* attend_from = nullptr;  // [batch] first position each token attends to in this layer
+  // Set by the caller for a batch holding several texts: per token, the cache position its
+  // text starts at (its RoPE position is counted from there and it attends only from there
+  // on). Null: one sequence from position 0. Needs a dense KV cache.
+  const uint32_t* segment_start = nullptr;
 };
 
 // Either measures (arena == nullptr: adds each buffer's padded size to *bytes) or carves

@@ -20,6 +20,13 @@ size_t session_draft_bytes(const ModelConfig& config, uint32_t draft_tokens) {
          align_up(static_cast<size_t>(draft_tokens) * config.vocab * sizeof(float), 64) + 64;
 }
 
+size_t session_embed_bytes(const ModelConfig& config, uint32_t batch, uint32_t context) {
+  if (!config.embedding) return 0;
+  return 3 * (align_up(static_cast<size_t>(batch) * sizeof(int32_t), 64) + 64) +
+         2 * (align_up(static_cast<size_t>(config.hidden) * sizeof(float), 64) + 64) +
+         align_up(embed_text_bytes(context), 64) + 64;
+}
+
 size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, const KvCacheSpec& kv,
                            size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes, uint32_t draft_tokens) {
   size_t scratch = 0;
@@ -29,10 +36,15 @@ size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t c
   const uint32_t history = session_history_tokens(context, kv.evicting());
   scratch += align_up(static_cast<size_t>(history) * sizeof(int32_t), 64) + 64;  // history
   scratch += align_up(static_cast<size_t>(context) * sizeof(int32_t), 64) + 64;  // generate()'s prompt
-  scratch += align_up(static_cast<size_t>(config.vocab) * sizeof(float), 64) + 64;  // biased logits
-  scratch += align_up(Session::kMaxLogitBias * sizeof(Session::LogitBias), 64) + 64;  // the bias list
-  scratch += session_draft_bytes(config, draft_tokens);
-  const size_t sampler = Sampler::required_arena_bytes(config.vocab) + 64;
+  // An embedding model never decodes: no logits to steer, no sampler, no drafts.
+  const bool decodes = !config.embedding;
+  if (decodes) {
+    scratch += align_up(static_cast<size_t>(config.vocab) * sizeof(float), 64) + 64;  // biased logits
+    scratch += align_up(Session::kMaxLogitBias * sizeof(Session::LogitBias), 64) + 64;  // the bias list
+    scratch += session_draft_bytes(config, draft_tokens);
+  }
+  scratch += session_embed_bytes(config, batch, context);
+  const size_t sampler = decodes ? Sampler::required_arena_bytes(config.vocab) + 64 : 0;
   const size_t cache = kv_cache_arena_bytes(kv, context);
   if (scratch_bytes != nullptr) *scratch_bytes = scratch;
   if (sampler_bytes != nullptr) *sampler_bytes = sampler;

@@ -83,6 +83,10 @@ size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t c
 // scored one row at a time into the session's logits) and the drafts' distributions
 // (draft_tokens x vocab floats, speculative sampling with a draft model); 0 without drafting.
 size_t session_draft_bytes(const ModelConfig& config, uint32_t draft_tokens);
+// Embedding models: the buffers Session::embed assembles batches and pools in, and the
+// room to join a prompt and a text (embed_text_bytes) before tokenizing; 0 otherwise.
+size_t session_embed_bytes(const ModelConfig& config, uint32_t batch, uint32_t context);
+inline size_t embed_text_bytes(uint32_t context) { return 16384 + 8 * static_cast<size_t>(context); }
 // Token history a session keeps: the context without eviction; twice that with it (a
 // sliding buffer that always holds at least the last `context` tokens).
 inline uint32_t session_history_tokens(uint32_t context, bool evicting) { return evicting ? 2 * context : context; }

@@ -111,13 +111,15 @@ namespace {
 // Weights the model converts into its arena (norms to f32), its tables and RoPE frequencies.
 size_t arena_weight_bytes(const ModelConfig& config, const ModelWeights& weights) {
   size_t bytes = 2 * kAlign + config.layers * (sizeof(LayerWeights) + sizeof(LayerRuntime)) + 2 * kAlign +
-                 align_up(config.head_dim / 2 * sizeof(float), kAlign) + kAlign +
+                 2 * (align_up(config.head_dim / 2 * sizeof(float), kAlign) + kAlign) +
                  converted_norm_bytes(weights.final_norm);
   if (!family_traits(config.family)->layer_norms) return bytes;
   for (uint32_t l = 0; l < config.layers; ++l) {
-    const LayerWeights& lw = weights.layers[l];
-    bytes += converted_norm_bytes(lw.attn_norm) + converted_norm_bytes(lw.ffn_norm) +
-             converted_norm_bytes(lw.attn_sub_norm) + converted_norm_bytes(lw.ffn_sub_norm);
+    for (size_t i = 0; i < kLayerTensorCount; ++i) {
+      if (kLayerTensors[i].runtime_field != nullptr) {
+        bytes += converted_norm_bytes(weights.layers[l].*kLayerTensors[i].vector_field);
+      }
+    }
   }
   return bytes;
 }
@@ -130,8 +132,18 @@ Error plan_for(const ModelConfig& config, const ModelWeights& weights, size_t re
   TERN_RETURN_IF_ERROR(validate_weights(config, weights));
   TERN_CHECK_OR_RETURN(params.batch_tokens > 0, Error::InvalidArgument, "batch_tokens must be > 0");
   const schema::KvProfile* calibrated = bundle != nullptr ? bundle->kv_profile() : nullptr;
-  const bool auto_mode = kv_mode_is_auto(params.kv_mode);
-  if (!auto_mode) TERN_RETURN_IF_ERROR(make_kv_cache_spec(kv_mode_request(params), config, calibrated, bits, spec));
+  bool auto_mode = kv_mode_is_auto(params.kv_mode);
+  KvModeRequest kv_request = kv_mode_request(params);
+  if (config.embedding) {
+    // Texts share the cache side by side and sliding layers attend from a window's start:
+    // the dense cache's positions. "auto" is its half-size form.
+    if (auto_mode) kv_request.mode = "fp16";
+    auto_mode = false;
+    TERN_RETURN_IF_ERROR(make_kv_cache_spec(kv_request, config, calibrated, bits, spec));
+    TERN_CHECK_OR_RETURN(!spec->compressed, Error::NotSupported,
+                         "kv mode %s: an embedding model keeps its KV cache dense (f32 or fp16)", spec->name);
+  }
+  if (!auto_mode) TERN_RETURN_IF_ERROR(make_kv_cache_spec(kv_request, config, calibrated, bits, spec));
   MemoryPlanRequest request;
   request.config = config;
   request.budget_bytes = params.memory_budget_bytes;
@@ -227,18 +239,22 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
     layers_[l] = weights.layers[l];
     layer_runtime_[l] = LayerRuntime{};
     if (!layer_norms) continue;
-    TERN_ASSIGN_OR_RETURN(layer_runtime_[l].attn_norm, to_f32(layers_[l].attn_norm, arena_));
-    TERN_ASSIGN_OR_RETURN(layer_runtime_[l].ffn_norm, to_f32(layers_[l].ffn_norm, arena_));
-    TERN_ASSIGN_OR_RETURN(layer_runtime_[l].attn_sub_norm, to_f32(layers_[l].attn_sub_norm, arena_));
-    TERN_ASSIGN_OR_RETURN(layer_runtime_[l].ffn_sub_norm, to_f32(layers_[l].ffn_sub_norm, arena_));
+    for (size_t i = 0; i < kLayerTensorCount; ++i) {
+      const WeightSpec& spec = kLayerTensors[i];
+      if (spec.runtime_field == nullptr) continue;
+      TERN_ASSIGN_OR_RETURN(layer_runtime_[l].*spec.runtime_field, to_f32(layers_[l].*spec.vector_field, arena_));
+    }
   }
   weights_.layers = layers_;
   TERN_ASSIGN_OR_RETURN(final_norm_, to_f32(weights.final_norm, arena_));
   const size_t half = config.head_dim / 2;
   TERN_ASSIGN_OR_RETURN(rope_inv_freq_, arena_.allocate_array<float>(half, ArenaPurpose::Other, kAlign));
+  TERN_ASSIGN_OR_RETURN(rope_local_inv_freq_, arena_.allocate_array<float>(half, ArenaPurpose::Other, kAlign));
+  const float local_theta = config.rope_local_theta > 0.0f ? config.rope_local_theta : config.rope_theta;
   for (size_t i = 0; i < half; ++i) {
-    rope_inv_freq_[i] =
-        1.0f / std::pow(config.rope_theta, static_cast<float>(2 * i) / static_cast<float>(config.head_dim));
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(config.head_dim);
+    rope_inv_freq_[i] = 1.0f / std::pow(config.rope_theta, exponent);
+    rope_local_inv_freq_[i] = 1.0f / std::pow(local_theta, exponent);
   }
   if (const schema::Tokenizer* tokenizer_table = bundle_ != nullptr ? bundle_->tokenizer() : nullptr) {
     TERN_ASSIGN_OR_RETURN(tokenizer_, Tokenizer::create(tokenizer_table, arena_));

@@ -62,14 +62,6 @@ KvModeRequest kv_mode_request(const ModelParams& params);
 // plan.total_bytes gives a session of plan.context_tokens. Allocates only while it runs.
 Result<MemoryPlan> plan_model(const Bundle& bundle, const ModelParams& params);
 
-// Per-layer norm weights converted to f32, plus RoPE frequencies: what the forward pass reads.
-struct LayerRuntime {
-  const float* attn_norm = nullptr;
-  const float* attn_sub_norm = nullptr;
-  const float* ffn_norm = nullptr;
-  const float* ffn_sub_norm = nullptr;
-};
-
 class Model {
  public:
   // Maps and verifies a bundle, then create().
@@ -88,6 +80,8 @@ class Model {
   const LayerRuntime& layer_runtime(uint32_t i) const { return layer_runtime_[i]; }
   const float* final_norm() const { return final_norm_; }
   const float* rope_inv_freq() const { return rope_inv_freq_; }
+  // RoPE frequencies of sliding-window layers (rope_local_theta; == rope_inv_freq() without one).
+  const float* rope_local_inv_freq() const { return rope_local_inv_freq_; }
   const MemoryPlan& plan() const { return plan_; }
   const ArenaAllocator& arena() const { return arena_; }
   const ThreadPool* pool() const { return pool_.num_threads() > 1 ? &pool_ : nullptr; }
@@ -136,6 +130,7 @@ class Model {
   LayerRuntime* layer_runtime_ = nullptr;
   const float* final_norm_ = nullptr;
   float* rope_inv_freq_ = nullptr;
+  float* rope_local_inv_freq_ = nullptr;
   MemoryPlan plan_;
   ThreadPool pool_;
   std::unique_ptr<Bundle> bundle_;

@@ -12,9 +12,14 @@ enum class ModelFamily : uint8_t {
   Bitnet2B4T = 1,   // HF BitNetForCausalLM / GGUF bitnet, bitnet-b1.58: relu² FFN, attn/ffn sub-norms
   LlamaBitnet = 2,  // 1bitLLM bitnet_b1_58-*: LLaMA layout, SiLU-gated FFN
   Bitllama2c = 3,   // bitllama2.c: parameter-free norm before every ternary linear
+  Qwen3Bitnet = 4,  // BitNet-embedding-0.6B: Qwen3 layers, an RMSNorm before every ternary linear, q/k head norms
+  Gemma3Bitnet = 5, // BitNet-embedding-270M: Gemma3 layers (post-attention/FFN norms, sliding windows) + the same
 };
 
-enum class Activation : uint8_t { Relu2 = 0, Silu = 1 };
+enum class Activation : uint8_t { Relu2 = 0, Silu = 1, GeluTanh = 2 };
+
+// How an embedding model turns a text's hidden states into one vector.
+enum class Pooling : uint8_t { Last = 0, Mean = 1, First = 2 };
 
 // How RoPE pairs dimensions within a head.
 enum class RopeStyle : uint8_t {
@@ -41,6 +46,20 @@ struct ModelConfig {
   int32_t bos_id = -1;
   int32_t eos_id = -1;
   int32_t eot_id = -1;             // end of turn (chat), -1 if none
+  float embedding_scale = 1.0f;    // token embeddings times this (Gemma3: sqrt(hidden))
+  float attention_scale = 0.0f;    // 0: 1 / sqrt(head_dim) (Gemma3: query_pre_attn_scalar^-1/2)
+  float rope_local_theta = 0.0f;   // RoPE base of sliding-window layers; 0: rope_theta
+  uint32_t sliding_window = 0;     // keys a sliding layer's query sees, itself included; 0: none
+  uint64_t sliding_layers = 0;     // bit l: layer l uses the sliding window (layers < 64)
+  // Embedding models (a bundle's Embedding table): no logits, one vector per text.
+  bool embedding = false;
+  Pooling pooling = Pooling::Last;
+  bool embedding_normalize = true;
+  bool embedding_append_eos = false;  // EOS after every text (what last-token pooling reads)
 };
+
+inline bool layer_is_sliding(const ModelConfig& c, uint32_t layer) {
+  return c.sliding_window > 0 && layer < 64 && ((c.sliding_layers >> layer) & 1u) != 0;
+}
 
 }  // namespace tern

@@ -25,6 +25,27 @@ struct VectorView {
 struct LayerWeights {
   VectorView attn_norm, attn_sub_norm, ffn_norm, ffn_sub_norm;
   TernaryMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+  // The embedding families: an RMSNorm on the input of each ternary linear (wo's and
+  // w_down's are attn_sub_norm and ffn_sub_norm), q/k head norms, Gemma3's post norms.
+  VectorView wq_in_norm, wk_in_norm, wv_in_norm, w_gate_in_norm, w_up_in_norm;
+  VectorView q_norm, k_norm, post_attn_norm, post_ffn_norm;
+};
+
+// The same norms converted to f32 at load: what the forward pass reads (null: absent).
+struct LayerRuntime {
+  const float* attn_norm = nullptr;
+  const float* attn_sub_norm = nullptr;
+  const float* ffn_norm = nullptr;
+  const float* ffn_sub_norm = nullptr;
+  const float* wq_in_norm = nullptr;
+  const float* wk_in_norm = nullptr;
+  const float* wv_in_norm = nullptr;
+  const float* w_gate_in_norm = nullptr;
+  const float* w_up_in_norm = nullptr;
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+  const float* post_attn_norm = nullptr;
+  const float* post_ffn_norm = nullptr;
 };
 
 // Views of every weight; the memory they point at must outlive the Model.
@@ -41,13 +62,23 @@ struct FamilyTraits {
   // Per-layer RMSNorm weights (attn_norm, ffn_norm). Without them, every ternary linear's
   // input goes through the parameter-free norm a / (rms(a) * n) instead (bitllama2.c).
   bool layer_norms;
+  // A weighted RMSNorm of its own on the input of wq, wk, wv, w_gate and w_up (BitNet
+  // embedding models' BitLinear), after attn_norm / ffn_norm.
+  bool projection_norms;
+  // RMSNorm over each query and key head (head_dim weights shared by the heads), before RoPE.
+  bool qk_norms;
+  // RMSNorm of the attention and FFN outputs before they join the residual (Gemma3).
+  bool post_norms;
+  // Hugging Face stores the model's own norms as w for x * (1 + w) (Gemma): the importer
+  // adds one (the BitLinear input norms are plain x * w and keep their values).
+  bool hf_norms_plus_one;
 };
 
 // Null for Unknown or a family this build does not know.
 const FamilyTraits* family_traits(ModelFamily family);
 
 // A dimension of a tensor, resolved against a ModelConfig.
-enum class TensorDim : uint8_t { None, Hidden, QueryDim, KvDim, Ffn, Vocab };
+enum class TensorDim : uint8_t { None, Hidden, QueryDim, KvDim, Ffn, Vocab, HeadDim };
 uint64_t tensor_dim(TensorDim dim, const ModelConfig& config);
 
 enum class TensorRequired : uint8_t {
@@ -55,6 +86,9 @@ enum class TensorRequired : uint8_t {
   LayerNorms,  // the family has per-layer norms
   SubNorms,    // config.has_sub_norms
   Untied,      // !config.tied_embeddings
+  ProjectionNorms,  // the family's traits say so
+  QkNorms,
+  PostNorms,
 };
 
 struct WeightSpec {
@@ -68,7 +102,16 @@ struct WeightSpec {
   // Where the model loader puts a per-layer tensor (exactly one is set).
   TernaryMatrix LayerWeights::*ternary_field;
   VectorView LayerWeights::*vector_field;
+  // A vector's f32 copy for the forward pass.
+  const float* LayerRuntime::*runtime_field = nullptr;
+  // The norm inside a BitLinear (the input of one ternary linear), not the model's own: a
+  // plain x * w in every family.
+  bool linear_input_norm = false;
 };
+
+// A family whose checkpoints name a tensor differently from the tables (and "" for none).
+const char* hf_tensor_name(const WeightSpec& spec, ModelFamily family);
+const char* gguf_tensor_name(const WeightSpec& spec, ModelFamily family);
 
 // The per-layer tensors, in the order the importers write them, and the model-wide ones.
 extern const WeightSpec kLayerTensors[];

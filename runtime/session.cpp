@@ -28,6 +28,7 @@ Error Session::init(Model& model, const SamplerParams& sampler, ArenaAllocator& 
   history_capacity_ = session_history_tokens(context_, evicting_);
   TERN_ASSIGN_OR_RETURN(history_, arena.allocate_array<int32_t>(history_capacity_, ArenaPurpose::Scratch, 64));
   TERN_ASSIGN_OR_RETURN(prompt_, arena.allocate_array<int32_t>(context_, ArenaPurpose::Scratch, 64));
+  if (model.config().embedding) return init_embedding(model, sampler, arena);
   TERN_ASSIGN_OR_RETURN(biased_logits_,
                         arena.allocate_array<float>(model.config().vocab, ArenaPurpose::Scratch, 64));
   TERN_ASSIGN_OR_RETURN(bias_, arena.allocate_array<LogitBias>(kMaxLogitBias, ArenaPurpose::Scratch, 64));
@@ -50,6 +51,21 @@ Error Session::init(Model& model, const SamplerParams& sampler, ArenaAllocator& 
   return sampler_.configure(checked);
 }
 
+// The rest of init() for an embedding model: the batch assembly and pooling buffers, as
+// session_embed_bytes counts them; no sampler (it never decodes).
+Error Session::init_embedding(Model& model, const SamplerParams& sampler, ArenaAllocator& arena) {
+  const uint32_t batch = model.plan().batch_tokens;
+  TERN_ASSIGN_OR_RETURN(embed_tokens_, arena.allocate_array<int32_t>(batch, ArenaPurpose::Scratch, 64));
+  TERN_ASSIGN_OR_RETURN(embed_segments_, arena.allocate_array<uint32_t>(batch, ArenaPurpose::Scratch, 64));
+  TERN_ASSIGN_OR_RETURN(embed_texts_, arena.allocate_array<uint32_t>(batch, ArenaPurpose::Scratch, 64));
+  TERN_ASSIGN_OR_RETURN(embed_pool_, arena.allocate_array<float>(model.config().hidden, ArenaPurpose::Scratch, 64));
+  TERN_ASSIGN_OR_RETURN(embed_row_, arena.allocate_array<float>(model.config().hidden, ArenaPurpose::Scratch, 64));
+  embed_text_bytes_ = embed_text_bytes(context_);
+  TERN_ASSIGN_OR_RETURN(embed_text_, arena.allocate_array<char>(embed_text_bytes_, ArenaPurpose::Scratch, 64));
+  TERN_RETURN_IF_ERROR(validate(sampler));
+  return sampler_.configure(sampler);
+}
+
 Session::~Session() {
   if (draft_ != nullptr) draft_->model().destroy_session(draft_);
 }
@@ -66,6 +82,8 @@ void Session::append_history(const int32_t* tokens, uint32_t n) {
 }
 
 Error Session::prefill(const int32_t* tokens, size_t count) {
+  TERN_CHECK_OR_RETURN(!model_->config().embedding, Error::NotSupported,
+                       "an embedding model has no next-token logits: embed texts instead");
   TERN_CHECK_OR_RETURN(tokens != nullptr || count == 0, Error::InvalidArgument, "prefill with null tokens");
   TERN_CHECK_OR_RETURN(!needs_reset_, Error::InvalidState,
                        "an earlier failed batch left the KV cache inconsistent; reset the session");
@@ -129,6 +147,7 @@ Result<int32_t> Session::sample_from(const float* logits) {
 }
 
 Error Session::set_logit_bias(const LogitBias* entries, size_t count) {
+  TERN_CHECK_OR_RETURN(bias_ != nullptr, Error::NotSupported, "an embedding model has no logits to bias");
   TERN_CHECK_OR_RETURN(entries != nullptr || count == 0, Error::InvalidArgument, "logit bias: null entries");
   TERN_CHECK_OR_RETURN(count <= kMaxLogitBias, Error::InvalidArgument, "%zu logit bias entries (at most %zu)", count,
                        kMaxLogitBias);
@@ -536,6 +555,7 @@ Result<size_t> Session::save_state(void* buf, size_t capacity) const {
 }
 
 Error Session::load_state(const void* buf, size_t size) {
+  TERN_CHECK_OR_RETURN(!model_->config().embedding, Error::NotSupported, "an embedding session holds no state");
   TERN_CHECK_OR_RETURN(buf != nullptr || size == 0, Error::InvalidArgument, "session state: null buffer");
   StateHeader h;
   TERN_CHECK_OR_RETURN(size >= sizeof h, Error::Truncated, "session state of %zu bytes is shorter than its header (%zu)",

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "platform/error.h"
+#include "runtime/embed.h"
 #include "runtime/forward.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/sampler.h"
@@ -118,6 +119,15 @@ class Session {
   Error set_draft_model(Model* draft);
   const Session* draft_session() const { return draft_; }
 
+  // Embedding models only (NotSupported otherwise): one vector per text into `out`, `count`
+  // rows of embed_row_bytes(options.format, D) bytes (OutOfRange, nothing written, when
+  // out_bytes is smaller). texts[i] has sizes[i] bytes (sizes null: NUL-terminated). The
+  // texts go through the prefill path several to a batch, each attending only to itself;
+  // the session holds no conversation (it is reset before and after). `scales` (count
+  // floats, may be null) receives the int8 scales. No allocation.
+  Error embed(const char* const* texts, const size_t* sizes, size_t count, const EmbedOptions& options, void* out,
+              size_t out_bytes, float* scales, EmbedStats* stats);
+
   // Forgets the conversation (the memory stays) and clears an abort request.
   void reset();
   // Keeps positions [0, n) and forgets the rest; the logits become those after position
@@ -160,6 +170,7 @@ class Session {
   Session() = default;
   ~Session();
   Error init(Model& model, const SamplerParams& sampler, ArenaAllocator& arena);
+  Error init_embedding(Model& model, const SamplerParams& sampler, ArenaAllocator& arena);
 
   Model* model_ = nullptr;
   KvCache* kv_ = nullptr;
@@ -191,6 +202,17 @@ class Session {
   // cannot be exact.
   void drop_after(uint32_t n);
 
+  // Embedding models: the batch being assembled from several texts and the running pool.
+  struct EmbedBatch;
+  Error embed_run_batch(EmbedBatch& batch, bool last_text_complete, const EmbedOptions& options, uint32_t dims,
+                        void* out, float* scales);
+  int32_t* embed_tokens_ = nullptr;     // [batch] token ids of the batch being assembled
+  uint32_t* embed_segments_ = nullptr;  // [batch] the cache position each row's text starts at
+  uint32_t* embed_texts_ = nullptr;     // [batch] the text each row belongs to
+  float* embed_pool_ = nullptr;         // [hidden] the pooled states of the text in progress
+  float* embed_row_ = nullptr;          // [hidden] one row through the final norm
+  char* embed_text_ = nullptr;          // a prompt and a text joined before tokenizing
+  size_t embed_text_bytes_ = 0;
   int32_t* history_ = nullptr;  // the last history_len_ tokens, history_capacity_ entries
   float* biased_logits_ = nullptr;  // the copy sampling reads when a bias or hook is set
   LogitBias* bias_ = nullptr;       // kMaxLogitBias entries

@@ -1,6 +1,7 @@
 #include "runtime/tokenizer.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cstring>
 
 #include "runtime/unicode.h"
@@ -28,10 +29,15 @@ constexpr size_t kMaxUnknownSurface = 64;
 constexpr size_t kScratchPerByte = 1 + 16 + 3 * 16;
 constexpr size_t kScratchSlack = 256;
 
+// FNV-1a, one byte at a time (the unigram lattice extends a prefix's hash by a byte).
+constexpr uint64_t kFnvBasis = 1469598103934665603ull;
+inline uint64_t fnv_step(uint64_t h, uint8_t byte) { return (h ^ byte) * 1099511628211ull; }
+inline uint64_t fnv_finish(uint64_t h) { return h ^ (h >> 29); }
+
 uint64_t hash_bytes(const uint8_t* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h ^ (h >> 29);
+  uint64_t h = kFnvBasis;
+  for (size_t i = 0; i < n; ++i) h = fnv_step(h, p[i]);
+  return fnv_finish(h);
 }
 
 uint64_t hash_pair(uint32_t a, uint32_t b) {
@@ -113,10 +119,46 @@ size_t append_char_or_replacement(const uint8_t* text, size_t avail, uint8_t* ou
 struct BpeSymbol {
   int32_t prev, next, id;  // id -1: merged into its left neighbour
 };
+
+// Merges neighbouring symbols of sym[0..n) (linked by prev/next from 0) by rank, lowest
+// first and leftmost among equals, until no neighbours have a merge: Hugging Face BPE.
+// lookup(left, right, &rank) gives the merged id or -1. `items` holds 3 * n pairs.
+template <typename Lookup>
+void merge_by_rank(BpeSymbol* sym, size_t n, QueuedPair* items, Lookup lookup) {
+  PairQueue queue{items, 0, 3 * n};
+  auto try_pair = [&](int32_t l, int32_t r) {
+    if (l < 0 || r < 0) return;
+    uint32_t rank = 0;
+    const int32_t merged = lookup(sym[l].id, sym[r].id, &rank);
+    if (merged >= 0) queue.push({-static_cast<float>(rank), static_cast<uint32_t>(l), static_cast<uint32_t>(r), merged});
+  };
+  for (int32_t i = 0; i >= 0 && sym[i].next >= 0; i = sym[i].next) try_pair(i, sym[i].next);
+  while (queue.size > 0) {
+    const QueuedPair p = queue.pop();
+    BpeSymbol& l = sym[p.left];
+    if (l.id < 0 || l.next != static_cast<int32_t>(p.right) || sym[p.right].id < 0) continue;
+    uint32_t rank = 0;
+    if (lookup(l.id, sym[p.right].id, &rank) != p.aux) continue;  // a neighbour changed since
+    l.id = p.aux;
+    sym[p.right].id = -1;
+    l.next = sym[p.right].next;
+    if (l.next >= 0) sym[l.next].prev = static_cast<int32_t>(p.left);
+    try_pair(l.prev, static_cast<int32_t>(p.left));
+    try_pair(static_cast<int32_t>(p.left), l.next);
+  }
+}
 struct SpmSymbol {
   int32_t prev, next;
   uint32_t start, size;  // size 0: merged into its left neighbour
 };
+// The best segmentation of a word's first `end` bytes ends with the piece `id` starting at
+// `start` (-1: not reached yet); `link` is filled on the way back (the next piece's end).
+struct UnigramNode {
+  float score;
+  int32_t start, id, link;
+};
+// libsentencepiece's penalty for an unknown character, below the least-probable piece.
+constexpr float kUnigramUnknownPenalty = 10.0f;
 
 }  // namespace
 
@@ -158,6 +200,18 @@ class Tokenizer::Scratch {
   }
   QueuedPair* queue(size_t n) const { return reinterpret_cast<QueuedPair*>(base_ + align_up(n, 16) + align_up(n * 16, 16)); }
   bool prev_unknown = false;  // SentencePiece merges runs of unknown pieces into one <unk>
+  size_t bytes() const { return bytes_; }
+  // The last `n` bytes (16-aligned) for the rest of this call; null when they do not fit.
+  uint8_t* take_tail(size_t n) {
+    const size_t aligned = align_up(n, 16);
+    if (aligned + 16 > bytes_) return nullptr;
+    bytes_ = (bytes_ - aligned) / 16 * 16;
+    return base_ + bytes_;
+  }
+  // Unigram: the best path's score where the previous word ended. libsentencepiece runs one
+  // Viterbi over the whole text in float; carrying the score makes each word's comparisons
+  // round exactly as they do there.
+  float unigram_score = 0;
 
  private:
   uint8_t* base_;
@@ -183,13 +237,18 @@ Error Tokenizer::plan(const schema::Tokenizer* fb, const TokenizerOptions& optio
   TERN_CHECK_OR_RETURN(fb->attrs() != nullptr && fb->attrs()->size() == vocab, Error::InvalidBundle,
                        "tokenizer has %u attrs for %u pieces", fb->attrs() ? fb->attrs()->size() : 0u, vocab);
   const auto type = fb->type();
-  TERN_CHECK_OR_RETURN(type == schema::TokenizerType::ByteLevelBpe || type == schema::TokenizerType::SentencePieceBpe,
+  TERN_CHECK_OR_RETURN(type == schema::TokenizerType::ByteLevelBpe || type == schema::TokenizerType::SentencePieceBpe ||
+                           type == schema::TokenizerType::SentencePieceUnigram,
                        Error::NotSupported, "tokenizer type %d is not supported", static_cast<int>(type));
-  if (type == schema::TokenizerType::SentencePieceBpe) {
-    TERN_CHECK_OR_RETURN(fb->scores() != nullptr && fb->scores()->size() == vocab, Error::InvalidBundle,
-                         "SentencePiece tokenizer needs one score per piece");
-  }
   const uint32_t merges = fb->merges() ? fb->merges()->size() / 2 : 0;
+  // SentencePiece pieces carry scores, unless BPE merges by rank (Gemma's tokenizer.json).
+  if (type != schema::TokenizerType::ByteLevelBpe && !(type == schema::TokenizerType::SentencePieceBpe && merges > 0)) {
+    TERN_CHECK_OR_RETURN(fb->scores() != nullptr && fb->scores()->size() == vocab, Error::InvalidBundle,
+                         "SentencePiece tokenizer needs one score per piece (or BPE merges)");
+  }
+  TERN_CHECK_OR_RETURN(static_cast<uint32_t>(fb->normalizer()) <= static_cast<uint32_t>(schema::Normalizer::MAX),
+                       Error::NotSupported, "tokenizer normalizer %d is not supported",
+                       static_cast<int>(fb->normalizer()));
   TERN_CHECK_OR_RETURN(!fb->unk_surface() || fb->unk_surface()->size() <= kMaxUnknownSurface, Error::InvalidBundle,
                        "tokenizer unk_surface is longer than %zu bytes", kMaxUnknownSurface);
   TERN_CHECK_OR_RETURN(!fb->merges() || fb->merges()->size() % 2 == 0, Error::InvalidBundle,
@@ -201,7 +260,8 @@ Error Tokenizer::plan(const schema::Tokenizer* fb, const TokenizerOptions& optio
   }
   layout->vocab = vocab;
   layout->piece_capacity = table_capacity(vocab);
-  layout->merge_capacity = type == schema::TokenizerType::ByteLevelBpe ? table_capacity(merges) : 0;
+  layout->merge_capacity =
+      type == schema::TokenizerType::ByteLevelBpe || merges > 0 ? table_capacity(merges) : 0;
   layout->specials = specials;
   layout->scratch_bytes = Scratch::required(options.max_run_bytes);
   // Each allocation may need up to 63 bytes of alignment padding.
@@ -222,7 +282,7 @@ Result<Tokenizer> Tokenizer::create(const schema::Tokenizer* fb, ArenaAllocator&
   TERN_RETURN_IF_ERROR(plan(fb, options, &layout));
   Tokenizer t;
   t.fb_ = fb;
-  t.kind_ = fb->type() == schema::TokenizerType::ByteLevelBpe ? TokenizerKind::ByteLevelBpe : TokenizerKind::SentencePieceBpe;
+  t.kind_ = static_cast<TokenizerKind>(fb->type());
   t.vocab_size_ = static_cast<int32_t>(layout.vocab);
   auto valid_id = [&](int32_t id) { return id >= 0 && id < t.vocab_size_ ? id : -1; };
   t.bos_id_ = valid_id(fb->bos_id());
@@ -286,6 +346,20 @@ Result<Tokenizer> Tokenizer::create(const schema::Tokenizer* fb, ArenaAllocator&
   if (t.kind_ == TokenizerKind::SentencePieceBpe && !t.byte_fallback_) {
     TERN_CHECK_OR_RETURN(t.unk_id_ >= 0, Error::InvalidBundle, "SentencePiece tokenizer without byte fallback needs unk_id");
   }
+  if (t.kind_ == TokenizerKind::SentencePieceUnigram) {
+    TERN_CHECK_OR_RETURN(t.unk_id_ >= 0 && t.attrs_[t.unk_id_] == kAttrUnknown, Error::InvalidBundle,
+                         "SentencePiece unigram tokenizer needs an unknown piece");
+    t.unigram_min_score_ = FLT_MAX;
+    t.unigram_max_score_ = FLT_MIN;
+    for (int32_t id = 0; id < t.vocab_size_; ++id) {
+      if (t.attrs_[id] == kAttrNormal || t.attrs_[id] == kAttrUserDefined) {
+        t.unigram_longest_piece_ = std::max(t.unigram_longest_piece_, static_cast<uint32_t>(t.piece(id).size));
+      }
+      if (t.attrs_[id] != kAttrNormal) continue;
+      t.unigram_min_score_ = std::min(t.unigram_min_score_, t.scores_[id]);
+      t.unigram_max_score_ = std::max(t.unigram_max_score_, t.scores_[id]);
+    }
+  }
 
   // (left, right) -> rank and merged piece.
   if (layout.merge_capacity > 0) {
@@ -339,9 +413,34 @@ Result<Tokenizer> Tokenizer::create(const schema::Tokenizer* fb, ArenaAllocator&
     t.special_count_ = n;
   }
 
-  if (t.kind_ == TokenizerKind::SentencePieceBpe) {
+  t.spm_ranked_ = t.kind_ == TokenizerKind::SentencePieceBpe && t.merge_table_ != nullptr;
+  t.nfc_ = fb->normalizer() == schema::Normalizer::Nfc;
+  t.max_digits_ = fb->pretokenizer() == schema::PreTokenizer::Qwen2 ? 1 : 3;
+  if (t.spm_ranked_) {
+    // Merges by rank: a word boundary (a space mark after another character) can be cut
+    // unless some merge joins a piece ending in that character to one starting with the
+    // mark (Gemma: ">" + "▁</"). Those characters are kept; with too many, no cuts.
+    const auto* m = fb->merges();
+    for (uint32_t i = 0; i + 1 < m->size() && t.spm_split_words_; i += 2) {
+      const PieceView a = t.piece(static_cast<int32_t>(m->Get(i))), b = t.piece(static_cast<int32_t>(m->Get(i + 1)));
+      if (b.size < 3 || std::memcmp(b.data, kSpaceMark, 3) != 0 || a.size == 0) continue;
+      if (a.size >= 3 && std::memcmp(a.data + a.size - 3, kSpaceMark, 3) == 0) continue;
+      size_t start = a.size - 1;
+      while (start > 0 && (static_cast<uint8_t>(a.data[start]) & 0xC0) == 0x80) --start;
+      const uint32_t cp = unicode::decode_utf8(reinterpret_cast<const uint8_t*>(a.data + start), a.size - start).cp;
+      bool known = false;
+      for (uint32_t k = 0; k < t.glue_count_; ++k) known |= t.glue_[k] == cp;
+      if (known) continue;
+      if (t.glue_count_ == kMaxGlue) {
+        t.spm_split_words_ = false;
+      } else {
+        t.glue_[t.glue_count_++] = cp;
+      }
+    }
+  } else if (t.is_sentencepiece()) {
     // Words can be encoded separately unless some piece glues a character to a
-    // following space mark ("a▁"); then a merge could cross the word boundary.
+    // following space mark ("a▁"); then a merge (or a unigram piece) could cross the word
+    // boundary.
     for (int32_t id = 0; id < t.vocab_size_ && t.spm_split_words_; ++id) {
       const uint8_t a = t.attrs_[id];
       if (a != kAttrNormal && a != kAttrUserDefined && a != kAttrUnused) continue;
@@ -376,7 +475,12 @@ bool Tokenizer::is_control(int32_t id) const { return id >= 0 && id < vocab_size
 
 int32_t Tokenizer::find_piece(const char* bytes, size_t size) const {
   if (piece_table_ == nullptr) return -1;
-  uint32_t slot = static_cast<uint32_t>(hash_bytes(reinterpret_cast<const uint8_t*>(bytes), size)) & piece_table_mask_;
+  const uint8_t* b = reinterpret_cast<const uint8_t*>(bytes);
+  return find_piece_hashed(b, size, hash_bytes(b, size));
+}
+
+int32_t Tokenizer::find_piece_hashed(const uint8_t* bytes, size_t size, uint64_t hash) const {
+  uint32_t slot = static_cast<uint32_t>(hash) & piece_table_mask_;
   for (;;) {
     const int32_t id = piece_table_[slot];
     if (id < 0) return -1;
@@ -412,7 +516,10 @@ const Tokenizer::Special* Tokenizer::match_special(const uint8_t* s, size_t len,
 
 size_t Tokenizer::encode_scratch_bytes(size_t text_len) const {
   // A run never exceeds the text after replacements (x3) plus the dummy-prefix mark.
-  return Scratch::required(3 * text_len + 3);
+  const size_t runs = Scratch::required(3 * text_len + 3);
+  if (!nfc_) return runs;
+  // NFC: the normalized text stays at the tail; its working memory overlaps the runs'.
+  return std::max(runs, unicode::nfc_work_bytes(text_len)) + align_up(unicode::nfc_output_bytes(text_len), 16) + 32;
 }
 
 namespace {
@@ -425,10 +532,11 @@ inline void emit(int32_t id, int32_t* out, size_t capacity, size_t* count) {
 // The LLaMA-3 pre-tokenizer, one match at a time:
 //   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
 //   ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-// Alternatives are tried in order at `pos`, as a backtracking regex engine does.
+// Alternatives are tried in order at `pos`, as a backtracking regex engine does. Qwen2's
+// pattern has \p{N} where LLaMA-3's has \p{N}{1,3}: max_digits 1.
 class Llama3Splitter {
  public:
-  Llama3Splitter(const uint8_t* s, size_t len) : s_(s), len_(len) {}
+  Llama3Splitter(const uint8_t* s, size_t len, uint32_t max_digits = 3) : s_(s), len_(len), max_digits_(max_digits) {}
 
   size_t next(size_t pos) const {
     const unicode::Decoded c = at(pos);
@@ -459,7 +567,7 @@ class Llama3Splitter {
     // 3. \p{N}{1,3}
     if (cls & unicode::kNumber) {
       size_t end = after;
-      for (int i = 1; i < 3 && end < len_; ++i) {
+      for (uint32_t i = 1; i < max_digits_ && end < len_; ++i) {
         const unicode::Decoded d = at(end);
         if (!(unicode::classify(d.cp) & unicode::kNumber)) break;
         end += d.length;
@@ -514,11 +622,14 @@ class Llama3Splitter {
 
   const uint8_t* s_;
   size_t len_;
+  uint32_t max_digits_;
 };
 
 }  // namespace
 
-size_t llama3_pretoken_end(const uint8_t* text, size_t len, size_t pos) { return Llama3Splitter(text, len).next(pos); }
+size_t llama3_pretoken_end(const uint8_t* text, size_t len, size_t pos, uint32_t max_digits) {
+  return Llama3Splitter(text, len, max_digits).next(pos);
+}
 
 Result<size_t> Tokenizer::encode(const char* text, size_t len, bool add_bos, bool parse_special, int32_t* out,
                                  size_t capacity, size_t* needed, void* scratch_memory, size_t scratch_bytes) {
@@ -572,9 +683,20 @@ Error Tokenizer::encode_fragment(const uint8_t* text, size_t len, bool first_fra
 
 Error Tokenizer::encode_bpe_fragment(const uint8_t* text, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
                                      size_t* count) const {
-  Llama3Splitter splitter(text, len);
+  if (nfc_ && !unicode::nfc_quick_check(text, len)) {
+    // Normalized into the scratch's tail (kept while the fragment is encoded), with the
+    // decomposition's working memory where the runs go afterwards.
+    uint8_t* normalized = scratch.take_tail(unicode::nfc_output_bytes(len));
+    TERN_CHECK_OR_RETURN(normalized != nullptr && scratch.bytes() >= unicode::nfc_work_bytes(len), Error::BudgetTooSmall,
+                         "NFC of a %zu-byte text needs %zu bytes of tokenizer scratch, have less", len,
+                         encode_scratch_bytes(len));
+    len = unicode::nfc(text, len, reinterpret_cast<uint32_t*>(scratch.run_buffer()), normalized);
+    text = normalized;
+  }
+  Llama3Splitter splitter(text, len, max_digits_);
+  const bool split = fb_->pretokenizer() == schema::PreTokenizer::Llama3 || fb_->pretokenizer() == schema::PreTokenizer::Qwen2;
   for (size_t pos = 0; pos < len;) {
-    const size_t end = fb_->pretokenizer() == schema::PreTokenizer::Llama3 ? splitter.next(pos) : len;
+    const size_t end = split ? splitter.next(pos) : len;
     // Copy the pre-token with invalid bytes replaced by U+FFFD.
     size_t run = 0;
     for (size_t i = pos; i < end;) {
@@ -609,31 +731,52 @@ Error Tokenizer::bpe_run(const uint8_t* run, size_t n, Scratch& scratch, int32_t
     }
   }
   BpeSymbol* sym = scratch.symbols<BpeSymbol>(n);
-  PairQueue queue{scratch.queue(n), 0, 3 * n};
   for (size_t i = 0; i < n; ++i) {
     sym[i] = {static_cast<int32_t>(i) - 1, i + 1 < n ? static_cast<int32_t>(i + 1) : -1, byte_ids_[run[i]]};
   }
-  auto try_pair = [&](int32_t l, int32_t r) {
-    if (l < 0 || r < 0) return;
-    uint32_t rank = 0;
-    const int32_t merged = lookup_merge(sym[l].id, sym[r].id, &rank);
-    if (merged >= 0) queue.push({-static_cast<float>(rank), static_cast<uint32_t>(l), static_cast<uint32_t>(r), merged});
-  };
-  for (size_t i = 0; i + 1 < n; ++i) try_pair(static_cast<int32_t>(i), static_cast<int32_t>(i + 1));
-  while (queue.size > 0) {
-    const QueuedPair p = queue.pop();
-    BpeSymbol& l = sym[p.left];
-    if (l.id < 0 || l.next != static_cast<int32_t>(p.right) || sym[p.right].id < 0) continue;
-    uint32_t rank = 0;
-    if (lookup_merge(l.id, sym[p.right].id, &rank) != p.aux) continue;  // a neighbour changed since
-    l.id = p.aux;
-    sym[p.right].id = -1;
-    l.next = sym[p.right].next;
-    if (l.next >= 0) sym[l.next].prev = static_cast<int32_t>(p.left);
-    try_pair(l.prev, static_cast<int32_t>(p.left));
-    try_pair(static_cast<int32_t>(p.left), l.next);
-  }
+  merge_by_rank(sym, n, scratch.queue(n),
+                [this](int32_t a, int32_t b, uint32_t* rank) { return lookup_merge(a, b, rank); });
   for (int32_t i = 0; i >= 0; i = sym[i].next) emit(sym[i].id, out, capacity, count);
+  return Error::Ok;
+}
+
+bool Tokenizer::is_glue(uint32_t cp) const {
+  for (uint32_t k = 0; k < glue_count_; ++k) {
+    if (glue_[k] == cp) return true;
+  }
+  return false;
+}
+
+Error Tokenizer::spm_ranked_word(const uint8_t* word, size_t n, Scratch& scratch, int32_t* out, size_t capacity,
+                                 size_t* count) const {
+  if (n == 0) return Error::Ok;
+  // One symbol per character in the vocabulary, else one per byte (<0xXX>) or <unk>.
+  BpeSymbol* sym = scratch.symbols<BpeSymbol>(n);
+  int32_t symbols = 0;
+  auto add = [&](int32_t id) {
+    sym[symbols] = {symbols - 1, -1, id};
+    if (symbols > 0) sym[symbols - 1].next = symbols;
+    ++symbols;
+  };
+  for (size_t i = 0; i < n;) {
+    const uint32_t len = std::max<uint32_t>(1, std::min<uint32_t>(unicode::sequence_length(word[i]), static_cast<uint32_t>(n - i)));
+    const int32_t id = find_piece(reinterpret_cast<const char*>(word + i), len);
+    if (id >= 0 && attrs_[id] != kAttrControl && attrs_[id] != kAttrUnknown) {
+      add(id);
+    } else if (byte_fallback_) {
+      for (uint32_t k = 0; k < len; ++k) add(byte_ids_[word[i + k]]);
+    } else {
+      add(unk_id_);
+    }
+    i += len;
+  }
+  merge_by_rank(sym, static_cast<size_t>(symbols), scratch.queue(n),
+                [this](int32_t a, int32_t b, uint32_t* rank) { return lookup_merge(a, b, rank); });
+  for (int32_t i = 0; i >= 0; i = sym[i].next) {
+    const bool unknown = sym[i].id == unk_id_;
+    if (!(unknown && scratch.prev_unknown)) emit(sym[i].id, out, capacity, count);  // fuse runs of <unk>
+    scratch.prev_unknown = unknown;
+  }
   return Error::Ok;
 }
 
@@ -660,16 +803,21 @@ Error Tokenizer::encode_spm_fragment(const uint8_t* text, size_t len, bool first
     if (pos == len) return Error::Ok;
   }
   scratch.prev_unknown = false;
+  scratch.unigram_score = 0;
   bool dummy = first_fragment && add_dummy_prefix_;
   // Two passes per word: measure, then fill the buffer.
   while (pos < len || dummy) {
     size_t word_end = pos, word_bytes = dummy ? 3 : 0;
     bool prev_mark = dummy;
+    uint32_t prev_cp = 0;
     bool started = dummy;
     for (size_t i = pos; i < len;) {
-      // User-defined pieces are frozen symbols: no merge crosses them, so the word ends
-      // before one, and one at the start of a word is emitted as is.
-      const Special* user = user_defined_count_ > 0 ? match_special(text + i, len - i, true) : nullptr;
+      // BPE: user-defined pieces are frozen symbols: no merge crosses them, so the word ends
+      // before one, and one at the start of a word is emitted as is. (Unigram scores them
+      // in its lattice, as libsentencepiece does.)
+      const Special* user = user_defined_count_ > 0 && kind_ == TokenizerKind::SentencePieceBpe
+                                 ? match_special(text + i, len - i, true)
+                                 : nullptr;
       if (user != nullptr) {
         if (word_bytes > 0) break;
         emit(user->id, out, capacity, count);
@@ -688,7 +836,7 @@ Error Tokenizer::encode_spm_fragment(const uint8_t* text, size_t len, bool first
             break;
           }
         }
-        if (started && !prev_mark && spm_split_words_) break;
+        if (started && !prev_mark && spm_split_words_ && !(glue_count_ > 0 && is_glue(prev_cp))) break;
         word_bytes += 3;
         prev_mark = true;
         started = true;
@@ -699,6 +847,7 @@ Error Tokenizer::encode_spm_fragment(const uint8_t* text, size_t len, bool first
       const unicode::Decoded d = unicode::decode_utf8(text + i, len - i);
       word_bytes += d.valid ? d.length : 3;
       prev_mark = d.valid && d.length == 3 && std::memcmp(text + i, kSpaceMark, 3) == 0;
+      prev_cp = d.cp;
       started = true;
       i += d.length;
       word_end = i;
@@ -731,7 +880,13 @@ Error Tokenizer::encode_spm_fragment(const uint8_t* text, size_t len, bool first
       }
       i += append_char_or_replacement(text + i, len - i, buf, &n);
     }
-    TERN_RETURN_IF_ERROR(spm_word(buf, n, scratch, out, capacity, count));
+    if (kind_ == TokenizerKind::SentencePieceUnigram) {
+      TERN_RETURN_IF_ERROR(unigram_word(buf, n, scratch, out, capacity, count));
+    } else if (spm_ranked_) {
+      TERN_RETURN_IF_ERROR(spm_ranked_word(buf, n, scratch, out, capacity, count));
+    } else {
+      TERN_RETURN_IF_ERROR(spm_word(buf, n, scratch, out, capacity, count));
+    }
     pos = word_end;
   }
   return Error::Ok;
@@ -774,17 +929,80 @@ Error Tokenizer::spm_word(const uint8_t* word, size_t n, Scratch& scratch, int32
   }
   for (int32_t i = 0; i >= 0; i = sym[i].next) {
     const uint8_t* s = word + sym[i].start;
-    const int32_t id = find_piece(reinterpret_cast<const char*>(s), sym[i].size);
-    if (id >= 0 && attrs_[id] != kAttrUnknown) {
-      emit(id, out, capacity, count);
-      scratch.prev_unknown = false;
-    } else if (byte_fallback_) {
-      for (uint32_t k = 0; k < sym[i].size; ++k) emit(byte_ids_[s[k]], out, capacity, count);
-      scratch.prev_unknown = false;
-    } else {
-      if (!scratch.prev_unknown) emit(unk_id_, out, capacity, count);  // a run of unknowns is one <unk>
-      scratch.prev_unknown = true;
+    emit_spm_piece(find_piece(reinterpret_cast<const char*>(s), sym[i].size), s, sym[i].size, scratch, out, capacity,
+                   count);
+  }
+  return Error::Ok;
+}
+
+void Tokenizer::emit_spm_piece(int32_t id, const uint8_t* s, uint32_t size, Scratch& scratch, int32_t* out,
+                               size_t capacity, size_t* count) const {
+  if (id >= 0 && attrs_[id] != kAttrUnknown) {
+    emit(id, out, capacity, count);
+    scratch.prev_unknown = false;
+  } else if (byte_fallback_) {
+    for (uint32_t k = 0; k < size; ++k) emit(byte_ids_[s[k]], out, capacity, count);
+    scratch.prev_unknown = false;
+  } else {
+    if (!scratch.prev_unknown) emit(unk_id_, out, capacity, count);  // a run of unknowns is one <unk>
+    scratch.prev_unknown = true;
+  }
+}
+
+// libsentencepiece's optimized unigram Viterbi (unigram_model.cc, EncodeOptimized), one
+// word at a time: for each character start in order, every normal or user-defined piece
+// beginning there offers a path to its end, kept when strictly better (so of equal scores
+// the earliest start wins); a start no one-character piece covers offers <unk> for that
+// character. The score types follow libsentencepiece's (double candidates stored as float)
+// so that near-ties round the same way.
+Error Tokenizer::unigram_word(const uint8_t* word, size_t n, Scratch& scratch, int32_t* out, size_t capacity,
+                              size_t* count) const {
+  if (n == 0) return Error::Ok;
+  UnigramNode* node = scratch.symbols<UnigramNode>(n);
+  for (size_t i = 0; i <= n; ++i) node[i] = {0.0f, -1, -1, -1};
+  node[0].score = scratch.unigram_score;
+  const float unknown_score = unigram_min_score_ - kUnigramUnknownPenalty;
+  for (size_t start = 0; start < n;) {
+    const float score_here = node[start].score;
+    const size_t char_len = std::max<size_t>(1, std::min<size_t>(unicode::sequence_length(word[start]), n - start));
+    bool has_single_char_piece = false;
+    const size_t longest = std::min<size_t>(n - start, unigram_longest_piece_);
+    uint64_t prefix_hash = kFnvBasis;
+    for (size_t len = 1; len <= longest; ++len) {
+      prefix_hash = fnv_step(prefix_hash, word[start + len - 1]);
+      const int32_t id = find_piece_hashed(word + start, len, fnv_finish(prefix_hash));
+      if (id < 0) continue;
+      const uint8_t a = attrs_[id];
+      if (a != kAttrNormal && a != kAttrUserDefined) continue;  // unused, control, byte, unknown pieces never match
+      const double piece_score = a == kAttrUserDefined
+                                     ? static_cast<double>(static_cast<float>(len) * unigram_max_score_) - 0.1
+                                     : static_cast<double>(scores_[id]);
+      const double candidate = piece_score + static_cast<double>(score_here);
+      UnigramNode& target = node[start + len];
+      if (target.start < 0 || candidate > static_cast<double>(target.score)) {
+        target = {static_cast<float>(candidate), static_cast<int32_t>(start), id, -1};
+      }
+      if (len == char_len) has_single_char_piece = true;
     }
+    if (!has_single_char_piece) {
+      const float candidate = unknown_score + score_here;
+      UnigramNode& target = node[start + char_len];
+      if (target.start < 0 || candidate > target.score) {
+        target = {candidate, static_cast<int32_t>(start), unk_id_, -1};
+      }
+    }
+    start += char_len;
+  }
+  scratch.unigram_score = node[n].score;
+  for (size_t end = n; end > 0;) {  // the way back, linking each piece to the next
+    const size_t start = static_cast<size_t>(node[end].start);
+    node[start].link = static_cast<int32_t>(end);
+    end = start;
+  }
+  for (size_t start = 0; start < n;) {
+    const size_t end = static_cast<size_t>(node[start].link);
+    emit_spm_piece(node[end].id, word + start, static_cast<uint32_t>(end - start), scratch, out, capacity, count);
+    start = end;
   }
   return Error::Ok;
 }

@@ -2,7 +2,8 @@
 // two families Tern supports, read from the bundle's `schema::Tokenizer` table:
 //  - byte-level BPE with the LLaMA-3 pre-tokenizer (bitnet-b1.58-2B-4T, tiny-austen),
 //    matching Hugging Face tokenizers;
-//  - SentencePiece BPE (LLaMA-2, bitllama2c), matching libsentencepiece.
+//  - SentencePiece BPE (LLaMA-2, bitllama2c) and SentencePiece unigram (Viterbi over the
+//    pieces' scores; T5-style models, spm_train's default), matching libsentencepiece.
 //
 // Memory: every lookup table is built once in create() inside the caller's arena
 // (required_arena_bytes() says how much). encode() never touches the heap: it works in a
@@ -37,7 +38,7 @@ namespace schema {
 struct Tokenizer;
 }  // namespace schema
 
-enum class TokenizerKind : uint8_t { ByteLevelBpe = 1, SentencePieceBpe = 2 };
+enum class TokenizerKind : uint8_t { ByteLevelBpe = 1, SentencePieceBpe = 2, SentencePieceUnigram = 3 };
 
 struct TokenizerOptions {
   // Scratch reserved in the arena for encode() calls without a caller buffer, sized for
@@ -112,7 +113,19 @@ class Tokenizer {
                 size_t* count) const;
   Error spm_word(const uint8_t* word, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
                  size_t* count) const;
+  Error spm_ranked_word(const uint8_t* word, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
+                        size_t* count) const;
+  bool is_glue(uint32_t cp) const;
+  Error unigram_word(const uint8_t* word, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
+                     size_t* count) const;
+  // One SentencePiece piece of the segmentation: its id, or its bytes through byte fallback
+  // or as (a run of) <unk> when `id` is -1 or the unknown piece.
+  void emit_spm_piece(int32_t id, const uint8_t* bytes, uint32_t size, Scratch& scratch, int32_t* out,
+                      size_t capacity, size_t* count) const;
+  bool is_sentencepiece() const { return kind_ != TokenizerKind::ByteLevelBpe; }
   int32_t lookup_merge(int32_t left, int32_t right, uint32_t* rank) const;
+  // find_piece with the piece table's hash of the bytes already computed.
+  int32_t find_piece_hashed(const uint8_t* bytes, size_t size, uint64_t hash) const;
   // The longest control / user-defined piece at s (len > 0), or null.
   const Special* match_special(const uint8_t* s, size_t len, bool user_defined_only) const;
   // Bytes the decoder emits for `id` (before UTF-8 reassembly); `first` is true for the
@@ -131,6 +144,21 @@ class Tokenizer {
   // SentencePiece words may be encoded one at a time only when no piece joins a
   // non-space character to a following U+2581 (true for the models we know).
   bool spm_split_words_ = true;
+  // SentencePiece-style with merges (Gemma's tokenizer.json): merges by rank from the
+  // characters (unknown ones as <0xXX> bytes), as Hugging Face BPE does. A word boundary
+  // after one of glue_ is never cut (a merge crosses it).
+  bool spm_ranked_ = false;
+  static constexpr uint32_t kMaxGlue = 16;
+  uint32_t glue_[kMaxGlue] = {};
+  uint32_t glue_count_ = 0;
+  bool nfc_ = false;          // NFC-normalize each fragment first (Qwen)
+  uint32_t max_digits_ = 3;   // digits one pre-token takes: LLaMA-3 3, Qwen2 1
+  // Unigram: the least and greatest score of a normal piece (SentencePiece's min_score_ and
+  // max_score_, the latter starting from FLT_MIN as libsentencepiece's does); an unknown
+  // character costs min - 10, a user-defined piece of L bytes scores L * max - 0.1.
+  float unigram_min_score_ = 0;
+  float unigram_max_score_ = 0;
+  uint32_t unigram_longest_piece_ = 0;  // bytes of the longest normal or user-defined piece
   const uint8_t* piece_bytes_ = nullptr;
   const uint32_t* piece_offsets_ = nullptr;
   const float* scores_ = nullptr;
@@ -155,8 +183,9 @@ class Tokenizer {
 // `text`, matching the Hugging Face split regex
 //   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
 //   \s*[\r\n]+|\s+(?!\S)|\s+
-// with an invalid UTF-8 byte counting as one U+FFFD character.
-size_t llama3_pretoken_end(const uint8_t* text, size_t len, size_t pos);
+// with an invalid UTF-8 byte counting as one U+FFFD character. Qwen2's (Qwen3's) regex is
+// the same with \p{N} for \p{N}{1,3}: max_digits 1.
+size_t llama3_pretoken_end(const uint8_t* text, size_t len, size_t pos, uint32_t max_digits = 3);
 
 // Turns ids back into text as they are generated: emits only complete UTF-8 characters
 // (a character split over several byte tokens comes out once its last byte arrives),

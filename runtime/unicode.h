@@ -46,4 +46,17 @@ inline uint32_t sequence_length(uint8_t lead) {
   return 0;
 }
 
+// Unicode normalization form C (canonical decomposition, reordering, composition), with
+// tables generated from the UCD (runtime/tools/nfc_gen.cpp). Invalid UTF-8 bytes count as
+// U+FFFD, one per byte, as everywhere in the tokenizers.
+// True when `s` is certainly NFC already (every character NFC_QC=Yes, marks in order): the
+// common case, which needs no copy.
+bool nfc_quick_check(const uint8_t* s, size_t len);
+// Working memory nfc() needs for `len` input bytes, and the most bytes it writes.
+inline size_t nfc_work_bytes(size_t len) { return (4 * len + 4) * sizeof(uint32_t); }
+inline size_t nfc_output_bytes(size_t len) { return 3 * len + 4; }
+// NFC of s[0..len) into out (nfc_output_bytes(len) available), using `work`
+// (nfc_work_bytes(len), 4-byte aligned); returns the bytes written.
+size_t nfc(const uint8_t* s, size_t len, uint32_t* work, uint8_t* out);
+
 }  // namespace tern::unicode

@@ -7,6 +7,8 @@
 // a matrix that stays in cache) with prefill as a fraction of it.
 // --verify 2,4,8: the cost of one speculative verification pass of k drafts (k + 1 tokens
 // and their logits in one batch) against one decode step, at position pp (medians).
+// An embedding bundle gets the embedding benchmark instead: --texts texts of --text-tokens
+// tokens per call (default 32 x 128), texts/s and tokens/s.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 
 #include "kernels/ternary_matmul.h"
 #include "platform/clock.h"
+#include "runtime/bundle.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
 #include "tools/decode_work.h"
@@ -92,6 +95,76 @@ double int8_peak_macs(const tern::Model& m, unsigned threads) {
   return best;
 }
 
+// Embedding bundles: `texts` texts of `text_tokens` tokens each (random letters, one token
+// per byte with the synthetic byte tokenizer; the model's end token included) per call of
+// Session::embed, the texts sharing forward passes of `batch` tokens. Texts/s and tokens/s,
+// mean ± stddev over the repetitions after one warm-up.
+int embedding_bench(const std::string& bundle, const std::vector<unsigned>& threads, unsigned texts,
+                    unsigned text_tokens, unsigned batch, unsigned reps, const std::string& kv) {
+  std::printf("| model | threads | test | texts/s | tokens/s |\n| --- | ---: | --- | ---: | ---: |\n");
+  std::fflush(stdout);
+  const std::string name = bundle.substr(bundle.find_last_of('/') + 1);
+  for (unsigned t : threads) {
+    tern::ModelParams params;
+    params.threads = t;
+    params.context_tokens = std::max(text_tokens, batch);
+    params.batch_tokens = batch;
+    params.kv_mode = kv.c_str();
+    auto model = tern::Model::load(bundle.c_str(), params);
+    if (!model.ok()) {
+      std::fprintf(stderr, "tern-bench: %s\n", tern::last_error_message());
+      return 1;
+    }
+    const tern::Tokenizer* tok = (*model)->tokenizer();
+    const bool end_token = (*model)->config().embedding_append_eos;
+    const bool bos = tok != nullptr && tok->add_bos_default() && tok->bos_id() >= 0;
+    // Letters, so that every byte is one token of the synthetic byte tokenizer.
+    const unsigned letters = text_tokens - (end_token ? 1 : 0) - (bos ? 1 : 0);
+    std::vector<std::string> strings(texts);
+    uint32_t state = 12345;
+    for (std::string& s : strings) {
+      for (unsigned i = 0; i < letters; ++i) {
+        state = state * 1664525u + 1013904223u;
+        s += static_cast<char>('a' + (state >> 8) % 26);
+      }
+    }
+    std::vector<const char*> ptrs;
+    std::vector<size_t> sizes;
+    for (const std::string& s : strings) ptrs.push_back(s.data()), sizes.push_back(s.size());
+    auto session = (*model)->create_session(tern::SamplerParams{});
+    if (!session.ok()) {
+      std::fprintf(stderr, "tern-bench: %s\n", tern::last_error_message());
+      return 1;
+    }
+    const uint32_t dims = (*model)->config().hidden;
+    std::vector<float> out(static_cast<size_t>(texts) * dims);
+    std::vector<double> text_rates, token_rates;
+    uint64_t tokens = 0;
+    for (unsigned r = 0; r <= reps; ++r) {  // r == 0 warms up
+      tern::EmbedStats st;
+      if ((*session)->embed(ptrs.data(), sizes.data(), texts, tern::EmbedOptions{}, out.data(),
+                            out.size() * sizeof(float), nullptr, &st) != tern::Error::Ok) {
+        std::fprintf(stderr, "tern-bench: embed: %s\n", tern::last_error_message());
+        return 1;
+      }
+      tokens = st.tokens;
+      if (r == 0) continue;
+      text_rates.push_back(st.texts / st.seconds);
+      token_rates.push_back(static_cast<double>(st.tokens) / st.seconds);
+    }
+    const Sample a = summarize(text_rates), b = summarize(token_rates);
+    double load[3] = {0, 0, 0};
+    getloadavg(load, 3);
+    std::printf("| %s | %u | embed %u x %u tokens (%llu), batch %u | %.2f ± %.2f | %.1f ± %.1f |\n", name.c_str(), t,
+                texts, text_tokens, static_cast<unsigned long long>(tokens / texts * texts), batch, a.mean, a.stddev,
+                b.mean, b.stddev);
+    std::fprintf(stderr, "load average %.2f after %u thread(s)\n", load[0], t);
+    std::fflush(stdout);
+    (*model)->destroy_session(*session);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,7 +183,20 @@ int main(int argc, char** argv) {
   app.add_option("--verify", verify, "draft counts k: time a verification pass of k drafts against a decode step")
       ->check(CLI::Range(1u, tern::kMaxDraftTokens))
       ->delimiter(',');
+  unsigned texts = 32, text_tokens = 128, embed_batch = 256;
+  app.add_option("--texts", texts, "embedding bundles: texts per embed call")->check(CLI::PositiveNumber);
+  app.add_option("--text-tokens", text_tokens, "embedding bundles: tokens per text")->check(CLI::Range(4u, 1u << 20));
+  app.add_option("--embed-batch", embed_batch, "embedding bundles: tokens per forward pass")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
+  {
+    auto opened = tern::Bundle::open(bundle.c_str());
+    if (opened.ok() && opened->config().embedding) {
+      double load[3] = {0, 0, 0};
+      getloadavg(load, 3);
+      std::printf("kernels %s, load average %.2f at start\n\n", tern::to_string(tern::active_isa_level()), load[0]);
+      return embedding_bench(bundle, threads, texts, text_tokens, embed_batch, reps, kv);
+    }
+  }
   const unsigned max_draft = verify.empty() ? 0u : *std::max_element(verify.begin(), verify.end());
 
   if (tg < max_draft + 1) tg = max_draft + 1;  // the verified tokens follow the prompt

@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   app.add_option("input", input, "HF checkpoint directory, .gguf file, or bitllama2c .bin");
   app.add_option("-o,--output", output, "bundle to write (.tern)")->required();
   app.add_option("--synthetic", synthetic, "random ternary weights with real shapes instead of an input")
-      ->check(CLI::IsMember({"2b4t", "large", "3b", "tiny"}));
+      ->check(CLI::IsMember({"2b4t", "large", "3b", "tiny", "embed-0.6b", "embed-270m"}));
   app.add_option("--embed", embed, "tok_embeddings / lm_head precision")->check(CLI::IsMember({"f32", "f16", "bf16", "q8", "q4"}));
   std::string packing = "2bit";
   app.add_option("--ternary-packing", packing,
@@ -107,6 +107,9 @@ int main(int argc, char** argv) {
                  "chat template overriding the checkpoint's: a tokenizer_config.json or the Jinja text");
   app.add_flag("--no-tokenizer", no_tokenizer, "proceed when no tokenizer can be imported (the bundle will not run)");
   app.add_option("--seed", options.seed, "seed for --synthetic");
+  app.add_option("--keep-layers", options.keep_layers,
+                 "keep only the first N layers: a self-speculative draft model for this checkpoint (tern-run --draft)")
+      ->check(CLI::Range(1u, 1u << 16));
   app.add_flag("-q,--quiet", quiet, "no progress bar");
   std::string calibrate_text;
   CalibrationOptions calib;

@@ -284,6 +284,15 @@ int main(int argc, char** argv) {
     }
   }
 
+  // An embedding bundle: only the dense modes; its context is the longest input, and it
+  // never decodes.
+  bool embedding = false;
+  if (auto opened = tern::Bundle::open(bundle.c_str()); opened.ok()) embedding = opened->config().embedding;
+  if (embedding && modes.empty()) modes = {"f32", "fp16"};
+  if (embedding && !json) {
+    std::printf("embedding model: the context is the longest input (in tokens) one session embeds; several shorter\n"
+                "texts share it in a batch. No decode: no logits, sampler or decode speed.\n\n");
+  }
   std::vector<const char*> mode_ptrs;
   for (const std::string& m : modes) mode_ptrs.push_back(m.c_str());
   for (Table& t : tables) {
@@ -323,7 +332,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  const BundleDecodeWork work = device.empty() ? BundleDecodeWork{} : decode_work_per_layout(bundle);
+  const BundleDecodeWork work = device.empty() || embedding ? BundleDecodeWork{} : decode_work_per_layout(bundle);
   if (json) {
     std::printf("{\n  \"bundle\": \"%s\",\n  \"plans\": [\n", bundle.c_str());
     for (size_t i = 0; i < tables.size(); ++i) {
@@ -353,7 +362,7 @@ int main(int argc, char** argv) {
   } else {
     for (const Table& t : tables) {
       print_text(t), print_auto(t), print_draft(t, draft);
-      if (!t.device.empty()) print_decode_prediction(work, t.device.c_str());
+      if (!t.device.empty() && !embedding) print_decode_prediction(work, t.device.c_str());
     }
   }
   return 0;

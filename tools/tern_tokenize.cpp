@@ -66,7 +66,9 @@ int main(int argc, char** argv) {
   if (stats) {
     const tern::schema::Tokenizer* table = host ? host->table() : bundle.tokenizer();
     std::fprintf(stderr, "%s: %s, %d pieces, bos %d eos %d eot %d, arena %zu bytes\n", path.c_str(),
-                 tokenizer->kind() == tern::TokenizerKind::ByteLevelBpe ? "byte-level BPE" : "SentencePiece BPE",
+                 tokenizer->kind() == tern::TokenizerKind::ByteLevelBpe       ? "byte-level BPE"
+                 : tokenizer->kind() == tern::TokenizerKind::SentencePieceBpe ? "SentencePiece BPE"
+                                                                               : "SentencePiece unigram",
                  tokenizer->vocab_size(), tokenizer->bos_id(), tokenizer->eos_id(), tokenizer->eot_id(),
                  tern::Tokenizer::required_arena_bytes(table));
   }

@@ -152,17 +152,24 @@ void DenseKvCache<Element>::attend_head(uint32_t layer, uint32_t kv_head, const 
   const size_t stride = capacity_;
   const Isa isa = active_isa_level();
   for (uint32_t t = 0; t < a.n; ++t) {
-    const uint32_t len = a.pos0 + t + 1;
+    const uint32_t end = a.pos0 + t + 1;
     const size_t first = t * qd + static_cast<size_t>(kv_head) * group * hd;
-    scores(isa, a.q + first, group, hd, keys, len, capacity_, a.scale, sc, stride);
+    // Keys from a.first[t] on (packed texts, sliding windows): scored from the key block
+    // holding it (kv_key_index's layout read from a block boundary is the same layout over
+    // the positions from there), the ones before it get zero weight.
+    const uint32_t from = a.first != nullptr ? a.first[t] : 0;
+    const uint32_t base = from / kKvKeyBlock * kKvKeyBlock, skip = from - base, len = end - base;
+    const size_t offset = static_cast<size_t>(base) * hd;
+    scores(isa, a.q + first, group, hd, keys + offset, len, capacity_ - base, a.scale, sc, stride);
     for (uint32_t g = 0; g < group; ++g) {
       float* p = sc + g * stride;
-      kv_softmax(p, len);
+      for (uint32_t i = 0; i < skip; ++i) p[i] = 0.0f;
+      kv_softmax(p + skip, len - skip);
       if (a.observer != nullptr && a.observer->on_probs != nullptr) {
         a.observer->on_probs(a.observer->user, layer, kv_head * group + g, a.pos0 + t, p, len);
       }
     }
-    values(isa, sc, stride, group, rows, hd, len, a.out + first);
+    values(isa, sc, stride, group, rows + offset, hd, len, a.out + first);
   }
 }
 

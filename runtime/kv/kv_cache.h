@@ -62,6 +62,9 @@ struct KvAttention {
   // The model's RoPE, for caches that re-position queries themselves (heavy-hitter eviction:
   // heads hold different positions, runtime/kv/kv_policy.h); null: keep true distances.
   const Rope* rope = nullptr;
+  // Per token, the first position it attends to (texts packed into one batch, sliding
+  // windows); null: 0. Dense caches only (the forward pass refuses it with a compressed one).
+  const uint32_t* first = nullptr;
 };
 
 class KvCache {

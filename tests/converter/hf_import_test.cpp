@@ -507,3 +507,41 @@ TEST(TinyAusten, PackedAndBf16BundlesHoldIdenticalCodes) {
 
 }  // namespace
 }  // namespace tern
+
+namespace tern {
+namespace {
+
+// --keep-layers N: the first N layers of the checkpoint, tensor for tensor, and everything
+// outside the layers (embeddings, final norm); more layers than the model has is refused.
+TEST(KeepLayers, TheFirstLayersOfTheFullModel) {
+  auto full = convert::import_model(testing::tiny_austen_packed_dir(), ConvertOptions{});
+  ASSERT_TRUE(full.ok()) << last_error_message();
+  ConvertOptions options;
+  options.keep_layers = 2;
+  auto draft = convert::import_model(testing::tiny_austen_packed_dir(), options);
+  ASSERT_TRUE(draft.ok()) << last_error_message();
+  EXPECT_EQ(draft->config.layers, 2u);
+  EXPECT_EQ(full->config.layers, 6u);
+  size_t kept = 0;
+  for (const auto& t : full->tensors) {
+    unsigned layer = 0;
+    const bool in_layer = std::sscanf(t.name.c_str(), "layers.%u.", &layer) == 1;
+    const auto* d = draft->find(t.name);
+    if (in_layer && layer >= 2) {
+      EXPECT_EQ(d, nullptr) << t.name;
+      continue;
+    }
+    ASSERT_NE(d, nullptr) << t.name;
+    EXPECT_EQ(d->codes, t.codes) << t.name;
+    EXPECT_EQ(d->values, t.values) << t.name;
+    EXPECT_EQ(d->scale, t.scale) << t.name;
+    ++kept;
+  }
+  EXPECT_EQ(kept, draft->tensors.size());
+  options.keep_layers = 7;
+  testing::expect_failure(convert::import_model(testing::tiny_austen_packed_dir(), options), Error::InvalidArgument,
+                          {"--keep-layers 7", "only 6 layers"});
+}
+
+}  // namespace
+}  // namespace tern

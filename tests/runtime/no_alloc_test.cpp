@@ -172,9 +172,10 @@ TEST(NoAlloc, DecodeWithHeavyHitterEvictionAllocatesNothing) {
 // before counting), its catch-up prefills, drafts, roll-backs, and speculative sampling's
 // distributions stay inside the two models' arenas. Greedy with a dense cache, sampled with a
 // compressed one.
+// The draft is tiny-austen's first four layers (tern-convert --keep-layers 4).
 TEST(NoAlloc, GenerateWithADraftModelAllocatesNothing) {
-  TERN_REQUIRE_SHARED_BUNDLE("bitllama2c-3M.tern", "models/bitllama2c-3M/bit_model.bin");
-  TERN_REQUIRE_SHARED_BUNDLE("bitllama2c-1M.tern", "models/bitllama2c-1M/bit_model.bin");
+  TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern");
+  TERN_REQUIRE_BUNDLE("tiny-austen-draft.tern");
   struct Case {
     const char* mode;
     float temperature;
@@ -187,10 +188,10 @@ TEST(NoAlloc, GenerateWithADraftModelAllocatesNothing) {
     mp.n_ctx = 256;
     mp.n_draft = 4;
     tern_model *model = nullptr, *draft = nullptr;
-    ASSERT_EQ(tern_model_load(tern::testing::bundle_path("bitllama2c-3M.tern").c_str(), &mp, &model), TERN_OK)
+    ASSERT_EQ(tern_model_load(tern::testing::bundle_path("tiny-austen-packed.tern").c_str(), &mp, &model), TERN_OK)
         << tern_last_error_message();
     mp.n_draft = 0;
-    ASSERT_EQ(tern_model_load(tern::testing::bundle_path("bitllama2c-1M.tern").c_str(), &mp, &draft), TERN_OK)
+    ASSERT_EQ(tern_model_load(tern::testing::bundle_path("tiny-austen-draft.tern").c_str(), &mp, &draft), TERN_OK)
         << tern_last_error_message();
     tern_session_params sp = tern_session_default_params();
     sp.sampler.temperature = temperature;
@@ -200,8 +201,8 @@ TEST(NoAlloc, GenerateWithADraftModelAllocatesNothing) {
     ASSERT_EQ(tern_session_create(model, &sp, &session), TERN_OK) << tern_last_error_message();
     // The stop may land inside accepted drafts: target and draft sessions both roll back.
     const TwoTurns t = generate_two_turns(
-        session, "Once upon a time, there was a little girl named Lily. She loved to play outside.", "Lily was",
-        " Then", 40, true);
+        session, "It is a truth universally acknowledged, that a single man in possession of a good fortune, must be",
+        "I am", " And the", 40, true);
     EXPECT_EQ(t.heap_calls, 0) << "heap calls while generating with a draft model, kv " << mode << ", temperature "
                                << temperature;
     EXPECT_GT(t.first.accepted_tokens + t.second.accepted_tokens, 0u)
@@ -225,3 +226,45 @@ TEST(NoAlloc, Base3BundleTwoThreads) {
 }
 
 }  // namespace
+
+// Embedding models (made by the embedding_make_models fixture): texts packed into batches
+// that span the small context (the cache starts over), every output format, a stored
+// prompt, truncation, and two threads — all inside the session's arena.
+TEST(NoAlloc, EmbedAllocatesNothing) {
+  for (const char* name : {"embedding/qwen3.tern", "embedding/gemma3.tern"}) {
+    TERN_REQUIRE_BUNDLE(name);
+    tern_model_params mp = tern_model_default_params();
+    mp.n_threads = 2;
+    mp.n_ctx = 48;
+    mp.n_batch = 16;
+    tern_model* model = nullptr;
+    ASSERT_EQ(tern_model_load(tern::testing::bundle_path(name).c_str(), &mp, &model), TERN_OK) << tern_last_error_message();
+    tern_session* session = nullptr;
+    ASSERT_EQ(tern_session_create(model, nullptr, &session), TERN_OK) << tern_last_error_message();
+    const char* texts[] = {"What is BitNet?", "It is a truth universally acknowledged, that a single man in possession "
+                           "of a good fortune, must be in want of a wife.", "我想在apple工作1314151天", "Cafe\xCC\x81",
+                           "x", "The quick brown fox jumps over the lazy dog, again and again and again."};
+    const size_t n = sizeof texts / sizeof texts[0];
+    float out[6 * 64];
+    float scales[6];
+    tern_embed_stats stats{};
+    long calls = 0;
+    {
+      Counting counting;
+      for (tern_embed_format format : {TERN_EMBED_FLOAT32, TERN_EMBED_INT8, TERN_EMBED_BINARY}) {
+        tern_embed_params ep = tern_embed_default_params();
+        ep.format = format;
+        ep.dimensions = format == TERN_EMBED_FLOAT32 ? 0 : 32;
+        ep.prompt_name = format == TERN_EMBED_INT8 ? "query" : nullptr;
+        ep.truncate = 1;
+        EXPECT_EQ(tern_embed(session, texts, nullptr, n, &ep, out, sizeof out, scales, &stats), TERN_OK)
+            << tern_last_error_message();
+      }
+      calls = counting.calls();
+    }
+    EXPECT_EQ(calls, 0) << name;
+    EXPECT_GE(stats.n_batches, 3u) << name;
+    tern_session_free(session);
+    tern_model_free(model);
+  }
+}

@@ -195,74 +195,115 @@ TEST(Speculative, EvictingCachesPastTheirCapacity) {
   }
 }
 
-TEST(Speculative, DraftModelGreedyTextIsTheOneTokenAtATimeTextInEveryKvMode) {
-  TERN_REQUIRE_SHARED_BUNDLE(kLlama, kLlamaSource);
-  TERN_REQUIRE_SHARED_BUNDLE(kSmallLlama, kSmallLlamaSource);
+// A target and a smaller model with its tokenizer that drafts for it: tiny-austen and its
+// first four layers (tern-convert --keep-layers 4, a self-speculative draft), and
+// bitllama2c-3M with bitllama2c-1M (third-party, from ../shared).
+struct DraftPair {
+  const char* name;
+  const char* target;
+  const char* draft;
+  const char* other;  // a model with another tokenizer
+  const char* target_source;  // under ../shared, or null for the repository's bundles
+  const char* draft_source;
+  const char* prompt;
+  std::vector<std::string> turns;  // prompts of one conversation, the first turn's greedy text reaching `stop`
+  const char* stop;
+};
+
+const DraftPair kDraftPairs[] = {
+    {"TinyAusten", kAusten, "tiny-austen-draft.tern", "tiny-llama3.tern", nullptr, nullptr, kAustenPrompt,
+     {kAustenPrompt, " And the", " It is a truth"}, "States, and to the"},
+    {"Bitllama2c", kLlama, kSmallLlama, kAusten, kLlamaSource, kSmallLlamaSource, kLilyPrompt,
+     {kLilyPrompt, " Then", " The end. Once upon a time"}, "said, \""},
+};
+
+class DraftModel : public ::testing::TestWithParam<DraftPair> {
+ protected:
+  void SetUp() override {
+    const DraftPair& p = GetParam();
+    if (p.target_source != nullptr) {
+      TERN_REQUIRE_SHARED_BUNDLE(p.target, p.target_source);
+      TERN_REQUIRE_SHARED_BUNDLE(p.draft, p.draft_source);
+    }
+    TERN_REQUIRE_BUNDLE(p.target);
+    TERN_REQUIRE_BUNDLE(p.draft);
+    TERN_REQUIRE_BUNDLE(p.other);
+  }
+  // A request on the pair's prompt, drafting from `draft` (null: prompt lookup).
+  Request request(const char* draft) const {
+    Request r;
+    r.draft_bundle = draft;
+    r.prompts = {GetParam().prompt};
+    return r;
+  }
+  // Sampling at temperature 0.8 on the pair's prompt.
+  Request sampled_request(const char* draft) const {
+    Request r = request(draft);
+    r.temperature = 0.8f;
+    return r;
+  }
+};
+
+TEST_P(DraftModel, GreedyTextIsTheOneTokenAtATimeTextInEveryKvMode) {
+  const DraftPair& p = GetParam();
   // Target and draft with the same KV mode: both caches roll back, the draft's past the
   // drafts the target rejected.
   const std::vector<const char*> modes = emulated() ? std::vector<const char*>{"f32", "q4", "k4v2"}
                                                     : std::vector<const char*>{"f32", "fp16", "q8", "q4", "q3", "q2", "k4v2"};
   for (const char* mode : modes) {
-    Request r;
+    Request r = request(p.draft);
     r.mode = mode;
     r.max_new = 60;
-    r.draft_bundle = kSmallLlama;
-    r.prompts = {kLilyPrompt};
-    expect_same_as_plain(kLlama, r, 4);
+    expect_same_as_plain(p.target, r, 4);
   }
-  Request r;
+  Request r = request(p.draft);
   r.max_new = 60;
-  r.draft_bundle = kSmallLlama;
-  r.prompts = {kLilyPrompt};
   for (uint32_t k : emulated() ? std::vector<uint32_t>{15} : std::vector<uint32_t>{1, 2, 15}) {
-    expect_same_as_plain(kLlama, r, k);
+    expect_same_as_plain(p.target, r, k);
   }
 }
 
-TEST(Speculative, DraftModelStopsTurnsAndEviction) {
-  TERN_REQUIRE_SHARED_BUNDLE(kLlama, kLlamaSource);
-  TERN_REQUIRE_SHARED_BUNDLE(kSmallLlama, kSmallLlamaSource);
-  Request r;
-  r.draft_bundle = kSmallLlama;
+TEST_P(DraftModel, StopsTurnsAndEviction) {
+  const DraftPair& p = GetParam();
+  Request r = request(p.draft);
   // Several generate() calls on one session: the target truncates what it decoded ahead at
   // each stop and the draft must follow; short limits stop inside accepted drafts.
-  r.prompts = {kLilyPrompt, " Then", " The end. Once upon a time"};
-  r.stops = {"said, \""};
-  expect_same_as_plain(kLlama, r, 4);
+  r.prompts = p.turns;
+  r.stops = {p.stop};
+  expect_same_as_plain(p.target, r, 4);
   r.stops.clear();
   for (uint32_t max_new : {2u, 17u}) {
     r.max_new = max_new;
-    expect_same_as_plain(kLlama, r, 4, max_new > 2);
+    expect_same_as_plain(p.target, r, 4, max_new > 2);
   }
   // A 100-position evicting cache for both and 150 new tokens.
-  r.prompts = {kLilyPrompt};
+  r.prompts = {p.prompt};
   r.mode = "q4";
   r.ctx = 100;
   r.eviction = 1;
   r.max_new = 150;
-  expect_same_as_plain(kLlama, r, 4);
+  expect_same_as_plain(p.target, r, 4);
 }
 
 // The draft model's session after generation (partial accepts rolled back, catch-ups run)
 // holds a prefix of the target's tokens, and its cache holds what a fresh session of the
 // draft model gets by decoding those tokens one at a time: a rejected draft left in it would
 // differ by whole rows. Greedy and sampled drafting.
-TEST(Speculative, DraftSessionCacheIsAFreshRunsAfterRollbacks) {
-  TERN_REQUIRE_SHARED_BUNDLE(kLlama, kLlamaSource);
-  TERN_REQUIRE_SHARED_BUNDLE(kSmallLlama, kSmallLlamaSource);
+TEST_P(DraftModel, DraftSessionCacheIsAFreshRunAfterRollbacks) {
+  const DraftPair& p = GetParam();
   for (float temperature : {0.0f, 0.8f}) {
     SCOPED_TRACE(temperature);
     tern::ModelParams tp;
     tp.kv_mode = "f32";
     tp.context_tokens = 256;
     tp.draft_tokens = 4;
-    auto target = tern::Model::load(tern::testing::bundle_path(kLlama).c_str(), tp);
+    auto target = tern::Model::load(tern::testing::bundle_path(p.target).c_str(), tp);
     ASSERT_TRUE(target.ok()) << message();
     tern::ModelParams dp;
     dp.kv_mode = "f32";
     dp.context_tokens = 256;
     dp.sessions = 2;  // the draft session and the reference
-    auto draft = tern::Model::load(tern::testing::bundle_path(kSmallLlama).c_str(), dp);
+    auto draft = tern::Model::load(tern::testing::bundle_path(p.draft).c_str(), dp);
     ASSERT_TRUE(draft.ok()) << message();
     tern::SamplerParams sp;
     sp.temperature = temperature;
@@ -275,7 +316,7 @@ TEST(Speculative, DraftSessionCacheIsAFreshRunsAfterRollbacks) {
     tern::GenerateOptions o;
     o.max_new_tokens = 60;
     tern::GenerateStats st;
-    ASSERT_EQ(s.generate(kLilyPrompt, std::strlen(kLilyPrompt), o, nullptr, nullptr, &st), tern::Error::Ok)
+    ASSERT_EQ(s.generate(p.prompt, std::strlen(p.prompt), o, nullptr, nullptr, &st), tern::Error::Ok)
         << message();
     EXPECT_GT(st.accepted_tokens, 0u);
     EXPECT_LT(st.accepted_tokens + st.verify_steps, st.drafted_tokens) << "no partial accept to roll back";
@@ -317,41 +358,29 @@ TEST(Speculative, DraftSessionCacheIsAFreshRunsAfterRollbacks) {
   }
 }
 
-// Sampling at temperature 0.8 on Lily's prompt, drafting from each source in turn: prompt
-// lookup (null) and the 1M draft model.
-const char* const kDraftSources[] = {nullptr, kSmallLlama};
-Request sampled_request(const char* draft) {
-  Request r;
-  r.temperature = 0.8f;
-  r.draft_bundle = draft;
-  r.prompts = {kLilyPrompt};
-  return r;
-}
-
-TEST(Speculative, SamplingWithTopK1IsTheGreedyTextThroughTheSamplingPath) {
-  TERN_REQUIRE_SHARED_BUNDLE(kLlama, kLlamaSource);
-  TERN_REQUIRE_SHARED_BUNDLE(kSmallLlama, kSmallLlamaSource);
+// Sampling drafts from each source in turn: prompt lookup (null) and the draft model.
+TEST_P(DraftModel, SamplingWithTopK1IsTheGreedyTextThroughTheSamplingPath) {
+  const DraftPair& p = GetParam();
   // Temperature > 0 with top-k 1: p and q are one-hot, so the accept rule keeps exactly the
   // greedy drafts and a rejection draws the greedy token.
-  for (const char* draft : kDraftSources) {
+  for (const char* draft : {static_cast<const char*>(nullptr), p.draft}) {
     Request r = sampled_request(draft);
     r.top_k = 1;
     r.max_new = 48;
-    expect_same_as_plain(kLlama, r, 4);
+    expect_same_as_plain(p.target, r, 4);
   }
 }
 
-TEST(Speculative, SamplingDraftsAndVerifies) {
-  TERN_REQUIRE_SHARED_BUNDLE(kLlama, kLlamaSource);
-  TERN_REQUIRE_SHARED_BUNDLE(kSmallLlama, kSmallLlamaSource);
+TEST_P(DraftModel, SamplingDraftsAndVerifies) {
+  const DraftPair& p = GetParam();
   // The distribution is speculative_accept_test's; here: drafting runs at temperature > 0,
   // keeps some drafts, rejects others, and the session stays consistent (history = position).
-  for (const char* draft : kDraftSources) {
+  for (const char* draft : {static_cast<const char*>(nullptr), p.draft}) {
     Request r = sampled_request(draft);
     r.n_draft = 4;
     r.max_new = 50;
-    r.prompts.push_back(" Then");
-    const GenerateRun spec = run(kLlama, r);
+    r.prompts.push_back(p.turns[1]);
+    const GenerateRun spec = run(p.target, r);
     SCOPED_TRACE(draft != nullptr ? draft : "lookup");
     EXPECT_GT(spec.stats.verify_steps, 0u);
     EXPECT_GT(spec.stats.accepted_tokens, 0u);
@@ -361,23 +390,21 @@ TEST(Speculative, SamplingDraftsAndVerifies) {
   }
 }
 
-TEST(Speculative, BadDraftModelsAreRefused) {
-  TERN_REQUIRE_SHARED_BUNDLE(kLlama, kLlamaSource);
-  TERN_REQUIRE_SHARED_BUNDLE(kSmallLlama, kSmallLlamaSource);
-  TERN_REQUIRE_BUNDLE(kAusten);
+TEST_P(DraftModel, BadDraftModelsAreRefused) {
+  const DraftPair& p = GetParam();
   tern_model_params mp = tern_model_default_params();
   mp.n_ctx = 64;
   mp.n_draft = 4;
   tern_model *target = nullptr, *small = nullptr, *other = nullptr;
-  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(kLlama).c_str(), &mp, &target), TERN_OK) << message();
+  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(p.target).c_str(), &mp, &target), TERN_OK) << message();
   tern_model_params dp = tern_model_default_params();
   dp.n_ctx = 64;
-  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(kSmallLlama).c_str(), &dp, &small), TERN_OK) << message();
-  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(kAusten).c_str(), &dp, &other), TERN_OK) << message();
+  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(p.draft).c_str(), &dp, &small), TERN_OK) << message();
+  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(p.other).c_str(), &dp, &other), TERN_OK) << message();
   tern_session_params sp = tern_session_default_params();
   sp.n_draft = 4;
   tern_session* s = nullptr;
-  // Another tokenizer (tiny-austen's byte-level BPE against bitllama2c's SentencePiece).
+  // Another tokenizer.
   sp.draft_model = other;
   EXPECT_EQ(tern_session_create(target, &sp, &s), TERN_INVALID_ARGUMENT);
   EXPECT_EQ(s, nullptr);
@@ -397,7 +424,7 @@ TEST(Speculative, BadDraftModelsAreRefused) {
   EXPECT_EQ(tern_session_set_draft(s, 5), TERN_INVALID_ARGUMENT);
   // The draft model's only slot is taken by this session: a second model's session cannot draft with it.
   tern_model* target2 = nullptr;
-  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(kLlama).c_str(), &mp, &target2), TERN_OK) << message();
+  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(p.target).c_str(), &mp, &target2), TERN_OK) << message();
   tern_session* s2 = nullptr;
   EXPECT_EQ(tern_session_create(target2, &sp, &s2), TERN_INVALID_STATE);
   EXPECT_EQ(s2, nullptr);
@@ -413,6 +440,9 @@ TEST(Speculative, BadDraftModelsAreRefused) {
   tern_model_free(small);
   tern_model_free(other);
 }
+
+INSTANTIATE_TEST_SUITE_P(Pairs, DraftModel, ::testing::ValuesIn(kDraftPairs),
+                         [](const ::testing::TestParamInfo<DraftPair>& info) { return std::string(info.param.name); });
 
 TEST(Speculative, BadDraftSizesAreRefused) {
   TERN_REQUIRE_BUNDLE(kAusten);

@@ -1,5 +1,8 @@
 // The runtime's own SentencePiece encoder and decoder against libsentencepiece on
-// thousands of generated strings, for the LLaMA-2 model and bitllama2c's 512-piece model.
+// thousands of generated strings: for models spm_train learned from the repository's text
+// (BPE with byte fallback, unigram with <unk>, unigram with byte fallback; the
+// tokenizer_spm_train fixture trains them), and for the LLaMA-2 model and bitllama2c's
+// 512-piece model (third-party, from ../shared).
 #include <gtest/gtest.h>
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
@@ -94,14 +97,21 @@ class TextGenerator {
 
 struct SpmModel {
   const char* name;
-  const char* shared;  // under ../shared (third-party)
+  const char* shared;   // under ../shared (third-party), or
+  const char* trained;  // trained by the tokenizer_spm_train fixture
 };
 
 class SpmReference : public ::testing::TestWithParam<SpmModel> {
  protected:
   void SetUp() override {
-    TERN_REQUIRE_SHARED(GetParam().shared);
-    const std::string path = shared_path(GetParam().shared);
+    std::string path;
+    if (GetParam().shared != nullptr) {
+      TERN_REQUIRE_SHARED(GetParam().shared);
+      path = shared_path(GetParam().shared);
+    } else {
+      path = std::string(TERN_SPM_MODEL_DIR) + "/" + GetParam().trained + ".model";
+      TERN_REQUIRE_FILE(path);
+    }
     ASSERT_TRUE(reference_.Load(path).ok());
     auto t = HostTokenizer::load(path);
     ASSERT_TRUE(t.ok()) << last_error_message();
@@ -137,6 +147,34 @@ TEST_P(SpmReference, GeneratedTextMatchesLibsentencepiece) {
   TextGenerator gen(1234);
   size_t failures = 0;
   for (size_t i = 0; i < iterations(); ++i) expect_same(gen.next(), &failures);
+  EXPECT_EQ(failures, 0u);
+}
+
+// Real prose: every line of the repository's Austen and SOTU slices, and the same text in
+// chunks of a few lines (long inputs with many words, newlines and runs of spaces).
+TEST_P(SpmReference, ProseLinesMatchLibsentencepiece) {
+  size_t failures = 0, texts = 0;
+  for (const std::string& path : {testing::austen_text(), testing::sotu_held_out_text()}) {
+    TERN_REQUIRE_FILE(path);
+    const std::string all = testing::read_file_text(path);
+    std::string chunk;
+    size_t lines = 0;
+    for (size_t begin = 0; begin < all.size();) {
+      size_t end = all.find('\n', begin);
+      end = end == std::string::npos ? all.size() : end + 1;
+      const std::string line = all.substr(begin, end - begin);
+      expect_same(line, &failures);
+      chunk += line;
+      if (++lines % 7 == 0) {
+        expect_same(chunk, &failures);
+        chunk.clear();
+        ++texts;
+      }
+      ++texts;
+      begin = end;
+    }
+  }
+  EXPECT_GT(texts, 1000u);
   EXPECT_EQ(failures, 0u);
 }
 
@@ -209,14 +247,17 @@ TEST(SpmTrainedReference, UserDefinedSymbolsAndNormalizerOptions) {
     const char* flags;
     const char* name;
   } variants[] = {
-      {"--remove_extra_whitespaces=false --byte_fallback=true", "identity-like"},
-      {"--remove_extra_whitespaces=true --byte_fallback=false", "remove-extra, no byte fallback"},
+      {"--model_type=bpe --remove_extra_whitespaces=false --byte_fallback=true", "identity-like"},
+      {"--model_type=bpe --remove_extra_whitespaces=true --byte_fallback=false", "remove-extra, no byte fallback"},
+      // Unigram scores user-defined pieces in its lattice (L * max_score - 0.1) instead of freezing them.
+      {"--model_type=unigram --remove_extra_whitespaces=false --byte_fallback=true", "unigram, byte fallback"},
+      {"--model_type=unigram --remove_extra_whitespaces=true --byte_fallback=false", "unigram, remove-extra"},
   };
   for (const auto& v : variants) {
     SCOPED_TRACE(v.name);
     testing::TempFile model_prefix;
     const std::string args = "--input=" + corpus.path() + " --model_prefix=" + model_prefix.path() +
-                             " --model_type=bpe --vocab_size=400 --character_coverage=1.0 --hard_vocab_limit=false"
+                             " --vocab_size=400 --character_coverage=1.0 --hard_vocab_limit=false"
                              " --user_defined_symbols=<ud>,foo,x-y --normalization_rule_name=identity"
                              " --minloglevel=2 --num_threads=1 " + v.flags;
     const auto trained = sentencepiece::SentencePieceTrainer::Train(args);
@@ -267,8 +308,11 @@ TEST(SpmTrainedReference, UserDefinedSymbolsAndNormalizerOptions) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, SpmReference,
-                         ::testing::Values(SpmModel{"Llama2", "tokenizers/llama2/tokenizer.model"},
-                                           SpmModel{"Bitllama2c", "models/bitllama2c-3M/tokenizer.model"}),
+                         ::testing::Values(SpmModel{"TrainedBpeBytes", nullptr, "bpe-bytes"},
+                                           SpmModel{"TrainedUnigram", nullptr, "unigram"},
+                                           SpmModel{"TrainedUnigramBytes", nullptr, "unigram-bytes"},
+                                           SpmModel{"Llama2", "tokenizers/llama2/tokenizer.model", nullptr},
+                                           SpmModel{"Bitllama2c", "models/bitllama2c-3M/tokenizer.model", nullptr}),
                          [](const ::testing::TestParamInfo<SpmModel>& info) { return std::string(info.param.name); });
 
 }  // namespace

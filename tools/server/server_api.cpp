@@ -50,6 +50,18 @@ bool fail(ApiError* e, std::string message, std::string param, int status = 400,
   return false;
 }
 
+// The optional "model" field: a string naming the one model served (404 otherwise).
+bool parse_model(const json& j, const std::string& model_name, std::string* out, ApiError* e) {
+  if (!j.contains("model") || j["model"].is_null()) return true;
+  if (!j["model"].is_string()) return fail(e, "'model' must be a string", "model");
+  *out = j["model"].get<std::string>();
+  if (*out != model_name) {
+    return fail(e, "The model '" + *out + "' does not exist; this server has '" + model_name + "'", "model", 404,
+                "model_not_found");
+  }
+  return true;
+}
+
 // A number field in [lo, hi] (absent: keep *out).
 bool number(const json& j, const char* key, double lo, double hi, double* out, ApiError* e) {
   if (!j.contains(key) || j[key].is_null()) return true;
@@ -152,18 +164,7 @@ std::optional<GenerationRequest> parse_generation_request(const std::string& bod
   }
   GenerationRequest r;
   r.chat = chat;
-  if (j.contains("model") && !j["model"].is_null()) {
-    if (!j["model"].is_string()) {
-      fail(e, "'model' must be a string", "model");
-      return std::nullopt;
-    }
-    r.model = j["model"].get<std::string>();
-    if (r.model != model_name) {
-      fail(e, "The model '" + r.model + "' does not exist; this server has '" + model_name + "'", "model", 404,
-           "model_not_found");
-      return std::nullopt;
-    }
-  }
+  if (!parse_model(j, model_name, &r.model, e)) return std::nullopt;
   if (chat) {
     if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty()) {
       fail(e, "'messages' must be a non-empty array", "messages");
@@ -260,6 +261,100 @@ std::string stream_usage_chunk(bool chat, const std::string& id, int64_t created
                   {"choices", json::array()},
                   {"usage", usage_body(usage)}};
   return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+std::optional<EmbeddingRequest> parse_embedding_request(const std::string& body, const std::string& model_name,
+                                                        uint32_t model_dimensions, ApiError* e) {
+  const json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    fail(e, j.is_discarded() ? "the request body is not valid JSON" : "the request body must be a JSON object", "");
+    return std::nullopt;
+  }
+  EmbeddingRequest r;
+  if (!parse_model(j, model_name, &r.model, e)) return std::nullopt;
+  if (!j.contains("input")) {
+    fail(e, "'input' is required: a string or an array of strings", "input");
+    return std::nullopt;
+  }
+  const json& in = j["input"];
+  if (in.is_string()) {
+    r.input.push_back(in.get<std::string>());
+  } else if (in.is_array() && !in.empty()) {
+    for (const json& x : in) {
+      if (!x.is_string()) {
+        fail(e, x.is_number_integer() || x.is_array()
+                    ? "'input' as token ids is not supported: send the text"
+                    : "'input' must be a string or an array of strings",
+             "input");
+        return std::nullopt;
+      }
+      r.input.push_back(x.get<std::string>());
+    }
+  } else {
+    fail(e, "'input' must be a string or a non-empty array of strings", "input");
+    return std::nullopt;
+  }
+  if (r.input.size() > kMaxEmbeddingInputs) {
+    fail(e, "'input' has " + std::to_string(r.input.size()) + " texts; at most " + std::to_string(kMaxEmbeddingInputs),
+         "input");
+    return std::nullopt;
+  }
+  if (j.contains("encoding_format") && !j["encoding_format"].is_null()) {
+    const json& f = j["encoding_format"];
+    if (!f.is_string() || (f != "float" && f != "base64")) {
+      fail(e, "'encoding_format' must be \"float\" or \"base64\"", "encoding_format");
+      return std::nullopt;
+    }
+    r.base64 = f == "base64";
+  }
+  if (j.contains("dimensions") && !j["dimensions"].is_null()) {
+    const json& d = j["dimensions"];
+    if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<int64_t>() > model_dimensions) {
+      fail(e, "'dimensions' must be an integer from 1 to " + std::to_string(model_dimensions), "dimensions");
+      return std::nullopt;
+    }
+    r.dimensions = d.get<uint32_t>();
+  }
+  if (j.contains("user") && !j["user"].is_null() && !j["user"].is_string()) {
+    fail(e, "'user' must be a string", "user");
+    return std::nullopt;
+  }
+  return r;
+}
+
+std::string base64_encode(const void* data, size_t size) {
+  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const auto* p = static_cast<const uint8_t*>(data);
+  std::string out;
+  out.reserve((size + 2) / 3 * 4);
+  for (size_t i = 0; i < size; i += 3) {
+    const uint32_t v = (uint32_t{p[i]} << 16) | (i + 1 < size ? uint32_t{p[i + 1]} << 8 : 0) | (i + 2 < size ? p[i + 2] : 0);
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += i + 1 < size ? kAlphabet[(v >> 6) & 63] : '=';
+    out += i + 2 < size ? kAlphabet[v & 63] : '=';
+  }
+  return out;
+}
+
+json embeddings_body(const std::string& model, const std::vector<float>& vectors, uint32_t dimensions, bool base64,
+                     uint64_t prompt_tokens) {
+  json data = json::array();
+  const size_t n = dimensions == 0 ? 0 : vectors.size() / dimensions;
+  for (size_t i = 0; i < n; ++i) {
+    const float* v = vectors.data() + i * dimensions;
+    json item = {{"object", "embedding"}, {"index", i}};
+    if (base64) {  // little-endian float32, as the OpenAI API sends it (and its clients decode)
+      item["embedding"] = base64_encode(v, dimensions * sizeof(float));
+    } else {
+      item["embedding"] = std::vector<float>(v, v + dimensions);
+    }
+    data.push_back(std::move(item));
+  }
+  return json{{"object", "list"},
+              {"data", std::move(data)},
+              {"model", model},
+              {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
 }
 
 json models_body(const std::string& model, int64_t created) {

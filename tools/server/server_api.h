@@ -73,4 +73,21 @@ inline const char* stream_done() { return "data: [DONE]\n\n"; }
 
 nlohmann::json models_body(const std::string& model, int64_t created);
 
+// POST /v1/embeddings: `input` a string or an array of strings (token-id arrays are refused),
+// `encoding_format` "float" (default) or "base64" (little-endian float32 bytes), `dimensions`
+// (the first D, re-normalized), `model`, `user` (ignored).
+struct EmbeddingRequest {
+  std::string model;
+  std::vector<std::string> input;
+  bool base64 = false;
+  uint32_t dimensions = 0;  // 0: the model's
+};
+inline constexpr size_t kMaxEmbeddingInputs = 2048;  // as OpenAI's API
+std::optional<EmbeddingRequest> parse_embedding_request(const std::string& body, const std::string& model_name,
+                                                        uint32_t model_dimensions, ApiError* error);
+// {"object": "list", "data": [{"object": "embedding", "index", "embedding"}...], "model", "usage"}.
+nlohmann::json embeddings_body(const std::string& model, const std::vector<float>& vectors, uint32_t dimensions,
+                               bool base64, uint64_t prompt_tokens);
+std::string base64_encode(const void* data, size_t size);
+
 }  // namespace tern::server

@@ -1,7 +1,8 @@
 // tern-server MODEL.tern [--host 127.0.0.1] [--port 8080] [--memory-budget 1G|available[-P%]]
 //             [--kv MODE] [--ctx N] [--sessions N] [--threads N] [--api-key KEY] [--timeout S]
 // An OpenAI-compatible HTTP server over the C API: /v1/chat/completions, /v1/completions
-// (both with streaming), /v1/models, /health, /tokenize, /detokenize. Each of --sessions
+// (both with streaming), /v1/embeddings (embedding bundles), /v1/models, /health, /tokenize,
+// /detokenize. Each of --sessions
 // slots is a session of the one loaded model; requests beyond the free slots wait in a
 // bounded queue, and past it get 503 with Retry-After. A request whose prompt starts with
 // what its slot already holds skips re-running that prefix.
@@ -50,6 +51,7 @@ struct Server {
   std::vector<tern_session*> sessions;
   std::unique_ptr<SlotPool> pool;
   tern_model_info info{};
+  tern_embedding_info embedding{};  // dimensions > 0: an embedding model
   bool evicting = false;
   std::atomic<bool> ready{false};
   std::atomic<bool> failed{false};
@@ -283,6 +285,57 @@ std::string new_id(bool chat) {
   return buf;
 }
 
+// POST /v1/embeddings: every input through tern_embed in one call on one slot (the texts
+// share forward passes), float32 vectors as numbers or base64.
+void handle_embeddings(Server& s, const httplib::Request& req, httplib::Response& res) {
+  const double start = now_s();
+  if (!ensure_ready(s, res)) return;
+  auto refuse = [&](const ApiError& e) {
+    reply_error(res, e);
+    log_line(s, req, res.status, 0, 0, now_s() - start, 0);
+  };
+  if (s.embedding.dimensions == 0) {
+    return refuse(ApiError{400, "'" + s.model_name + "' generates text: it has no embeddings; serve an embedding model",
+                           "invalid_request_error", "model", "model_not_supported"});
+  }
+  if (!valid_utf8(req.body)) {
+    return refuse(ApiError{400, "the request body is not valid UTF-8", "invalid_request_error", "", ""});
+  }
+  ApiError error;
+  auto parsed = parse_embedding_request(req.body, s.model_name, s.embedding.dimensions, &error);
+  if (!parsed) return refuse(error);
+  const EmbeddingRequest& r = *parsed;
+  const uint32_t dims = r.dimensions > 0 ? r.dimensions : s.embedding.dimensions;
+  std::vector<const char*> texts;
+  std::vector<size_t> sizes;
+  for (const std::string& t : r.input) {
+    texts.push_back(t.data());
+    sizes.push_back(t.size());
+  }
+  std::vector<float> vectors(r.input.size() * dims);
+  SlotPool::Refusal why;
+  const auto slot = s.pool->acquire(std::chrono::seconds(s.opt.timeout), &why);
+  if (!slot) {
+    res.set_header("Retry-After", "1");
+    return refuse(ApiError{503, "the server is busy: no session slot became free in time", "server_error", "",
+                           "server_busy"});
+  }
+  tern_embed_params ep = tern_embed_default_params();
+  ep.dimensions = r.dimensions;
+  tern_embed_stats stats{};
+  const tern_status st = tern_embed(s.sessions[*slot], texts.data(), sizes.data(), texts.size(), &ep, vectors.data(),
+                                    vectors.size() * sizeof(float), nullptr, &stats);
+  s.pool->release(*slot);
+  if (st != TERN_OK) {
+    ApiError e = status_error(st, "embedding");
+    e.param = st == TERN_PROMPT_TOO_LONG ? "input" : "";
+    if (st == TERN_PROMPT_TOO_LONG) e.code = "context_length_exceeded";
+    return refuse(e);
+  }
+  res.set_content(dump(embeddings_body(s.model_name, vectors, dims, r.base64, stats.n_tokens)), "application/json");
+  log_line(s, req, 200, static_cast<uint32_t>(stats.n_tokens), 0, now_s() - start, 0);
+}
+
 // One generation request, streamed or not.
 void handle_generation(Server& s, const httplib::Request& req, httplib::Response& res, bool chat) {
   const double start = now_s();
@@ -293,6 +346,10 @@ void handle_generation(Server& s, const httplib::Request& req, httplib::Response
   };
   if (!valid_utf8(req.body)) {
     return refuse(ApiError{400, "the request body is not valid UTF-8", "invalid_request_error", "", ""});
+  }
+  if (s.embedding.dimensions > 0) {
+    return refuse(ApiError{400, "'" + s.model_name + "' is an embedding model: it does not generate text; use /v1/embeddings",
+                           "invalid_request_error", "model", "model_not_supported"});
   }
   ApiError error;
   auto parsed = parse_generation_request(req.body, chat, s.model_name, &error);
@@ -486,6 +543,8 @@ int main(int argc, char** argv) {
             [&s](const httplib::Request& req, httplib::Response& res) { handle_generation(s, req, res, true); });
   http.Post("/v1/completions",
             [&s](const httplib::Request& req, httplib::Response& res) { handle_generation(s, req, res, false); });
+  http.Post("/v1/embeddings",
+            [&s](const httplib::Request& req, httplib::Response& res) { handle_embeddings(s, req, res); });
   http.Post("/tokenize", [&s](const httplib::Request& req, httplib::Response& res) {
     if (!ensure_ready(s, res)) return;
     const json j = json::parse(req.body, nullptr, false);
@@ -549,6 +608,7 @@ int main(int argc, char** argv) {
     mp.n_sessions = s.opt.sessions;
     tern_status st = tern_model_load(s.opt.bundle.c_str(), &mp, &s.model);
     if (st == TERN_OK) st = tern_model_get_info(s.model, &s.info);
+    if (st == TERN_OK) st = tern_model_get_embedding_info(s.model, &s.embedding);
     tern_memory_report r{};
     if (st == TERN_OK) st = tern_memory_report_get(s.model, &r);
     s.evicting = r.kv_evicting != 0;

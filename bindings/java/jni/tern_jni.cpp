@@ -315,6 +315,50 @@ JNIEXPORT jlong JNICALL Java_dev_tern_Model_nativeArenaUsedBytes(JNIEnv* env, jc
   return ok(env, tern_memory_report_get(model_of(model), &r)) ? static_cast<jlong>(r.arena_used_bytes) : 0;
 }
 
+JNIEXPORT jint JNICALL Java_dev_tern_Model_nativeEmbeddingDimensions(JNIEnv* env, jclass, jlong model) {
+  tern_embedding_info info;
+  if (!ok(env, tern_model_get_embedding_info(model_of(model), &info))) return 0;
+  return static_cast<jint>(info.dimensions);
+}
+
+// `row_floats`: the vector length the call gives (the caller knows the model's).
+JNIEXPORT jfloatArray JNICALL Java_dev_tern_Session_nativeEmbed(JNIEnv* env, jclass, jlong session, jobjectArray texts,
+                                                                jint dimensions, jint row_floats, jstring prompt_name,
+                                                                jstring instruction, jboolean truncate) {
+  if (dimensions < 0 || row_floats <= 0) {
+    throw_tern(env, TERN_INVALID_ARGUMENT, "dimensions must be >= 0");
+    return nullptr;
+  }
+  const jsize n = env->GetArrayLength(texts);
+  std::vector<std::string> utf8(static_cast<size_t>(n));
+  std::vector<const char*> ptrs(static_cast<size_t>(n));
+  std::vector<size_t> sizes(static_cast<size_t>(n));
+  for (jsize i = 0; i < n; ++i) {
+    jstring t = static_cast<jstring>(env->GetObjectArrayElement(texts, i));
+    const bool converted = to_utf8(env, t, &utf8[i], "a text is null");
+    env->DeleteLocalRef(t);
+    if (!converted) return nullptr;
+    ptrs[i] = utf8[i].data();
+    sizes[i] = utf8[i].size();
+  }
+  std::string prompt, inst;
+  if (prompt_name != nullptr && !to_utf8(env, prompt_name, &prompt, "promptName")) return nullptr;
+  if (instruction != nullptr && !to_utf8(env, instruction, &inst, "instruction")) return nullptr;
+  tern_embed_params ep = tern_embed_default_params();
+  ep.dimensions = static_cast<uint32_t>(dimensions);
+  ep.prompt_name = prompt_name != nullptr ? prompt.c_str() : nullptr;
+  ep.instruction = instruction != nullptr ? inst.c_str() : nullptr;
+  ep.truncate = truncate ? 1 : 0;
+  std::vector<float> out(static_cast<size_t>(n) * static_cast<size_t>(row_floats));
+  if (!ok(env, tern_embed(session_of(session), ptrs.data(), sizes.data(), static_cast<size_t>(n), &ep, out.data(),
+                          out.size() * sizeof(float), nullptr, nullptr))) {
+    return nullptr;
+  }
+  jfloatArray result = env->NewFloatArray(static_cast<jsize>(out.size()));
+  if (result != nullptr) env->SetFloatArrayRegion(result, 0, static_cast<jsize>(out.size()), out.data());
+  return result;
+}
+
 JNIEXPORT jstring JNICALL Java_dev_tern_Session_nativeGenerate(JNIEnv* env, jclass, jlong session, jstring prompt,
                                                               jint max_tokens, jboolean add_bos, jobject listener) {
   std::string p;

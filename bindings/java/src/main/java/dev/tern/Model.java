@@ -15,6 +15,7 @@ public final class Model implements AutoCloseable {
 
   private long handle;
   private final List<Session> sessions = new ArrayList<>();
+  private Session embedSession;  // Model.embed's, created on first use
 
   private Model(long handle) {
     this.handle = handle;
@@ -33,6 +34,30 @@ public final class Model implements AutoCloseable {
     final Session s = new Session(this, nativeSessionCreate(handle(), sampler == null ? new SamplerParams() : sampler));
     sessions.add(s);
     return s;
+  }
+
+  /** Length of an embedding model's vectors; 0 for a model that generates text. */
+  public int embeddingDimensions() throws TernException {
+    return nativeEmbeddingDimensions(handle());
+  }
+
+  /**
+   * An embedding model's vectors for `texts` (L2-normalized, the bundle's pooling), one per
+   * text, through a session this model keeps for it (created on first use, so it takes one of
+   * the {@link ModelParams#sessions} slots). Texts share forward passes. Thread-safe: calls
+   * on one model run one at a time; for parallel embedding use a Session per thread.
+   */
+  public synchronized float[][] embed(String... texts) throws TernException {
+    return embed(texts, 0, null, null, false);
+  }
+
+  /** {@link #embed(String...)} with the first `dimensions` dimensions (re-normalized; 0: all), a
+   * stored prompt (null: the bundle's default, "": none) or an explicit instruction, and
+   * truncation of texts longer than the context. */
+  public synchronized float[][] embed(String[] texts, int dimensions, String promptName, String instruction,
+      boolean truncate) throws TernException {
+    if (embedSession == null) embedSession = newSession(null);
+    return embedSession.embed(texts, dimensions, promptName, instruction, truncate);
   }
 
   /** Text to token ids (addBos: a BOS first; parseSpecial: "<|eot_id|>" becomes its id). */
@@ -78,6 +103,7 @@ public final class Model implements AutoCloseable {
   public synchronized void close() {
     for (Session s : new ArrayList<>(sessions)) s.close();
     sessions.clear();
+    embedSession = null;
     if (handle != 0) {
       nativeFree(handle);
       handle = 0;
@@ -106,4 +132,5 @@ public final class Model implements AutoCloseable {
   private static native int nativeContextTokens(long model) throws TernException;
   private static native int nativeVocabSize(long model) throws TernException;
   private static native long nativeArenaUsedBytes(long model) throws TernException;
+  private static native int nativeEmbeddingDimensions(long model) throws TernException;
 }

@@ -27,6 +27,23 @@ public final class Session implements AutoCloseable {
     return nativeGenerate(handle(), prompt, maxTokens, addBos, listener);
   }
 
+  /**
+   * Embedding models: one L2-normalized vector per text, the texts run through the model in
+   * batches (see {@link Model#embed}). dimensions 0: the model's; promptName: a prompt stored
+   * in the bundle (null: its default, "": none); instruction: text put in front instead (null:
+   * none); truncate: cut texts longer than the context instead of throwing PROMPT_TOO_LONG.
+   */
+  public synchronized float[][] embed(String[] texts, int dimensions, String promptName, String instruction,
+      boolean truncate) throws TernException {
+    if (texts == null) throw new TernException(2, "INVALID_ARGUMENT", "texts is null");
+    final int dims = dimensions > 0 ? dimensions : model.embeddingDimensions();
+    if (dims == 0) throw new TernException(3, "NOT_SUPPORTED", "not an embedding model (it generates text)");
+    final float[] flat = nativeEmbed(handle(), texts, dimensions, dims, promptName, instruction, truncate);
+    final float[][] out = new float[texts.length][];
+    for (int i = 0; i < texts.length; ++i) out[i] = java.util.Arrays.copyOfRange(flat, i * dims, (i + 1) * dims);
+    return out;
+  }
+
   /** Generate with a BOS for a new conversation and no listener. */
   public String generate(String prompt, int maxTokens) throws TernException {
     return generate(prompt, maxTokens, true, null);
@@ -94,6 +111,8 @@ public final class Session implements AutoCloseable {
     return h;
   }
 
+  private static native float[] nativeEmbed(long session, String[] texts, int dimensions, int rowFloats,
+      String promptName, String instruction, boolean truncate) throws TernException;
   private static native String nativeGenerate(long session, String prompt, int maxTokens, boolean addBos,
                                               TokenListener listener) throws TernException;
   private static native void nativeAbort(long session);

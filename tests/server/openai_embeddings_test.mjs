@@ -1,0 +1,132 @@
+// POST /v1/embeddings through the official `openai` npm client: tern-server serving the
+// embedding tests' Gemma3 and Qwen3 bundles, vectors against the independent float64
+// reference (cosine >= 0.999), usage against the Hugging Face tokenizers oracle's token
+// counts, base64 and float encodings, dimensions, and the 4xx a client gets for bad input
+// and for the wrong kind of model.
+//   node openai_embeddings_test.mjs --server BIN --embedding-dir DIR --generative BUNDLE --npm DIR [--emulator E]
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
+const args = {};
+for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
+function fail(why) {
+  console.error(`FAIL: ${why}`);
+  process.exit(1);
+}
+const reference = path.join(args['embedding-dir'] ?? '', 'reference.jsonl');
+for (const p of [path.join(args.npm ?? '', 'node_modules', 'openai'), reference, args.generative, args.server]) {
+  if (!p || !fs.existsSync(p)) fail(`${p} is missing (.ci/deps installs openai; ctest makes the bundles first)`);
+}
+const OpenAI = createRequire(path.resolve(args.npm, 'package.json'))('openai').default;
+const emulator = args.emulator ? args.emulator.split(',') : [];
+const program = (bin, argv) => (emulator.length ? [emulator[0], [...emulator.slice(1), bin, ...argv]] : [bin, argv]);
+const watchdog = setTimeout(() => fail('did not finish within 150 s'), 150000);
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function startServer(bundle, extra) {
+  const proc = spawn(...program(args.server, [bundle, '--port', '0', ...extra]), { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  proc.stderr.on('data', (d) => (err += d));
+  const port = await new Promise((resolve, reject) => {
+    let out = '';
+    proc.stdout.on('data', (d) => {
+      out += d;
+      if (out.includes('\n')) resolve(Number(out.trim()));
+    });
+    proc.on('exit', (code) => reject(new Error(`tern-server exited (${code}): ${err}`)));
+  });
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; ++i) {
+    const j = await (await fetch(`${base}/health`)).json();
+    if (j.status === 'ok') break;
+    assert.ok(i < 1500 && j.status !== 'error', `not ready: ${JSON.stringify(j)}`);
+    await sleep(20);
+  }
+  return { proc, base, name: path.basename(bundle).replace(/\.tern$/, '') };
+}
+async function stopServer(s) {
+  const exited = new Promise((resolve) => s.proc.on('exit', (code) => resolve(code)));
+  s.proc.kill('SIGTERM');
+  assert.equal(await exited, 0, 'tern-server exits cleanly');
+}
+
+const cosine = (a, b) => {
+  let ab = 0, aa = 0, bb = 0;
+  for (let i = 0; i < a.length; ++i) (ab += a[i] * b[i]), (aa += a[i] * a[i]), (bb += b[i] * b[i]);
+  return ab / Math.sqrt(aa * bb);
+};
+const norm = (a) => Math.sqrt(a.reduce((s, x) => s + x * x, 0));
+async function status(promise) {
+  try {
+    await promise;
+    return 200;
+  } catch (e) {
+    return e.status;
+  }
+}
+
+const refs = fs.readFileSync(reference, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+let checks = 0;
+for (const model of ['gemma3', 'qwen3']) {
+  const server = await startServer(path.join(args['embedding-dir'], `${model}.tern`), ['--sessions', '2', '--ctx', '256']);
+  const client = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'none', maxRetries: 0 });
+  const cases = refs.filter((r) => r.model === model && r.prompt === '');
+  const texts = cases.map((c) => c.text);
+
+  // One string, then the whole list: both encodings, the order kept, usage = the oracle's tokens.
+  const one = await client.embeddings.create({ model: server.name, input: texts[0], encoding_format: 'float' });
+  assert.equal(one.data.length, 1);
+  assert.ok(cosine(one.data[0].embedding, cases[0].embedding) >= 0.999, `${model}: one text`);
+  assert.equal(one.usage.prompt_tokens, cases[0].ids.length, `${model}: usage of one text`);
+  const floats = await client.embeddings.create({ model: server.name, input: texts, encoding_format: 'float' });
+  const b64 = await client.embeddings.create({ model: server.name, input: texts });  // the client asks for base64
+  assert.equal(floats.data.length, texts.length);
+  assert.equal(floats.usage.prompt_tokens, cases.reduce((n, c) => n + c.ids.length, 0), `${model}: usage`);
+  let worst = 1;
+  for (let i = 0; i < texts.length; ++i) {
+    assert.equal(floats.data[i].index, i);
+    const v = floats.data[i].embedding;
+    worst = Math.min(worst, cosine(v, cases[i].embedding));
+    assert.ok(Math.abs(norm(v) - 1) < 1e-5, `${model}: text ${i} is unit length`);
+    const w = Array.from(b64.data[i].embedding);
+    assert.equal(w.length, v.length);
+    for (let d = 0; d < v.length; ++d) assert.ok(Math.abs(w[d] - v[d]) < 1e-6, `${model}: base64 equals float`);
+    checks += 3;
+  }
+  assert.ok(worst >= 0.999, `${model}: worst cosine ${worst}`);
+  console.log(`${model}: ${texts.length} texts, worst cosine to the reference ${worst.toFixed(6)}`);
+
+  // dimensions: the first D, re-normalized.
+  const cut = await client.embeddings.create({ model: server.name, input: texts[1], dimensions: 16, encoding_format: 'float' });
+  const ref16 = cases[1].embedding.slice(0, 16);
+  assert.equal(cut.data[0].embedding.length, 16);
+  assert.ok(Math.abs(norm(cut.data[0].embedding) - 1) < 1e-5 && cosine(cut.data[0].embedding, ref16) >= 0.999);
+
+  // Bad input: 400 (404 for another model), and the server keeps serving.
+  const bad = [
+    { input: [] }, { input: [[1, 2, 3]] }, { input: 42 }, { input: 'x', dimensions: 0 }, { input: 'x', dimensions: 100000 },
+    { input: 'x', encoding_format: 'int8' }, { input: 'word '.repeat(400) },
+  ];
+  for (const body of bad) {
+    assert.equal(await status(client.embeddings.create({ model: server.name, ...body })), 400, JSON.stringify(body).slice(0, 80));
+  }
+  assert.equal(await status(client.embeddings.create({ model: 'nope', input: 'x' })), 404);
+  assert.equal(await status(client.chat.completions.create({ model: server.name, messages: [{ role: 'user', content: 'hi' }] })), 400,
+               'an embedding model refuses chat completions');
+  assert.equal(await status(client.completions.create({ model: server.name, prompt: 'hi' })), 400);
+  assert.ok(cosine((await client.embeddings.create({ model: server.name, input: texts[0], encoding_format: 'float' })).data[0].embedding,
+                   cases[0].embedding) >= 0.999, 'still serving after the bad requests');
+  checks += bad.length + 4;
+  await stopServer(server);
+}
+
+// A generative model has no embeddings.
+const gen = await startServer(args.generative, []);
+const genClient = new OpenAI({ baseURL: `${gen.base}/v1`, apiKey: 'none', maxRetries: 0 });
+assert.equal(await status(genClient.embeddings.create({ model: gen.name, input: 'x' })), 400);
+await stopServer(gen);
+clearTimeout(watchdog);
+console.log(`${checks + 1} passed, 0 failed`);
