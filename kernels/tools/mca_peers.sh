@@ -42,7 +42,7 @@ summary=$out/summary.tsv
 # TL1 header and crashes on ggml-bitnet-mad.cpp); ik_llama.cpp's iqk kernels need dotprod (on
 # a Cortex-A72 it has no NEON IQ2_BN loop).
 kernels=(
-  "tern t2i16 neon;cortex-a72;gcc clang;$root/kernels/ternary_block_t2i16__neon.cpp;-std=c++17 -fno-rtti -I$root;.;smull|smlal;32;8"
+  "tern t2i16 neon;cortex-a72;gcc clang;$root/kernels/ternary_block_t2i16__neon.cpp;-std=c++17 -fno-rtti -I$root;.;smull|smlal;8;8"
   "bitnet.cpp i2_s 1x1;cortex-a72;clang;$peers/bitnet/src/ggml-bitnet-mad.cpp;-std=c++17 $bitnet_inc;ggml_vec_dot_i2_i8_s_1x1;smull|smlal;0;8"
   "bitnet.cpp tl1;cortex-a72;clang;$out/tl1/tl1.cpp;-std=c++17 -DGGML_BITNET_ARM_TL1 -I$out/tl1 $bitnet_inc;tbl_impl;tbl;0;16"
   "tern t2i16 neondot;cortex-a76;gcc clang;$root/kernels/ternary_block_t2i16__neondot.cpp;$dot -std=c++17 -fno-rtti -I$root;.;sdot;16;16"
