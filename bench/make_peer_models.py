@@ -167,9 +167,9 @@ def run(cmd):
     subprocess.run(cmd, check=True)
 
 
-def gguf_tensor_types(path, names):
-    """Type ids of the named tensors, read from the GGUF header directly (the gguf package
-    does not know bitnet.cpp's I2_S type id, 36)."""
+def gguf_tensors(path):
+    """(name, dims, type id) of every tensor, read from the GGUF header directly (the gguf
+    package does not know bitnet.cpp's I2_S type id, 36). bench/peers_table.py uses it too."""
     import struct
 
     scalar = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
@@ -193,16 +193,18 @@ def gguf_tensor_types(path, names):
         for _ in range(nkv):
             f.seek(rd("Q")[0], 1)
             skip_val(rd("I")[0])
-        found = {}
         for _ in range(nt):
             name = f.read(rd("Q")[0]).decode()
             nd = rd("I")[0]
-            rd("Q" * nd)
+            dims = rd("Q" * nd)
             ty = rd("I")[0]
             rd("Q")
-            if name in names:
-                found[name] = ty
-    return found
+            yield name, dims, ty
+
+
+def gguf_tensor_types(path, names):
+    """Type ids of the named tensors."""
+    return {name: ty for name, _, ty in gguf_tensors(path) if name in names}
 
 
 # Type ids differ between the forks past llama.cpp's common ones: 36 is bitnet.cpp's I2_S;

@@ -11,9 +11,11 @@ file), then the best peer per cell and each Tern variant against it.
 """
 import os
 import statistics
-import struct
 import sys
 from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_peer_models import gguf_tensors  # noqa: E402
 
 # ggml type id -> (weights per block, bytes per block), for the lm_head types the peers use.
 GGML_BLOCKS = {0: (1, 4), 1: (1, 2), 8: (32, 34), 12: (256, 144), 13: (256, 176), 14: (256, 210), 20: (32, 18)}
@@ -21,39 +23,12 @@ GGML_BLOCKS = {0: (1, 4), 1: (1, 2), 8: (32, 34), 12: (256, 144), 13: (256, 176)
 
 def gguf_tensor(path, want):
     """(type id, element count) of one tensor, from the GGUF header."""
-    scalar = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-    with open(path, "rb") as f:
-        def rd(fmt):
-            return struct.unpack("<" + fmt, f.read(struct.calcsize(fmt)))
-
-        def skip_val(t):
-            if t in scalar:
-                rd(scalar[t])
-            elif t == 8:
-                f.seek(rd("Q")[0], 1)
-            else:
-                at, n = rd("I")[0], rd("Q")[0]
-                for _ in range(n):
-                    skip_val(at)
-
-        if f.read(4) != b"GGUF":
-            return None
-        rd("I")
-        nt, nkv = rd("QQ")
-        for _ in range(nkv):
-            f.seek(rd("Q")[0], 1)
-            skip_val(rd("I")[0])
-        for _ in range(nt):
-            name = f.read(rd("Q")[0]).decode()
-            nd = rd("I")[0]
-            dims = rd("Q" * nd)
-            ty = rd("I")[0]
-            rd("Q")
-            if name == want:
-                n = 1
-                for d in dims:
-                    n *= d
-                return ty, n
+    for name, dims, ty in gguf_tensors(path):
+        if name == want:
+            n = 1
+            for d in dims:
+                n *= d
+            return ty, n
     return None
 
 
@@ -110,6 +85,7 @@ def main():
         if ld:
             print(f"1-minute load average before each run: median {statistics.median(ld):.2f}, "
                   f"min {min(ld):.2f}, max {max(ld):.2f}\n")
+        print("median (min-max) tokens/s over the rounds\n")
         print("| engine | weights (lm_head) | lm_head MB | " + " | ".join(f"{t} {n}T" for t, n in cols) + " | rounds |")
         print("| --- | --- | ---: |" + " ---: |" * len(cols) + " ---: |")
         med = {}
@@ -121,7 +97,7 @@ def main():
             txt = [f"{statistics.median(v):.1f} ({min(v):.1f}-{max(v):.1f})" if v else "-" for v in vals]
             size = f"{mb[label]:.0f}" if mb[label] else "?"
             print(f"| {engine} | {weights} | {size} | " + " | ".join(txt) + f" | {min(len(v) for v in vals)} |")
-        print("\nmedian (min-max) tokens/s over the rounds\n")
+        print("\nTern against the best peer per cell (median tokens/s)\n")
         print("| cell | best peer | its tok/s | " + " | ".join(f"{e[1]} {e[2]} / best" for e in rows if e[4]) + " |")
         print("| --- | --- | ---: |" + " ---: |" * sum(1 for e in rows if e[4]))
         for t, n in cols:
