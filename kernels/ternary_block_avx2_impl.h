@@ -3,8 +3,8 @@
 // compiles its own copy with its own ISA flags. A 64-byte tile is two ymm halves (rows 0-7,
 // 8-15); plane j of a half is 8 rows x columns 4j..4j+3 as unsigned bytes code + 1. PMADDUBSW
 // multiplies a plane by the broadcast activation bytes into int16 pairs (at most
-// 2 * 2 * 128), the planes are summed in int16 (at most 5 * 2 * 2 * 128) and one PMADDWD
-// widens to int32 rows.
+// 2 * 2 * 128), which add up in int16 over several tiles before one PMADDWD widens them to
+// int32 rows.
 #pragma once
 
 #include <immintrin.h>
@@ -21,6 +21,15 @@ inline __m256i broadcast4(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
+}
+
+// The same, loaded again at every use: GCC would otherwise keep one tile's NT x kCount
+// broadcasts live across both halves, more than the 16 ymm registers, and spill the
+// accumulators with them. A load per use is cheaper than a spill and reload.
+inline __m256i broadcast4_each_use(const int8_t* p) {
+  __m256i v;
+  __asm__ volatile("vpbroadcastd %1, %0" : "=x"(v) : "m"(*reinterpret_cast<const int32_t*>(p)));
+  return v;
 }
 
 // The layouts' plane decoders: decode(half, w) gives the kCount planes of one ymm half of a
@@ -56,26 +65,60 @@ struct T3iPlanes {
 
 constexpr size_t kMaxTokens = 4;
 
+// Tiles whose int16 sums can stay unwidened: a PMADDUBSW pair lies in [-2 * 2 * 128, 2 * 2 * 127],
+// a tile adds kCount of them per lane, and the lane must stay within [-32768, 32767] (16 tiles
+// of 2-bit planes, 12 of base-3 ones).
+template <typename P>
+constexpr size_t kTilesPerWiden = 32768 / (P::kCount * 2 * 2 * 128);
+
+// NT tokens x 16 rows. Each plane's products go straight into one int16 accumulator per token
+// and half, which PMADDWD widens once per kTilesPerWiden tiles: per tile, token and half that is
+// kCount multiplies and kCount adds, plus the plane decoding the tokens share. (A PMADDWD per
+// tile, as before, kept the multiply pipes a fifth busier and ran at 37.5 llvm-mca cycles per
+// 4-token tile on Zen 3 against 28 now; 1.28x on the Zen 5 VM's AVX2 path, kernel A/B.)
+//
+// GCC needs three nudges to keep the 2 * NT accumulators in registers: the loops unrolled
+// (an indexed accumulator lives in memory), each add pinned in order (otherwise it sums the
+// products as a tree and spills the partial sums) and each broadcast loaded where it is used.
 template <typename P, size_t NT>
 void block_n(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride, int32_t* out) {
   using Tiles = typename P::Tiles;
   const __m256i ones16 = _mm256_set1_epi16(1);
   __m256i acc[NT][2];
   for (size_t t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_si256();
-
-  for_each_tile<Tiles, NT>(block, cols, q, q_stride, [&](const uint8_t* w, const int8_t* qp, size_t stride) {
-    for (size_t h = 0; h < 2; ++h) {
-      __m256i wp[P::kCount];
-      P::decode(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 32 * h)), wp);
-      for (size_t t = 0; t < NT; ++t) {
-        const int8_t* a = qp + t * stride;
-        __m256i s = _mm256_maddubs_epi16(wp[0], broadcast4(a));
-        for (size_t j = 1; j < P::kCount; ++j)
-          s = _mm256_add_epi16(s, _mm256_maddubs_epi16(wp[j], broadcast4(a + 4 * j)));
-        acc[t][h] = _mm256_add_epi32(acc[t][h], _mm256_madd_epi16(s, ones16));
+  const size_t full = cols / Tiles::kCols;
+  auto tiles = [&](size_t kt0, size_t kt1, const int8_t* qp, size_t stride) __attribute__((always_inline)) {
+    __m256i sum16[NT][2];
+    for (size_t t = 0; t < NT; ++t) sum16[t][0] = sum16[t][1] = _mm256_setzero_si256();
+    const int8_t* a[NT];  // each token's activations for the current tile
+    for (size_t t = 0; t < NT; ++t) a[t] = qp + t * stride;
+    for (const uint8_t* w = block + kt0 * Tiles::kBytes; w != block + kt1 * Tiles::kBytes; w += Tiles::kBytes) {
+#pragma GCC unroll 2
+      for (size_t h = 0; h < 2; ++h) {
+        __m256i wp[P::kCount];
+        P::decode(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 32 * h)), wp);
+#pragma GCC unroll 8
+        for (size_t j = 0; j < P::kCount; ++j)
+#pragma GCC unroll 8
+          for (size_t t = 0; t < NT; ++t) {
+            sum16[t][h] = _mm256_add_epi16(sum16[t][h], _mm256_maddubs_epi16(wp[j], broadcast4_each_use(a[t] + 4 * j)));
+            __asm__("" : "+x"(sum16[t][h]));  // no reassociation across this add
+          }
       }
+      for (size_t t = 0; t < NT; ++t) a[t] += Tiles::kCols;
     }
-  });
+    for (size_t t = 0; t < NT; ++t)
+      for (size_t h = 0; h < 2; ++h) acc[t][h] = _mm256_add_epi32(acc[t][h], _mm256_madd_epi16(sum16[t][h], ones16));
+  };
+  for (size_t kt = 0; kt < full; kt += kTilesPerWiden<P>) {
+    const size_t end = full - kt < kTilesPerWiden<P> ? full : kt + kTilesPerWiden<P>;
+    tiles(kt, end, q + kt * Tiles::kCols, q_stride);
+  }
+  if (full * Tiles::kCols != cols) {  // the last, partial tile reads zero-padded activations
+    int8_t tail[NT * Tiles::kCols];
+    copy_tail<Tiles>(q, q_stride, NT, cols, tail);
+    tiles(full, full + 1, tail, Tiles::kCols);
+  }
   for (size_t t = 0; t < NT; ++t) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + t * Tiles::kRows), acc[t][0]);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + t * Tiles::kRows + 8), acc[t][1]);

@@ -1,8 +1,8 @@
 // T2Interleaved16 microkernel for AVX2: a 64-byte tile is two ymm halves (rows 0-7,
 // rows 8-15). PMADDUBSW multiplies the unsigned weights (code + 1) by the broadcast
-// activation bytes into int16 pairs (at most 2 * 2 * 127, no saturation); the four
-// planes are summed in int16 (at most 2032) before one PMADDWD widens to int32 rows
-// (ternary_block_avx2_impl.h, shared with the base-3 kernel); one token has its own loop.
+// activation bytes into int16 pairs (at most 2 * 2 * 128, no saturation), summed in int16
+// over up to 16 tiles before one PMADDWD widens them to int32 rows (ternary_block_avx2_impl.h,
+// shared with the base-3 kernel); one token has its own loop.
 #include "kernels/ternary_block_avx2_impl.h"
 
 namespace tern {

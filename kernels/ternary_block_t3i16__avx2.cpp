@@ -1,8 +1,8 @@
 // Base-3 tile microkernel for AVX2 (ternary_base3.h), so x86 can run base-3 weights: a
 // tile is two ymm halves (rows 0-7, 8-15). AVX2 has no byte multiply or byte shift, so
 // p * 3 is two byte adds and digit floor(3p / 256) is (p >= 86) + (p >= 171) from two
-// unsigned compares (max + cmpeq). Then as the t2i16 kernel: PMADDUBSW per plane, five
-// planes summed in int16 (at most 5 * 2 * 2 * 128), PMADDWD to int32 rows
+// unsigned compares (max + cmpeq). Then as the t2i16 kernel: PMADDUBSW per plane, summed in
+// int16 over up to 12 tiles (five planes of at most 2 * 2 * 128 each), PMADDWD to int32 rows
 // (ternary_block_avx2_impl.h).
 #include "kernels/ternary_block_avx2_impl.h"
 

@@ -7,14 +7,15 @@ namespace {
 
 // Cycles per weight: llvm-mca on GCC 12's inner loops, one token, cycles per 64-byte tile
 // over its weights (docs/perf/2026-11-24-base3.md, "llvm-mca"; `sh kernels/tools/mca.sh`),
-// as kernels/tools/predict_tok_s.py rounds them: t2i16 NEON 36.1 / 256, t3i16 NEON
-// 72.6 / 320 (the A72 has no dotprod); t2i16 dotprod 20.1 / 256, t3i16 dotprod 56.6 / 320.
+// as kernels/tools/predict_tok_s.py rounds them: t2i16 NEON 8.08 / 64 (its loop runs one 4-row
+// register of a tile), t3i16 NEON 72.6 / 320 (the A72 has no dotprod); t2i16 dotprod 16.05 / 256,
+// t3i16 dotprod 56.6 / 320.
 // Bandwidth: Pi 4 STREAM Scale 5561.9 MB/s (https://www.sci-pi.org.uk/bench/stream.html);
 // Pi 5 7.4 GB/s is an estimate (LPDDR4X-4267 x 32 bit at the Pi 4's 43 % STREAM
 // efficiency), not a measurement. Clocks: BCM2711 1.8 GHz, BCM2712 2.4 GHz.
 constexpr DecodeDevice kDecodeDevices[] = {
-    {"pi4", "Cortex-A72", 1.8, 5.56, Isa::Neon, 0.1411, 0.2270},
-    {"pi5", "Cortex-A76", 2.4, 7.4, Isa::NeonDot, 0.0784, 0.1769},
+    {"pi4", "Cortex-A72", 1.8, 5.56, Isa::Neon, 0.1263, 0.2270},
+    {"pi5", "Cortex-A76", 2.4, 7.4, Isa::NeonDot, 0.0627, 0.1769},
 };
 
 }  // namespace

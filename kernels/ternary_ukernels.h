@@ -21,9 +21,15 @@ namespace tern {
 using TernaryBlockKernel = void (*)(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride,
                                     size_t tokens, int32_t* out);
 
+// The same for two consecutive blocks (the second's tiles start where the first's end):
+//   out[(b * tokens + t) * 16 + i] for block b = 0, 1.
+// Each activation load then serves both blocks' weights, which is what keeps a core whose
+// multiplies are the limit (AVX-512 VNNI) at its multiply rate.
 struct TernaryBlockKernelInfo {
   TernaryBlockKernel fn;
   size_t max_tokens;  // token tile: weights are unpacked once per tile, reused per token
+  TernaryBlockKernel two_blocks = nullptr;  // optional; the driver pairs row blocks when set
+  size_t two_blocks_max_tokens = 0;
 };
 
 // The two tile layouts as the kernels see them: 16 rows x kCols columns in kBytes bytes,

@@ -24,8 +24,8 @@ def layout_bytes(tile_cols):
 WEIGHTS = LAYERS * sum(r * c for r, c in MATS)
 LM_HEAD = VOCAB * HIDDEN * 4.5 / 8
 DEVICES = {  # name: (GHz, GB/s, {layout: cycles per weight})
-    "pi4": (1.8, 5.56, {"t2i16": 0.1411, "t3i16": 0.2270}),  # neon (A72 has no dotprod)
-    "pi5": (2.4, 7.4, {"t2i16": 0.0784, "t3i16": 0.1769}),   # neondot
+    "pi4": (1.8, 5.56, {"t2i16": 0.1263, "t3i16": 0.2270}),  # neon (A72 has no dotprod)
+    "pi5": (2.4, 7.4, {"t2i16": 0.0627, "t3i16": 0.1769}),   # neondot
 }
 LAYOUTS = {"t2i16": 16, "t3i16": 20}
 

@@ -38,7 +38,7 @@ TEST(TernaryDecodeModel, MatchesPredictTokSScript) {
     double tok_s_1, tok_s_4;
   };
   const Row rows[] = {
-      {"pi4", TernaryLayout::T2Interleaved16, 6.1212, 7.8787},
+      {"pi4", TernaryLayout::T2Interleaved16, 6.8385, 7.8787},
       {"pi4", TernaryLayout::T3Interleaved16, 3.8049, 9.2417},
       {"pi5", TernaryLayout::T2Interleaved16, 10.4860, 10.4860},
       {"pi5", TernaryLayout::T3Interleaved16, 6.5099, 12.3001},

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/ternary_ukernels.h"
+
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -200,6 +202,49 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, TernaryExtremeTest,
                            return std::string(to_string(std::get<0>(info.param))) + "_" +
                                   layout_name(std::get<1>(info.param));
                          });
+
+// Every t2i16 block kernel, by ISA level, for the entries the driver reaches only through
+// whole matrices: a kernel's two_blocks entry must give, block by block, what the scalar
+// reference gives for each block alone.
+struct T2iKernelCase {
+  Isa isa;
+  const TernaryBlockKernelInfo* kernel;
+};
+const T2iKernelCase kT2iKernels[] = {
+    {Isa::Scalar, &ternary_block_t2i16__scalar},
+#if defined(__x86_64__)
+    {Isa::Avx2, &ternary_block_t2i16__avx2},
+    {Isa::Avx512Vnni, &ternary_block_t2i16__avx512vnni},
+#endif
+#if defined(__aarch64__)
+    {Isa::Neon, &ternary_block_t2i16__neon},
+    {Isa::NeonDot, &ternary_block_t2i16__neondot},
+    {Isa::NeonI8mm, &ternary_block_t2i16__neoni8mm},
+#endif
+};
+
+TEST(TernaryMatmul, TwoBlockEntriesEqualTheReferencePerBlock) {
+  const TernaryBlockKernelInfo& ref = ternary_block_t2i16__scalar;
+  for (const T2iKernelCase& kc : kT2iKernels) {
+    const TernaryBlockKernelInfo& k = *kc.kernel;
+    if (k.two_blocks == nullptr) continue;
+    if (!isa_supported(kc.isa, cpu_features())) continue;
+    for (size_t cols : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{100}, size_t{333}, size_t{2560}}) {
+      for (size_t tokens = 1; tokens <= k.two_blocks_max_tokens; ++tokens) {
+        Problem p = make_problem(32, cols, tokens, TernaryLayout::T2Interleaved16,
+                                 static_cast<uint32_t>(cols * 13 + tokens));
+        const size_t block_bytes = p.packed.size() / 2;
+        std::vector<int32_t> got(2 * tokens * 16, -1), want(2 * tokens * 16, -2);
+        k.two_blocks(p.packed.data(), cols, p.q.data(), p.stride, tokens, got.data());
+        for (size_t b = 0; b < 2; ++b)
+          for (size_t t = 0; t < tokens; ++t)
+            ref.fn(p.packed.data() + b * block_bytes, cols, p.q.data() + t * p.stride, p.stride, 1,
+                   want.data() + (b * tokens + t) * 16);
+        ASSERT_EQ(got, want) << to_string(kc.isa) << " cols " << cols << " tokens " << tokens;
+      }
+    }
+  }
+}
 
 TEST(TernaryMatmul, ReferenceAgreesAcrossLayouts) {
   for (TernaryLayout layout : kAllLayouts) {
