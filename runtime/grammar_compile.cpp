@@ -598,7 +598,7 @@ class DfaBuilder {
 class Compiler {
  public:
   Compiler(const char* text, size_t size, Region& region, Grammar::Program& g)
-      : text_(text), size_(size), region_(region), g_(g), parser_(text, size, region), dfas_(region) {}
+      : text_(text), region_(region), g_(g), parser_(text, size, region), dfas_(region) {}
 
   Error run() {
     TERN_RETURN_IF_ERROR(parser_.run());
@@ -1088,7 +1088,6 @@ class Compiler {
 
   static constexpr uint32_t kMaxWork = 1u << 22;
   const char* text_;
-  size_t size_;
   Region& region_;
   Grammar::Program& g_;
   Parser parser_;

@@ -622,10 +622,9 @@ class Converter {
   }
 
   Error number(const Value& schema, bool integer) {
-    Value v;
     // Integer bounds of the value: lo <= v <= hi for integers. For numbers, the bounds on
     // the integer part of non-integers come from the inclusive/exclusive flags below.
-    Bound lo, hi, lo_floor, hi_floor;
+    Bound lo, hi;
     TERN_RETURN_IF_ERROR(bound(schema, "minimum", integer, true, false, &lo));
     TERN_RETURN_IF_ERROR(bound(schema, "exclusiveMinimum", integer, true, true, &lo));
     TERN_RETURN_IF_ERROR(bound(schema, "maximum", integer, false, false, &hi));

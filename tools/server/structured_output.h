@@ -36,7 +36,7 @@ bool reply_grammar(const StructuredOutput& s, std::string* grammar, ApiError* e)
 class ToolCallScanner {
  public:
   enum class Kind { Undecided, Call, Content };
-  explicit ToolCallScanner(bool tools) : tools_(tools), kind_(tools ? Kind::Undecided : Kind::Content) {}
+  explicit ToolCallScanner(bool tools) : kind_(tools ? Kind::Undecided : Kind::Content) {}
   // Text generated next; returns the part of the arguments it adds (may be empty).
   std::string push(const std::string& text);
   Kind kind() const { return kind_; }
@@ -48,7 +48,6 @@ class ToolCallScanner {
   const std::string& text() const { return text_; }
 
  private:
-  bool tools_;
   Kind kind_;
   std::string text_;
   std::string name_;
