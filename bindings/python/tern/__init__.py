@@ -492,7 +492,10 @@ class Session(_Closable):
         p.format = EMBED_FORMATS[format]
         data = [t.encode("utf-8", "surrogatepass") for t in texts]
         n = len(data)
-        d = dimensions or self.model.embedding_info["dimensions"]
+        if not dimensions:  # the model's (0 for a generative model, which tern_embed refuses)
+            info = EmbeddingInfo()
+            check(api.tern_model_get_embedding_info(self.model._h(), byref(info)))
+        d = dimensions or info.dimensions
         row = api.tern_embed_row_bytes(p.format, d) if d else 0
         out = ctypes.create_string_buffer(max(1, n * row))
         scales = (c_float * max(1, n))()
