@@ -189,20 +189,23 @@ class Converter {
   // ---- Messages name where in the schema they are ----
 
   Error unsupported(const char* fmt, ...) __attribute__((format(printf, 2, 3))) {
-    char what[256];
     va_list args;
     va_start(args, fmt);
-    std::vsnprintf(what, sizeof what, fmt, args);
+    const Error e = fail_at_path(Error::UnsupportedSchema, fmt, args);
     va_end(args);
-    return fail(Error::UnsupportedSchema, "JSON Schema at '%s': %s", path_size_ == 0 ? "#" : path_, what);
+    return e;
   }
   Error invalid(const char* fmt, ...) __attribute__((format(printf, 2, 3))) {
-    char what[256];
     va_list args;
     va_start(args, fmt);
-    std::vsnprintf(what, sizeof what, fmt, args);
+    const Error e = fail_at_path(Error::InvalidArgument, fmt, args);
     va_end(args);
-    return fail(Error::InvalidArgument, "JSON Schema at '%s': %s", path_size_ == 0 ? "#" : path_, what);
+    return e;
+  }
+  Error fail_at_path(Error code, const char* fmt, va_list args) __attribute__((format(printf, 3, 0))) {
+    char what[256];
+    std::vsnprintf(what, sizeof what, fmt, args);
+    return fail(code, "JSON Schema at '%s': %s", path_size_ == 0 ? "#" : path_, what);
   }
   size_t push_path(const char* segment, size_t n) {
     const size_t mark = path_size_;
