@@ -152,6 +152,7 @@ void TernaryArgs(benchmark::internal::Benchmark* b) {
     for (long shape = 0; shape < 4; ++shape) {
       b->Args({shape, 1, Threads, isa, 1});    // decode, weights from DRAM
       b->Args({shape, 1, Threads, isa, 0});    // decode, weights cache-resident
+      b->Args({shape, 5, Threads, isa, 1});    // verifying 4 drafts, weights from DRAM
       b->Args({shape, 128, Threads, isa, 0});  // prefill
     }
   }
