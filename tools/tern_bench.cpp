@@ -43,7 +43,6 @@ Sample summarize(const std::vector<double>& v) {
   return s;
 }
 
-// Bytes per second one sum over `bytes` of memory reads with `threads` threads, best of 3.
 // The bytes of [p, p + n) that the kernel maps with 2 MB pages (Linux /proc/self/smaps:
 // FilePmdMapped for a file mapping, AnonHugePages for a copy), or -1 where that is unknown.
 // Decode reads every weight once per token, and with 4 KB pages each 4 KB costs a TLB miss:
@@ -71,6 +70,7 @@ double huge_page_bytes(const void* p, size_t n) {
   return found ? huge : -1;
 }
 
+// Bytes per second one sum over `bytes` of memory reads with `threads` threads, best of 3.
 double read_bandwidth(unsigned threads) {
   const size_t bytes = size_t{512} << 20, words = bytes / sizeof(uint64_t);
   std::unique_ptr<uint64_t[]> buf(new uint64_t[words]);
