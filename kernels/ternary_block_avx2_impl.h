@@ -64,9 +64,9 @@ struct T3iPlanes {
 };
 
 constexpr size_t kMaxTokens = 4;
-// Weights are prefetched 2 KB ahead, as in the one-token loop: a 5-token pass (verifying 4
-// drafts) over 2B-4T matrices streamed from DRAM ran 1.08-1.16x faster with it (AVX2 path on
-// the Zen 5 VM, tern-kernel-bench tokens:5 streamed:1).
+// Weights are prefetched 2 KB ahead, by the one-token loop (ternary_block_t2i16__avx2.cpp) and
+// by the token tiles: a 5-token pass (verifying 4 drafts) over 2B-4T matrices streamed from DRAM
+// ran 1.08-1.16x faster with it (AVX2 path on the Zen 5 VM, tern-kernel-bench tokens:5 streamed:1).
 constexpr size_t kPrefetchBytes = 2048;
 
 // Tiles whose int16 sums can stay unwidened: a PMADDUBSW pair lies in [-2 * 2 * 128, 2 * 2 * 127],

@@ -25,7 +25,6 @@ using ternary_avx2::broadcast4;
 // (2 threads 17-19 -> 19-24 GB/s; tern-kernel-bench streamed GEMV).
 void block_t2i16_avx2_1(const uint8_t* block, size_t cols, const int8_t* q, int32_t* out) {
   constexpr size_t kTilesPerWiden = 8;
-  constexpr size_t kPrefetchTiles = 32;
   const __m256i m03 = _mm256_set1_epi8(0x03);
   const __m256i m0c = _mm256_set1_epi8(0x0C);
   const __m256i ones16 = _mm256_set1_epi16(1);
@@ -43,7 +42,7 @@ void block_t2i16_avx2_1(const uint8_t* block, size_t cols, const int8_t* q, int3
       const int8_t* a = kt == full ? tail : q + kt * kT2iBlockCols;
       const __m256i a0 = broadcast4(a), a1 = broadcast4(a + 4), a2 = broadcast4(a + 8), a3 = broadcast4(a + 12);
       const uint8_t* w = block + kt * kT2iTileBytes;
-      _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchTiles * kT2iTileBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w + ternary_avx2::kPrefetchBytes), _MM_HINT_T0);
       for (size_t h = 0; h < 2; ++h) {
         const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 32 * h));
         const __m256i hi = _mm256_srli_epi16(lo, 4);

@@ -19,6 +19,25 @@ inline __m512i broadcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
+// The four 2-bit planes of one tile as unsigned bytes code + 1. In place (kInPlace), plane j
+// is only masked and stays 4^j times its value, which the caller's per-plane accumulators
+// undo with one shift each at the end; otherwise each plane is shifted down.
+template <bool kInPlace>
+inline void decode_planes(__m512i packed, __m512i w[4]) {
+  const __m512i mask = _mm512_set1_epi8(3);
+  if (kInPlace) {
+    w[0] = _mm512_and_si512(packed, mask);
+    w[1] = _mm512_and_si512(packed, _mm512_set1_epi8(0x0c));
+    w[2] = _mm512_and_si512(packed, _mm512_set1_epi8(0x30));
+    w[3] = _mm512_and_si512(packed, _mm512_set1_epi8(static_cast<char>(0xc0)));
+  } else {
+    w[0] = _mm512_and_si512(packed, mask);
+    w[1] = _mm512_and_si512(_mm512_srli_epi16(packed, 2), mask);
+    w[2] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), mask);
+    w[3] = _mm512_and_si512(_mm512_srli_epi16(packed, 6), mask);
+  }
+}
+
 // Decode keeps 4 accumulators per token (one per plane) to hide VPDPBUSD latency;
 // wider token tiles have independent chains already and need the registers (16 tokens
 // x 1 accumulator + 4 planes fit the 32 zmm registers).
@@ -30,9 +49,6 @@ __attribute__((noinline)) void block_t2i16_avx512vnni_n(const uint8_t* block, si
   // undoes that. Three fewer instructions per tile, which is what decode is bound by when
   // the weights come from cache (|lane| <= 4 * 192 * 128 per tile: int32 holds K < 350k).
   constexpr bool kInPlace = kAcc == 4;
-  const __m512i mask = _mm512_set1_epi8(3);
-  const __m512i mask1 = _mm512_set1_epi8(0x0c), mask2 = _mm512_set1_epi8(0x30);
-  const __m512i mask3 = _mm512_set1_epi8(static_cast<char>(0xc0));
   __m512i acc[NT][kAcc];
   for (size_t t = 0; t < NT; ++t)
     for (size_t a = 0; a < kAcc; ++a) acc[t][a] = _mm512_setzero_si512();
@@ -48,25 +64,14 @@ __attribute__((noinline)) void block_t2i16_avx512vnni_n(const uint8_t* block, si
     const bool padded = kt == full;
     const int8_t* qp = padded ? tail : q + kt * kT2iBlockCols;
     const size_t stride = padded ? kT2iBlockCols : q_stride;
-    const __m512i packed = _mm512_loadu_si512(block + kt * kT2iTileBytes);
-    __m512i w0, w1, w2, w3;
-    if (kInPlace) {
-      w0 = _mm512_and_si512(packed, mask);
-      w1 = _mm512_and_si512(packed, mask1);
-      w2 = _mm512_and_si512(packed, mask2);
-      w3 = _mm512_and_si512(packed, mask3);
-    } else {
-      w0 = _mm512_and_si512(packed, mask);
-      w1 = _mm512_and_si512(_mm512_srli_epi16(packed, 2), mask);
-      w2 = _mm512_and_si512(_mm512_srli_epi16(packed, 4), mask);
-      w3 = _mm512_and_si512(_mm512_srli_epi16(packed, 6), mask);
-    }
+    __m512i w[4];
+    decode_planes<kInPlace>(_mm512_loadu_si512(block + kt * kT2iTileBytes), w);
     for (size_t t = 0; t < NT; ++t) {
       const int8_t* a = qp + t * stride;
-      acc[t][0] = _mm512_dpbusd_epi32(acc[t][0], w0, broadcast4(a));
-      acc[t][1 % kAcc] = _mm512_dpbusd_epi32(acc[t][1 % kAcc], w1, broadcast4(a + 4));
-      acc[t][2 % kAcc] = _mm512_dpbusd_epi32(acc[t][2 % kAcc], w2, broadcast4(a + 8));
-      acc[t][3 % kAcc] = _mm512_dpbusd_epi32(acc[t][3 % kAcc], w3, broadcast4(a + 12));
+      acc[t][0] = _mm512_dpbusd_epi32(acc[t][0], w[0], broadcast4(a));
+      acc[t][1 % kAcc] = _mm512_dpbusd_epi32(acc[t][1 % kAcc], w[1], broadcast4(a + 4));
+      acc[t][2 % kAcc] = _mm512_dpbusd_epi32(acc[t][2 % kAcc], w[2], broadcast4(a + 8));
+      acc[t][3 % kAcc] = _mm512_dpbusd_epi32(acc[t][3 % kAcc], w[3], broadcast4(a + 12));
     }
   }
   for (size_t t = 0; t < NT; ++t) {
@@ -99,11 +104,6 @@ void block_t2i16_avx512vnni(const uint8_t* block, size_t cols, const int8_t* q, 
   }
 }
 
-// Two consecutive 16-row blocks x NT tokens: the planes of both blocks' tiles, then per plane
-// and token one broadcast for two VPDPBUSD. Accumulators per (block, token) as in the single
-// block: four (planes masked in place) for one token, two up to four, one beyond
-// (2 x NT chains are enough to hide the VPDPBUSD latency); 2 * NT * kAcc + 8 planes + the
-// broadcast and masks fit the 32 zmm registers up to NT = 11.
 // With a few tokens the two-block loop is bound by VPDPBUSD and its two weight streams stall
 // it: prefetching 32 tiles ahead on each made 5-token passes over 2B-4T matrices streamed from
 // DRAM 1.3-1.4x faster (tern-kernel-bench tokens:5 streamed:1, Zen 5 VM). Past a block's end
@@ -111,6 +111,11 @@ void block_t2i16_avx512vnni(const uint8_t* block, size_t cols, const int8_t* q, 
 // no prefetch: it did not help there.
 constexpr size_t kTwoBlocksPrefetchBytes = 2048;
 
+// Two consecutive 16-row blocks x NT tokens: the planes of both blocks' tiles, then per plane
+// and token one broadcast for two VPDPBUSD. Accumulators per (block, token) as in the single
+// block: four (planes masked in place) for one token, two up to four, one beyond
+// (2 x NT chains are enough to hide the VPDPBUSD latency); 2 * NT * kAcc + 8 planes + the
+// broadcast and masks fit the 32 zmm registers up to NT = 11.
 template <size_t NT>
 __attribute__((noinline)) void two_blocks_avx512vnni_n(const uint8_t* block, size_t cols, const int8_t* q,
                                                         size_t q_stride, int32_t* out) {
@@ -118,9 +123,6 @@ __attribute__((noinline)) void two_blocks_avx512vnni_n(const uint8_t* block, siz
   constexpr bool kInPlace = kAcc == 4;
   const size_t k_tiles = (cols + kT2iBlockCols - 1) / kT2iBlockCols;
   const uint8_t* blocks[2] = {block, block + k_tiles * kT2iTileBytes};
-  const __m512i mask = _mm512_set1_epi8(3);
-  const __m512i mask1 = _mm512_set1_epi8(0x0c), mask2 = _mm512_set1_epi8(0x30);
-  const __m512i mask3 = _mm512_set1_epi8(static_cast<char>(0xc0));
   __m512i acc[2][NT][kAcc];
   for (size_t b = 0; b < 2; ++b)
     for (size_t t = 0; t < NT; ++t)
@@ -129,18 +131,7 @@ __attribute__((noinline)) void two_blocks_avx512vnni_n(const uint8_t* block, siz
     __m512i w[2][4];
     for (size_t b = 0; b < 2; ++b) {
       _mm_prefetch(reinterpret_cast<const char*>(blocks[b] + kt * kT2iTileBytes + kTwoBlocksPrefetchBytes), _MM_HINT_T0);
-      const __m512i packed = _mm512_loadu_si512(blocks[b] + kt * kT2iTileBytes);
-      if (kInPlace) {
-        w[b][0] = _mm512_and_si512(packed, mask);
-        w[b][1] = _mm512_and_si512(packed, mask1);
-        w[b][2] = _mm512_and_si512(packed, mask2);
-        w[b][3] = _mm512_and_si512(packed, mask3);
-      } else {
-        w[b][0] = _mm512_and_si512(packed, mask);
-        w[b][1] = _mm512_and_si512(_mm512_srli_epi16(packed, 2), mask);
-        w[b][2] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), mask);
-        w[b][3] = _mm512_and_si512(_mm512_srli_epi16(packed, 6), mask);
-      }
+      decode_planes<kInPlace>(_mm512_loadu_si512(blocks[b] + kt * kT2iTileBytes), w[b]);
     }
     for (size_t j = 0; j < 4; ++j)
       for (size_t t = 0; t < NT; ++t) {
