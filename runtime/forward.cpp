@@ -90,6 +90,21 @@ QuantizedActivations activations(const ForwardScratch& s, uint32_t n, size_t col
   return a;
 }
 
+// Σ x², in 16 interleaved partial sums added up in a fixed order: as one running sum it was a
+// chain of dependent adds, ~3 % of a 2B-4T prefill at 1 thread; 16 independent lanes the
+// compiler vectorizes without reassociating anything (the same result on every ISA).
+float sum_of_squares(const float* x, size_t n) {
+  constexpr size_t kLanes = 16;
+  float part[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t j = 0; j < kLanes; ++j) part[j] += x[i + j] * x[i + j];
+  for (size_t j = 0; i < n; ++i, ++j) part[j] += x[i] * x[i];
+  for (size_t w = kLanes / 2; w > 0; w /= 2)
+    for (size_t j = 0; j < w; ++j) part[j] += part[j + w];
+  return part[0];
+}
+
 // How the input of a ternary linear is normalized before it is quantized.
 enum class NormKind { None, Weighted, ParameterFree };
 
@@ -111,10 +126,7 @@ void normalize_and_quantize(ForwardScratch& s, const float* in, size_t in_stride
 // 1 / rms of each of n rows of `in` [n][hidden] into inv[n]: what rms_norm multiplies by.
 void inverse_rms(const float* in, uint32_t n, size_t cols, float eps, float* inv) {
   for (uint32_t t = 0; t < n; ++t) {
-    const float* x = in + t * cols;
-    float sum = 0.0f;
-    for (size_t i = 0; i < cols; ++i) sum += x[i] * x[i];
-    inv[t] = 1.0f / std::sqrt(sum / static_cast<float>(cols) + eps);
+    inv[t] = 1.0f / std::sqrt(sum_of_squares(in + t * cols, cols) / static_cast<float>(cols) + eps);
   }
 }
 
@@ -149,9 +161,7 @@ bool aborted(const std::atomic<int>* abort) { return abort != nullptr && abort->
 }  // namespace
 
 void rms_norm(const float* x, const float* weight, size_t n, float eps, float* out) {
-  float sum = 0.0f;
-  for (size_t i = 0; i < n; ++i) sum += x[i] * x[i];
-  const float inv = 1.0f / std::sqrt(sum / static_cast<float>(n) + eps);
+  const float inv = 1.0f / std::sqrt(sum_of_squares(x, n) / static_cast<float>(n) + eps);
   for (size_t i = 0; i < n; ++i) out[i] = x[i] * inv * weight[i];
 }
 

@@ -149,8 +149,12 @@ std::vector<float> step_diffs(const std::vector<float>& a, const std::vector<flo
 // A compressed cache whose every head is exact (f32) is the dense computation through
 // other code (attend() kernels, segment layout); q8 and q4 stay close. Measured over 200
 // steps on tiny-austen (per-step max |Δlogit| median / max, top-1 agreement): f32-exact
-// 3e-6 / 0.19 (int8 flips), 200/200; q8 0.089 / 0.20, 198/200 (its exact rows are f16,
-// which alone moves logits by ~0.05); q4 0.12 / 0.37, 194/200 (KV.md: q4 greedy 98.2 %).
+// 0.065 / 0.17, 198/200; q8 0.086 / 0.19, 196/200 (its exact rows are f16, which alone
+// moves logits by ~0.05); q4 0.13 / 0.33, 191/200 (KV.md: q4 greedy 98.2 %). f32-exact's
+// steps agree to ~3e-6 until the first int8 rounding flip (step 22), whose KV rows then
+// differ for every later step: so its typical step is held to q8's bound and its first
+// steps to float tolerance. (Which step flips first moves with any change to the float
+// arithmetic: it was past step 100 before the norms summed in 16 lanes.)
 TEST(KvSession, CompressedSessionsTrackTheDenseOne) {
   TERN_REQUIRE_BUNDLE(kAusten);
   auto probe = load(kAusten, ModelParams{});
@@ -165,12 +169,16 @@ TEST(KvSession, CompressedSessionsTrackTheDenseOne) {
     float median;       // typical step
     float max;          // worst step
     size_t min_top1;    // of 200 steps
+    size_t exact_steps; // leading steps within 1e-4
   };
-  for (const Case& c : {Case{"f32", 1, 1e-4f, 0.5f, 198}, Case{"q8", 0, 0.15f, 0.5f, 194},
-                        Case{"q4", 0, 0.25f, 1.0f, 188}}) {
+  for (const Case& c : {Case{"f32", 1, 0.15f, 0.5f, 196, 8}, Case{"q8", 0, 0.15f, 0.5f, 194, 0},
+                        Case{"q4", 0, 0.25f, 1.0f, 188, 0}}) {
     const std::vector<float> got = logits_per_step(kAusten, mode_params(c.mode, c.eviction), tokens);
     ASSERT_EQ(got.size(), dense.size()) << c.mode;
     const std::vector<float> d = step_diffs(got, dense, vocab);
+    for (size_t s = 0; s < c.exact_steps; ++s) {
+      EXPECT_LE(max_abs_diff(got.data() + s * vocab, dense.data() + s * vocab, vocab), 1e-4f) << c.mode << " step " << s;
+    }
     size_t same_top = 0;
     for (size_t s = 0; s < tokens.size(); ++s) {
       const float* a = dense.data() + s * vocab;
