@@ -32,7 +32,9 @@ inline size_t kv_key_extent(uint32_t count, uint32_t head_dim, uint32_t capacity
 }
 
 // scores[j*stride + p] = (Σ_i q[j*head_dim + i] * key(p, i)) * scale for p < len and every
-// query j < queries, key(p, i) = keys[kv_key_index(p, i, head_dim, capacity)].
+// query j < queries, key(p, i) = keys[kv_key_index(p, i, head_dim, capacity)]. stride >=
+// capacity: the rest of len's key block, when that block is stored blocked, is scored too
+// (from whatever those keys hold) and the caller ignores it; nothing past it is written.
 void dense_attention_scores(Isa isa, const float* q, uint32_t queries, uint32_t head_dim, const float* keys,
                             uint32_t len, uint32_t capacity, float scale, float* scores, size_t stride);
 // out[j*head_dim + i] = Σ_p probs[j*p_stride + p] * values[p*head_dim + i] over p < len.
