@@ -44,12 +44,15 @@ inline float f16_to_f32(uint16_t h) {
   return float_from_bits(o);
 }
 
-// Round to nearest even; overflow to infinity; NaN stays NaN.
+// Round to nearest even; overflow to infinity; a NaN stays NaN, quiet, with the top 9 bits
+// of its payload (as F16C's VCVTPS2PH and AArch64's FCVT convert, so the SIMD rows of
+// kv_quant's float_halves equal this bit for bit).
 inline uint16_t f32_to_f16(float f) {
   const uint32_t x = float_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x1ffu));
+  if (abs == 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u);
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
   if (abs < 0x38800000u) {  // below the smallest normal half: a subnormal
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);

@@ -144,6 +144,10 @@ void kv_quantize_key_block(Isa isa, const float* keys, uint32_t block_tokens, ui
   }
 }
 
+void kv_float_halves(Isa isa, const float* x, uint32_t n, uint16_t* out) {
+  kv_quant_ukernels(isa).float_halves(x, n, out);
+}
+
 void kv_quantize_value_row(Isa isa, const float* value, uint32_t head_dim, uint32_t group, uint32_t bits,
                            uint8_t* row) {
   const KvQuantUkernels& uk = kv_quant_ukernels(isa);

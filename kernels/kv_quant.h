@@ -75,6 +75,9 @@ void kv_quantize_key_block(Isa isa, const float* keys, uint32_t block_tokens, ui
 // Writes one value row.
 void kv_quantize_value_row(Isa isa, const float* value, uint32_t head_dim, uint32_t group, uint32_t bits,
                            uint8_t* row);
+// out[i] = f32_to_f16(x[i]) (kernels/half.h) for n floats, bit for bit on every ISA: the f16
+// caches' exact rows.
+void kv_float_halves(Isa isa, const float* x, uint32_t n, uint16_t* out);
 
 // Reconstruction (reference path and the KvCache read interface).
 void kv_dequantize_key_block(const uint8_t* block, uint32_t block_tokens, uint32_t head_dim, uint32_t bits,

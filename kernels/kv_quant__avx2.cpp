@@ -15,6 +15,10 @@ struct Avx2 : F32x8 {
     _mm256_store_si256(reinterpret_cast<__m256i*>(q), _mm256_cvttps_epi32(r));
     for (int k = 0; k < 8; ++k) out[k] = static_cast<uint8_t>(q[k]);
   }
+  static constexpr uint32_t kHalfStep = 8;
+  static void halves(const float* x, uint16_t* out) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_cvtps_ph(_mm256_loadu_ps(x), _MM_FROUND_TO_NEAREST_INT));
+  }
 };
 
 }  // namespace

@@ -13,6 +13,10 @@ struct Avx512 : F32x16 {
     r = _mm512_min_ps(_mm512_max_ps(r, _mm512_setzero_ps()), _mm512_set1_ps(top));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(r)));
   }
+  static constexpr uint32_t kHalfStep = 16;
+  static void halves(const float* x, uint16_t* out) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtps_ph(_mm512_loadu_ps(x), _MM_FROUND_TO_NEAREST_INT));
+  }
 };
 
 }  // namespace

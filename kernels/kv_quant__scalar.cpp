@@ -24,8 +24,12 @@ void codes(const float* x, const float* min, const float* inv, uint32_t n, uint3
   for (uint32_t i = 0; i < n; ++i) out[i] = kv_code(x[i], min[i], inv[i], top);
 }
 
+void float_halves(const float* x, uint32_t n, uint16_t* out) {
+  for (uint32_t i = 0; i < n; ++i) out[i] = f32_to_f16(x[i]);
+}
+
 }  // namespace
 
-const KvQuantUkernels kv_quant__scalar = {key_block_minmax, range, codes};
+const KvQuantUkernels kv_quant__scalar = {key_block_minmax, range, codes, float_halves};
 
 }  // namespace tern

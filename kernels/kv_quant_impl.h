@@ -3,7 +3,8 @@
 // namespace, so each instantiation carries only that file's ISA flags):
 //   using Vec; kWidth; load(const float*), store(float*, Vec), min(a, b), max(a, b),
 //   reduce_min(Vec), reduce_max(Vec);
-//   kCodeStep and codes(x, min, inv, top, out): kCodeStep codes, round half to even, clamped.
+//   kCodeStep and codes(x, min, inv, top, out): kCodeStep codes, round half to even, clamped;
+//   kHalfStep and halves(x, out): kHalfStep IEEE halves, as half.h's f32_to_f16.
 // The columns past the last vector go through the scalar steps of kv_ukernels.h.
 #pragma once
 
@@ -56,8 +57,15 @@ void codes(const float* x, const float* min, const float* inv, uint32_t n, uint3
 }
 
 template <typename V>
+void float_halves(const float* x, uint32_t n, uint16_t* out) {
+  uint32_t i = 0;
+  for (; i + V::kHalfStep <= n; i += V::kHalfStep) V::halves(x + i, out + i);
+  for (; i < n; ++i) out[i] = f32_to_f16(x[i]);
+}
+
+template <typename V>
 constexpr KvQuantUkernels ukernels() {
-  return {key_block_minmax<V>, range<V>, codes<V>};
+  return {key_block_minmax<V>, range<V>, codes<V>, float_halves<V>};
 }
 
 }  // namespace kv_quant_impl

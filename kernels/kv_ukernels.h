@@ -19,6 +19,8 @@ struct KvQuantUkernels {
   void (*range)(const float* x, uint32_t n, float* lo, float* hi);
   // codes[i] = clamp(round_even((x[i] - min[i]) * inv[i]), 0, levels) for n elements.
   void (*codes)(const float* x, const float* min, const float* inv, uint32_t n, uint32_t levels, uint8_t* codes);
+  // out[i] = f32_to_f16(x[i]) (half.h) for n elements: the f16 caches' rows.
+  void (*float_halves)(const float* x, uint32_t n, uint16_t* out);
 };
 
 // Attention reads (kv_attention__<isa>.cpp).

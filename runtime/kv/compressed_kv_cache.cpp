@@ -48,8 +48,7 @@ void store_exact(KvType type, const float* x, uint32_t n, uint8_t* dst) {
     std::memcpy(dst, x, n * sizeof(float));
     return;
   }
-  uint16_t* h = reinterpret_cast<uint16_t*>(dst);
-  for (uint32_t i = 0; i < n; ++i) h[i] = f32_to_f16(x[i]);
+  kv_float_halves(active_isa_level(), x, n, reinterpret_cast<uint16_t*>(dst));
 }
 
 void load_exact(KvType type, const uint8_t* src, uint32_t n, float* out) {

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -367,6 +368,81 @@ TEST_P(KvQuantIsaTest, RequantizedBytesArePinnedAcrossArchitectures) {
     mix(aged);
   }
   EXPECT_EQ(hash, 0xe7f5f7496215ea94ull) << std::hex << hash;
+}
+
+// Floats that exercise every branch of f32 -> f16: each half's own value, the midpoints of
+// neighbouring halves (ties, to even) and one f32 ulp either side, overflow, underflow into
+// half subnormals and to zero, f32 subnormals, infinities, NaNs with assorted payloads, and
+// random bit patterns.
+std::vector<float> half_conversion_inputs() {
+  std::vector<float> x;
+  auto from_bits = [](uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+  };
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    const float a = f16_to_f32(static_cast<uint16_t>(h));
+    x.push_back(a);
+    if ((h & 0x7c00u) == 0x7c00u || (h & 0x7fffu) == 0x7bffu) continue;  // no finite neighbour above
+    const float mid = 0.5f * (a + f16_to_f32(static_cast<uint16_t>(h + 1)));  // exact: 12 significant bits
+    x.push_back(mid);
+    x.push_back(std::nextafter(mid, 0.0f));
+    x.push_back(std::nextafter(mid, std::signbit(mid) ? -INFINITY : INFINITY));
+  }
+  for (float v : {65504.0f, 65519.99f, 65520.0f, 1e9f, -65520.0f, 5.96e-8f, 2.98e-8f, 2.99e-8f, 1e-30f, -1e-40f,
+                  1e-45f, INFINITY, -INFINITY, 0.0f, -0.0f})
+    x.push_back(v);
+  for (uint32_t b : {0x7f800001u, 0x7fbfffffu, 0x7fc00000u, 0x7fc00001u, 0x7fffffffu, 0xffc02000u, 0xff800400u})
+    x.push_back(from_bits(b));
+  std::mt19937 rng(5);
+  for (int i = 0; i < 200000; ++i) x.push_back(from_bits(static_cast<uint32_t>(rng())));
+  return x;
+}
+
+// The scalar definition against IEEE round-to-nearest-even, independently of any ISA: a tie
+// between neighbouring halves goes to the one with the even mantissa, anything nearer to one
+// goes to it, and a NaN stays a quiet NaN.
+TEST(KvHalfTest, FloatToHalfRoundsToNearestEven) {
+  for (uint32_t h = 0; h < 0x7bffu; ++h) {  // positive finite halves and their upper neighbour
+    const float a = f16_to_f32(static_cast<uint16_t>(h)), b = f16_to_f32(static_cast<uint16_t>(h + 1));
+    const float mid = 0.5f * (a + b);
+    ASSERT_EQ(f32_to_f16(mid), (h & 1u) == 0 ? h : h + 1) << std::hex << h;
+    ASSERT_EQ(f32_to_f16(std::nextafter(mid, 0.0f)), h) << std::hex << h;
+    ASSERT_EQ(f32_to_f16(std::nextafter(mid, INFINITY)), h + 1) << std::hex << h;
+    ASSERT_EQ(f32_to_f16(-mid), 0x8000u | ((h & 1u) == 0 ? h : h + 1)) << std::hex << h;
+  }
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00u);  // the tie above the largest half overflows
+  EXPECT_EQ(f32_to_f16(std::nextafter(65520.0f, 0.0f)), 0x7bffu);
+  for (float nan : half_conversion_inputs()) {
+    if (!std::isnan(nan)) continue;
+    const uint16_t h = f32_to_f16(nan);
+    ASSERT_EQ(h & 0x7e00u, 0x7e00u) << std::hex << h;  // exponent all ones, quiet bit set
+  }
+}
+
+// The f16 caches' row conversion: every ISA equals the scalar definition bit for bit, at odd
+// lengths and offsets (vector bodies and scalar tails).
+TEST_P(KvQuantIsaTest, FloatHalvesEqualScalarBitForBit) {
+  const std::vector<float> x = half_conversion_inputs();
+  std::vector<uint16_t> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) want[i] = f32_to_f16(x[i]);
+  std::vector<uint16_t> got(x.size() + 64);
+  for (uint32_t n : {1u, 3u, 7u, 8u, 15u, 16u, 17u, 31u, 33u, 100u, 129u}) {
+    for (size_t offset = 0; offset + n <= 4000; offset += 997) {
+      std::fill(got.begin(), got.end(), 0xabcdu);
+      kv_float_halves(GetParam(), x.data() + offset, n, got.data());
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data() + offset, n * 2)) << "n " << n << " offset " << offset;
+      ASSERT_EQ(got[n], 0xabcdu) << "wrote past n " << n;
+    }
+  }
+  std::fill(got.begin(), got.end(), 0);
+  kv_float_halves(GetParam(), x.data(), static_cast<uint32_t>(x.size()), got.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], 4);
+    ASSERT_EQ(got[i], want[i]) << "input bits " << std::hex << bits;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, KvQuantIsaTest, ::testing::ValuesIn(testing::all_kv_isas()), testing::kv_isa_name);
