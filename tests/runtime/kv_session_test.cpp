@@ -63,18 +63,38 @@ float max_abs(const float* a, size_t n) {
   return m;
 }
 
-// Runs `tokens` through a session of `mode` one at a time, collecting every step's logits.
-std::vector<float> logits_per_step(const char* bundle, const ModelParams& p, const std::vector<int32_t>& tokens) {
+// Keeps the last token's layer-0 attention output (the AttentionObserver hook).
+struct Layer0Capture {
+  std::vector<float> last;  // the last token's layer-0 attention output
+  size_t width = 0;
+  static void on_output(void* user, uint32_t layer, uint32_t, uint32_t n, const float* att) {
+    auto* self = static_cast<Layer0Capture*>(user);
+    if (layer != 0) return;
+    self->last.assign(att + (n - 1) * self->width, att + n * self->width);
+  }
+};
+
+// Runs `tokens` through a session of `mode` one at a time, collecting every step's logits
+// and, when `layer0` is given, every step's layer-0 attention output.
+std::vector<float> logits_per_step(const char* bundle, const ModelParams& p, const std::vector<int32_t>& tokens,
+                                   std::vector<float>* layer0 = nullptr) {
   auto model = load(bundle, p);
   if (model == nullptr) return {};
   auto session = model->create_session(SamplerParams{});
   EXPECT_TRUE(session.ok()) << last_error_message();
   if (!session.ok()) return {};
+  Layer0Capture capture;
+  capture.width = static_cast<size_t>(model->config().heads) * model->config().head_dim;
+  AttentionObserver obs;
+  obs.on_output = &Layer0Capture::on_output;
+  obs.user = &capture;
+  if (layer0 != nullptr) (*session)->set_attention_observer(&obs);
   const uint32_t vocab = model->config().vocab;
   std::vector<float> out;
   for (int32_t t : tokens) {
     EXPECT_EQ((*session)->decode(t), Error::Ok) << last_error_message();
     out.insert(out.end(), (*session)->logits(), (*session)->logits() + vocab);
+    if (layer0 != nullptr) layer0->insert(layer0->end(), capture.last.begin(), capture.last.end());
   }
   model->destroy_session(*session);
   return out;
@@ -121,17 +141,6 @@ TEST(KvSession, ModesResolveAndReportTheirCache) {
   EXPECT_EQ(m.error(), Error::InvalidArgument);
 }
 
-// Keeps the last token's layer-0 attention output (the AttentionObserver hook).
-struct Layer0Capture {
-  std::vector<float> last;  // the last token's layer-0 attention output
-  size_t width = 0;
-  static void on_output(void* user, uint32_t layer, uint32_t, uint32_t n, const float* att) {
-    auto* self = static_cast<Layer0Capture*>(user);
-    if (layer != 0) return;
-    self->last.assign(att + (n - 1) * self->width, att + n * self->width);
-  }
-};
-
 // Per-step max |Δlogit| between two runs, sorted.
 std::vector<float> step_diffs(const std::vector<float>& a, const std::vector<float>& b, uint32_t vocab) {
   std::vector<float> d;
@@ -147,46 +156,61 @@ std::vector<float> step_diffs(const std::vector<float>& a, const std::vector<flo
 // (before any quantization) is compared strictly.
 
 // A compressed cache whose every head is exact (f32) is the dense computation through
-// other code (attend() kernels, segment layout); q8 and q4 stay close. Measured over 200
-// steps on tiny-austen (per-step max |Δlogit| median / max, top-1 agreement): f32-exact
-// 0.065 / 0.17, 198/200; q8 0.086 / 0.19, 196/200 (its exact rows are f16, which alone
-// moves logits by ~0.05); q4 0.13 / 0.33, 191/200 (KV.md: q4 greedy 98.2 %). f32-exact's
-// steps agree to ~3e-6 until the first int8 rounding flip (step 22), whose KV rows then
-// differ for every later step: so its typical step is held to q8's bound and its first
-// steps to float tolerance. (Which step flips first moves with any change to the float
-// arithmetic: it was past step 100 before the norms summed in 16 lanes.)
+// other code (attend() kernels, segment layout); q8 and q4 stay close. The logits of two
+// float-different paths part at the first int8 rounding flip, and the flipped step's KV rows
+// then differ for every later step; where that first flip falls moves with any change to the
+// float arithmetic and between architectures (tiny-austen, f32-exact: step 22 on x86, step 7
+// under qemu's cortex-a72, past step 100 before the norms summed in 16 lanes). So the strict
+// check is on what no flip reaches: layer 0's attention output, whose keys and values come
+// from the embeddings alone, at every step. The logits are held to bounds that cover the flips.
+// Measured over 200 steps (per-step max |Δlogit| median / max, top-1 agreement; x86 and
+// aarch64): f32-exact 0.062–0.065 / 0.17–0.18, 198/200; q8 0.085–0.086 / 0.19–0.20,
+// 193–196/200 (its exact rows are f16, which alone moves logits by ~0.05); q4 0.125 / 0.33,
+// 191–196/200 (KV.md: q4 greedy 98.2 %).
 TEST(KvSession, CompressedSessionsTrackTheDenseOne) {
   TERN_REQUIRE_BUNDLE(kAusten);
   auto probe = load(kAusten, ModelParams{});
   ASSERT_NE(probe, nullptr);
   const uint32_t vocab = probe->config().vocab;
+  const size_t width = static_cast<size_t>(probe->config().heads) * probe->config().head_dim;
   const std::vector<int32_t> tokens = tokens_for(vocab, 200);  // > window: quantized blocks in use
-  const std::vector<float> dense = logits_per_step(kAusten, ModelParams{}, tokens);
+  std::vector<float> dense_layer0;
+  const std::vector<float> dense = logits_per_step(kAusten, ModelParams{}, tokens, &dense_layer0);
   ASSERT_EQ(dense.size(), tokens.size() * vocab);
+  ASSERT_EQ(dense_layer0.size(), tokens.size() * width);
   struct Case {
     const char* mode;
     int eviction;
-    float median;       // typical step
-    float max;          // worst step
-    size_t min_top1;    // of 200 steps
-    size_t exact_steps; // leading steps within 1e-4
+    float median;     // typical step
+    float max;        // worst step
+    size_t min_top1;  // of 200 steps
+    bool exact;       // every head f32: layer 0's attention equals the dense one's to float rounding
   };
-  for (const Case& c : {Case{"f32", 1, 0.15f, 0.5f, 196, 8}, Case{"q8", 0, 0.15f, 0.5f, 194, 0},
-                        Case{"q4", 0, 0.25f, 1.0f, 188, 0}}) {
-    const std::vector<float> got = logits_per_step(kAusten, mode_params(c.mode, c.eviction), tokens);
+  for (const Case& c : {Case{"f32", 1, 0.15f, 0.5f, 194, true}, Case{"q8", 0, 0.15f, 0.5f, 190, false},
+                        Case{"q4", 0, 0.25f, 1.0f, 185, false}}) {
+    std::vector<float> layer0;
+    const std::vector<float> got = logits_per_step(kAusten, mode_params(c.mode, c.eviction), tokens, &layer0);
     ASSERT_EQ(got.size(), dense.size()) << c.mode;
-    const std::vector<float> d = step_diffs(got, dense, vocab);
-    for (size_t s = 0; s < c.exact_steps; ++s) {
-      EXPECT_LE(max_abs_diff(got.data() + s * vocab, dense.data() + s * vocab, vocab), 1e-4f) << c.mode << " step " << s;
+    ASSERT_EQ(layer0.size(), dense_layer0.size()) << c.mode;
+    float layer0_worst = 0;
+    for (size_t s = 0; s < tokens.size(); ++s) {
+      const float* want = dense_layer0.data() + s * width;
+      layer0_worst = std::max(layer0_worst, max_abs_diff(layer0.data() + s * width, want, width) /
+                                                std::max(1e-6f, max_abs(want, width)));
     }
+    const std::vector<float> d = step_diffs(got, dense, vocab);
     size_t same_top = 0;
     for (size_t s = 0; s < tokens.size(); ++s) {
       const float* a = dense.data() + s * vocab;
       const float* b = got.data() + s * vocab;
       same_top += std::max_element(a, a + vocab) - a == std::max_element(b, b + vocab) - b;
     }
-    std::printf("%s vs dense f32: per-step max |dlogit| median %.2e, max %.3f; top-1 equal at %zu/%zu steps\n",
-                c.mode, d[d.size() / 2], d.back(), same_top, tokens.size());
+    std::printf("%s vs dense f32: per-step max |dlogit| median %.2e, max %.3f; top-1 equal at %zu/%zu steps; "
+                "layer-0 attention relative error %.2e\n",
+                c.mode, d[d.size() / 2], d.back(), same_top, tokens.size(), layer0_worst);
+    if (c.exact) {
+      EXPECT_LE(layer0_worst, 1e-5f) << c.mode << ": layer-0 attention outputs, relative";
+    }
     EXPECT_LE(d[d.size() / 2], c.median) << c.mode;
     EXPECT_LE(d.back(), c.max) << c.mode;
     EXPECT_GE(same_top, c.min_top1) << c.mode;
