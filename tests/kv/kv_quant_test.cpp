@@ -376,11 +376,6 @@ TEST_P(KvQuantIsaTest, RequantizedBytesArePinnedAcrossArchitectures) {
 // random bit patterns.
 std::vector<float> half_conversion_inputs() {
   std::vector<float> x;
-  auto from_bits = [](uint32_t b) {
-    float f;
-    std::memcpy(&f, &b, 4);
-    return f;
-  };
   for (uint32_t h = 0; h < 0x10000u; ++h) {
     const float a = f16_to_f32(static_cast<uint16_t>(h));
     x.push_back(a);
@@ -394,9 +389,9 @@ std::vector<float> half_conversion_inputs() {
                   1e-45f, INFINITY, -INFINITY, 0.0f, -0.0f})
     x.push_back(v);
   for (uint32_t b : {0x7f800001u, 0x7fbfffffu, 0x7fc00000u, 0x7fc00001u, 0x7fffffffu, 0xffc02000u, 0xff800400u})
-    x.push_back(from_bits(b));
+    x.push_back(float_from_bits(b));
   std::mt19937 rng(5);
-  for (int i = 0; i < 200000; ++i) x.push_back(from_bits(static_cast<uint32_t>(rng())));
+  for (int i = 0; i < 200000; ++i) x.push_back(float_from_bits(static_cast<uint32_t>(rng())));
   return x;
 }
 
@@ -438,11 +433,7 @@ TEST_P(KvQuantIsaTest, FloatHalvesEqualScalarBitForBit) {
   }
   std::fill(got.begin(), got.end(), 0);
   kv_float_halves(GetParam(), x.data(), static_cast<uint32_t>(x.size()), got.data());
-  for (size_t i = 0; i < x.size(); ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &x[i], 4);
-    ASSERT_EQ(got[i], want[i]) << "input bits " << std::hex << bits;
-  }
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], want[i]) << "input bits " << std::hex << float_bits(x[i]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, KvQuantIsaTest, ::testing::ValuesIn(testing::all_kv_isas()), testing::kv_isa_name);
