@@ -23,25 +23,24 @@ inline __m256i broadcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// The same, loaded again at every use: GCC would otherwise keep one tile's NT x kCount
-// broadcasts live across both halves, more than the 16 ymm registers, and spill the
-// accumulators with them. A load per use is cheaper than a spill and reload.
+// The same, loaded where it is written: GCC would otherwise hoist a tile's NT x kCount
+// broadcasts to its start, more than the 16 ymm registers, and spill the accumulators with them.
 inline __m256i broadcast4_each_use(const int8_t* p) {
   __m256i v;
   __asm__ volatile("vpbroadcastd %1, %0" : "=x"(v) : "m"(*reinterpret_cast<const int32_t*>(p)));
   return v;
 }
 
-// The layouts' plane decoders: decode(half, w) gives the kCount planes of one ymm half of a
-// Tiles tile.
+// The layouts' plane decoders: next(state, j) gives plane j of one ymm half of a Tiles tile, the
+// state starting as the half's bytes and advanced by each call, j = 0, 1, ... kCount - 1.
 
 // 2 bits per plane: plane j is the bytes shifted right by 2j (16-bit lanes), masked.
 struct T2iPlanes {
   using Tiles = T2iTiles;
   static constexpr size_t kCount = 4;
-  static void decode(__m256i packed, __m256i* w) {
-    const __m256i mask = _mm256_set1_epi8(3);
-    for (int j = 0; j < 4; ++j) w[j] = _mm256_and_si256(_mm256_srli_epi16(packed, 2 * j), mask);
+  static __m256i next(__m256i& state, size_t j) {
+    if (j > 0) state = _mm256_srli_epi16(state, 2);
+    return _mm256_and_si256(state, _mm256_set1_epi8(3));
   }
 };
 
@@ -52,14 +51,10 @@ struct T3iPlanes {
   using Tiles = T3iTiles;
   static constexpr size_t kCount = kT3iDigits;
   static __m256i at_least(__m256i p, __m256i k) { return _mm256_cmpeq_epi8(_mm256_max_epu8(p, k), p); }
-  static void decode(__m256i p, __m256i* w) {
-    const __m256i k86 = _mm256_set1_epi8(86);
-    const __m256i k171 = _mm256_set1_epi8(static_cast<char>(171));
-    const __m256i zero = _mm256_setzero_si256();
-    for (size_t j = 0; j < kCount; ++j) {
-      if (j > 0) p = _mm256_add_epi8(p, _mm256_add_epi8(p, p));
-      w[j] = _mm256_sub_epi8(zero, _mm256_add_epi8(at_least(p, k86), at_least(p, k171)));
-    }
+  static __m256i next(__m256i& p, size_t j) {
+    if (j > 0) p = _mm256_add_epi8(p, _mm256_add_epi8(p, p));
+    const __m256i k86 = _mm256_set1_epi8(86), k171 = _mm256_set1_epi8(static_cast<char>(171));
+    return _mm256_sub_epi8(_mm256_setzero_si256(), _mm256_add_epi8(at_least(p, k86), at_least(p, k171)));
   }
 };
 
@@ -77,13 +72,16 @@ constexpr size_t kTilesPerWiden = 32768 / (P::kCount * 2 * 2 * 128);
 
 // NT tokens x 16 rows. Each plane's products go straight into one int16 accumulator per token
 // and half, which PMADDWD widens once per kTilesPerWiden tiles: per tile, token and half that is
-// kCount multiplies and kCount adds, plus the plane decoding the tokens share. (A PMADDWD per
+// kCount multiplies and kCount adds, plus the plane decoding the tokens share. Planes are the
+// outer loop, so each token's broadcast serves both halves: 16 broadcasts per 4-token t2i16
+// tile instead of 32, which llvm-mca's Zen 3 model counts on the vector pipes (28.2 -> 26.4
+// cycles per tile; base-3 53 -> 44; 1-3 % on the Zen 5 VM's AVX2 path, whose loads are free). (A PMADDWD per
 // tile, as before, kept the multiply pipes a fifth busier and ran at 37.5 llvm-mca cycles per
 // 4-token tile on Zen 3 against 28 now; 1.28x on the Zen 5 VM's AVX2 path, kernel A/B.)
 //
 // GCC needs three nudges to keep the 2 * NT accumulators in registers: the loops unrolled
 // (an indexed accumulator lives in memory), each add pinned in order (otherwise it sums the
-// products as a tree and spills the partial sums) and each broadcast loaded where it is used.
+// products as a tree and spills the partial sums) and each broadcast loaded where it is written.
 template <typename P, size_t NT>
 void block_n(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride, int32_t* out) {
   using Tiles = typename P::Tiles;
@@ -98,17 +96,22 @@ void block_n(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride
     for (size_t t = 0; t < NT; ++t) a[t] = qp + t * stride;
     for (const uint8_t* w = block + kt0 * Tiles::kBytes; w != block + kt1 * Tiles::kBytes; w += Tiles::kBytes) {
       _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchBytes), _MM_HINT_T0);
-#pragma GCC unroll 2
-      for (size_t h = 0; h < 2; ++h) {
-        __m256i wp[P::kCount];
-        P::decode(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 32 * h)), wp);
+      __m256i state[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 32))};
 #pragma GCC unroll 8
-        for (size_t j = 0; j < P::kCount; ++j)
+      for (size_t j = 0; j < P::kCount; ++j) {
+        __m256i x[NT];
+#pragma GCC unroll 8
+        for (size_t t = 0; t < NT; ++t) x[t] = broadcast4_each_use(a[t] + 4 * j);
+#pragma GCC unroll 2
+        for (size_t h = 0; h < 2; ++h) {
+          const __m256i plane = P::next(state[h], j);
 #pragma GCC unroll 8
           for (size_t t = 0; t < NT; ++t) {
-            sum16[t][h] = _mm256_add_epi16(sum16[t][h], _mm256_maddubs_epi16(wp[j], broadcast4_each_use(a[t] + 4 * j)));
+            sum16[t][h] = _mm256_add_epi16(sum16[t][h], _mm256_maddubs_epi16(plane, x[t]));
             __asm__("" : "+x"(sum16[t][h]));  // no reassociation across this add
           }
+        }
       }
       for (size_t t = 0; t < NT; ++t) a[t] += Tiles::kCols;
     }
