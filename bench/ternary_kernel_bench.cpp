@@ -153,6 +153,7 @@ void TernaryArgs(benchmark::internal::Benchmark* b) {
       b->Args({shape, 1, Threads, isa, 1});    // decode, weights from DRAM
       b->Args({shape, 1, Threads, isa, 0});    // decode, weights cache-resident
       b->Args({shape, 5, Threads, isa, 1});    // verifying 4 drafts, weights from DRAM
+      b->Args({shape, 5, Threads, isa, 0});    // the same from cache: the pass's arithmetic alone
       b->Args({shape, 128, Threads, isa, 0});  // prefill
     }
   }

@@ -23,8 +23,9 @@ inline __m256i broadcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// The same, loaded where it is written: GCC would otherwise hoist a tile's NT x kCount
-// broadcasts to its start, more than the 16 ymm registers, and spill the accumulators with them.
+// The same, loaded again at every use: GCC would otherwise keep a tile's NT x kCount
+// broadcasts live, more than the 16 ymm registers, and spill the accumulators with them.
+// A load per use is cheaper than a spill and reload.
 inline __m256i broadcast4_each_use(const int8_t* p) {
   __m256i v;
   __asm__ volatile("vpbroadcastd %1, %0" : "=x"(v) : "m"(*reinterpret_cast<const int32_t*>(p)));
@@ -58,7 +59,7 @@ struct T3iPlanes {
   }
 };
 
-constexpr size_t kMaxTokens = 4;
+constexpr size_t kMaxTokens = 8;
 // Weights are prefetched 2 KB ahead, by the one-token loop (ternary_block_t2i16__avx2.cpp) and
 // by the token tiles: a 5-token pass (verifying 4 drafts) over 2B-4T matrices streamed from DRAM
 // ran 1.08-1.16x faster with it (AVX2 path on the Zen 5 VM, tern-kernel-bench tokens:5 streamed:1).
@@ -70,66 +71,59 @@ constexpr size_t kPrefetchBytes = 2048;
 template <typename P>
 constexpr size_t kTilesPerWiden = 32768 / (P::kCount * 2 * 2 * 128);
 
-// NT tokens x 16 rows. Each plane's products go straight into one int16 accumulator per token
-// and half, which PMADDWD widens once per kTilesPerWiden tiles: per tile, token and half that is
-// kCount multiplies and kCount adds, plus the plane decoding the tokens share. Planes are the
-// outer loop, so each token's broadcast serves both halves: 16 broadcasts per 4-token t2i16
-// tile instead of 32, which llvm-mca's Zen 3 model counts on the vector pipes (28.2 -> 26.4
-// cycles per tile; base-3 53 -> 44; 1-3 % on the Zen 5 VM's AVX2 path, whose loads are free). (A PMADDWD per
-// tile, as before, kept the multiply pipes a fifth busier and ran at 37.5 llvm-mca cycles per
-// 4-token tile on Zen 3 against 28 now; 1.28x on the Zen 5 VM's AVX2 path, kernel A/B.)
+// NT tokens x 16 rows, one ymm half (8 rows) per pass over the block. Each plane's products go
+// straight into one int16 accumulator per token, which PMADDWD widens once per kTilesPerWiden
+// tiles: per half-tile and token that is kCount multiplies and kCount adds, plus the plane
+// decoding the tokens share. One half per pass leaves registers for 8 tokens, so the decoding
+// is shared twice as widely as with both halves and 4 tokens: 71 vector ALU instructions per
+// 8 x 256 weight-MACs instead of 78 (t2i16; base-3 120 instead of 160). llvm-mca's Zen 3
+// model, which also counts each broadcast on the vector pipes, puts both at 26.5 cycles for
+// t2i16 and base-3 at 39.6 instead of 44; on the Zen 5 VM's AVX2 path 1-2 % faster for prefill,
+// 4-6 % for 5 tokens (tern-kernel-bench, hot weights). (A PMADDWD per tile, before that,
+// kept the multiply pipes a fifth busier: 37.5 llvm-mca cycles per 4-token tile on Zen 3
+// against 28.)
 //
-// GCC needs three nudges to keep the 2 * NT accumulators in registers: the loops unrolled
+// GCC needs three nudges to keep the NT accumulators in registers: the loops unrolled
 // (an indexed accumulator lives in memory), each add pinned in order (otherwise it sums the
-// products as a tree and spills the partial sums) and each broadcast loaded where it is written.
+// products as a tree and spills the partial sums) and each broadcast loaded where it is used.
 template <typename P, size_t NT>
 void block_n(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride, int32_t* out) {
   using Tiles = typename P::Tiles;
   const __m256i ones16 = _mm256_set1_epi16(1);
-  __m256i acc[NT][2];
-  for (size_t t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_si256();
   const size_t full = cols / Tiles::kCols;
-  auto tiles = [&](size_t kt0, size_t kt1, const int8_t* qp, size_t stride) __attribute__((always_inline)) {
-    __m256i sum16[NT][2];
-    for (size_t t = 0; t < NT; ++t) sum16[t][0] = sum16[t][1] = _mm256_setzero_si256();
-    const int8_t* a[NT];  // each token's activations for the current tile
-    for (size_t t = 0; t < NT; ++t) a[t] = qp + t * stride;
-    for (const uint8_t* w = block + kt0 * Tiles::kBytes; w != block + kt1 * Tiles::kBytes; w += Tiles::kBytes) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchBytes), _MM_HINT_T0);
-      __m256i state[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)),
-                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 32))};
+  int8_t tail[NT * Tiles::kCols];
+  if (full * Tiles::kCols != cols) copy_tail<Tiles>(q, q_stride, NT, cols, tail);
+  for (size_t h = 0; h < 2; ++h) {
+    __m256i acc[NT];
+    for (size_t t = 0; t < NT; ++t) acc[t] = _mm256_setzero_si256();
+    auto tiles = [&](size_t kt0, size_t kt1, const int8_t* qp, size_t stride) __attribute__((always_inline)) {
+      __m256i sum16[NT];
+      for (size_t t = 0; t < NT; ++t) sum16[t] = _mm256_setzero_si256();
+      const int8_t* a[NT];  // each token's activations for the current tile
+      for (size_t t = 0; t < NT; ++t) a[t] = qp + t * stride;
+      const uint8_t* const end = block + kt1 * Tiles::kBytes + 32 * h;
+      for (const uint8_t* w = block + kt0 * Tiles::kBytes + 32 * h; w != end; w += Tiles::kBytes) {
+        _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchBytes), _MM_HINT_T0);
+        __m256i state = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
 #pragma GCC unroll 8
-      for (size_t j = 0; j < P::kCount; ++j) {
-        __m256i x[NT];
-#pragma GCC unroll 8
-        for (size_t t = 0; t < NT; ++t) x[t] = broadcast4_each_use(a[t] + 4 * j);
-#pragma GCC unroll 2
-        for (size_t h = 0; h < 2; ++h) {
-          const __m256i plane = P::next(state[h], j);
+        for (size_t j = 0; j < P::kCount; ++j) {
+          const __m256i plane = P::next(state, j);
 #pragma GCC unroll 8
           for (size_t t = 0; t < NT; ++t) {
-            sum16[t][h] = _mm256_add_epi16(sum16[t][h], _mm256_maddubs_epi16(plane, x[t]));
-            __asm__("" : "+x"(sum16[t][h]));  // no reassociation across this add
+            sum16[t] = _mm256_add_epi16(sum16[t], _mm256_maddubs_epi16(plane, broadcast4_each_use(a[t] + 4 * j)));
+            __asm__("" : "+x"(sum16[t]));  // no reassociation across this add
           }
         }
+        for (size_t t = 0; t < NT; ++t) a[t] += Tiles::kCols;
       }
-      for (size_t t = 0; t < NT; ++t) a[t] += Tiles::kCols;
+      for (size_t t = 0; t < NT; ++t) acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(sum16[t], ones16));
+    };
+    for (size_t kt = 0; kt < full; kt += kTilesPerWiden<P>) {
+      const size_t end = full - kt < kTilesPerWiden<P> ? full : kt + kTilesPerWiden<P>;
+      tiles(kt, end, q + kt * Tiles::kCols, q_stride);
     }
-    for (size_t t = 0; t < NT; ++t)
-      for (size_t h = 0; h < 2; ++h) acc[t][h] = _mm256_add_epi32(acc[t][h], _mm256_madd_epi16(sum16[t][h], ones16));
-  };
-  for (size_t kt = 0; kt < full; kt += kTilesPerWiden<P>) {
-    const size_t end = full - kt < kTilesPerWiden<P> ? full : kt + kTilesPerWiden<P>;
-    tiles(kt, end, q + kt * Tiles::kCols, q_stride);
-  }
-  if (full * Tiles::kCols != cols) {  // the last, partial tile reads zero-padded activations
-    int8_t tail[NT * Tiles::kCols];
-    copy_tail<Tiles>(q, q_stride, NT, cols, tail);
-    tiles(full, full + 1, tail, Tiles::kCols);
-  }
-  for (size_t t = 0; t < NT; ++t) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + t * Tiles::kRows), acc[t][0]);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + t * Tiles::kRows + 8), acc[t][1]);
+    if (full * Tiles::kCols != cols) tiles(full, full + 1, tail, Tiles::kCols);  // zero-padded activations
+    for (size_t t = 0; t < NT; ++t) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + t * Tiles::kRows + 8 * h), acc[t]);
   }
 }
 

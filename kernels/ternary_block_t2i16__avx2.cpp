@@ -64,7 +64,7 @@ void block_t2i16_avx2_1(const uint8_t* block, size_t cols, const int8_t* q, int3
 void block_t2i16_avx2(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride, size_t tokens,
                       int32_t* out) {
   if (tokens == 1) return block_t2i16_avx2_1(block, cols, q, out);
-  with_constant<size_t, 2, 3, ternary_avx2::kMaxTokens>(tokens, [&](auto nt) {
+  with_constant<size_t, 2, 3, 4, 5, 6, 7, ternary_avx2::kMaxTokens>(tokens, [&](auto nt) {
     ternary_avx2::block_n<ternary_avx2::T2iPlanes, decltype(nt)::value>(block, cols, q, q_stride, out);
   });
 }

@@ -11,7 +11,7 @@ namespace {
 
 void block_t3i16_avx2(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride, size_t tokens,
                       int32_t* out) {
-  with_constant<size_t, 1, 2, 3, ternary_avx2::kMaxTokens>(tokens, [&](auto nt) {
+  with_constant<size_t, 1, 2, 3, 4, 5, 6, 7, ternary_avx2::kMaxTokens>(tokens, [&](auto nt) {
     ternary_avx2::block_n<ternary_avx2::T3iPlanes, decltype(nt)::value>(block, cols, q, q_stride, out);
   });
 }
