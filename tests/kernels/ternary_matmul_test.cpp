@@ -246,6 +246,27 @@ TEST(TernaryMatmul, TwoBlockEntriesEqualTheReferencePerBlock) {
   }
 }
 
+// And each kernel's token tile at every width it takes (the driver only reaches the widths its
+// token counts leave over): all tokens at once equal the reference one token at a time.
+TEST(TernaryMatmul, TokenTilesEqualTheReferencePerToken) {
+  const TernaryBlockKernelInfo& ref = ternary_block_t2i16__scalar;
+  for (const T2iKernelCase& kc : kT2iKernels) {
+    const TernaryBlockKernelInfo& k = *kc.kernel;
+    if (!isa_supported(kc.isa, cpu_features())) continue;
+    for (size_t cols : {size_t{1}, size_t{15}, size_t{17}, size_t{100}, size_t{333}, size_t{2560}}) {
+      for (size_t tokens = 1; tokens <= k.max_tokens; ++tokens) {
+        Problem p = make_problem(16, cols, tokens, TernaryLayout::T2Interleaved16,
+                                 static_cast<uint32_t>(cols * 17 + tokens));
+        std::vector<int32_t> got(tokens * 16, -1), want(tokens * 16, -2);
+        k.fn(p.packed.data(), cols, p.q.data(), p.stride, tokens, got.data());
+        for (size_t t = 0; t < tokens; ++t)
+          ref.fn(p.packed.data(), cols, p.q.data() + t * p.stride, p.stride, 1, want.data() + t * 16);
+        ASSERT_EQ(got, want) << to_string(kc.isa) << " cols " << cols << " tokens " << tokens;
+      }
+    }
+  }
+}
+
 TEST(TernaryMatmul, ReferenceAgreesAcrossLayouts) {
   for (TernaryLayout layout : kAllLayouts) {
     Problem p = make_problem(37, 70, 3, layout, 11);
