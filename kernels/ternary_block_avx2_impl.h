@@ -123,7 +123,8 @@ void block_n(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride
       tiles(kt, end, q + kt * Tiles::kCols, q_stride);
     }
     if (full * Tiles::kCols != cols) tiles(full, full + 1, tail, Tiles::kCols);  // zero-padded activations
-    for (size_t t = 0; t < NT; ++t) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + t * Tiles::kRows + 8 * h), acc[t]);
+    for (size_t t = 0; t < NT; ++t)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + t * Tiles::kRows + 8 * h), acc[t]);
   }
 }
 
