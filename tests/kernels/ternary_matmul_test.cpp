@@ -203,36 +203,45 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, TernaryExtremeTest,
                                   layout_name(std::get<1>(info.param));
                          });
 
-// Every t2i16 block kernel, by ISA level, for the entries the driver reaches only through
-// whole matrices: a kernel's two_blocks entry must give, block by block, what the scalar
-// reference gives for each block alone.
-struct T2iKernelCase {
+// Every block kernel of both tiled layouts, by ISA level, for the entries the driver reaches
+// only through whole matrices: a kernel's two_blocks entry must give, block by block, what the
+// layout's scalar reference gives for each block alone.
+struct BlockKernelCase {
   Isa isa;
+  TernaryLayout layout;
   const TernaryBlockKernelInfo* kernel;
 };
-const T2iKernelCase kT2iKernels[] = {
-    {Isa::Scalar, &ternary_block_t2i16__scalar},
+constexpr TernaryLayout kT2i = TernaryLayout::T2Interleaved16, kT3i = TernaryLayout::T3Interleaved16;
+const BlockKernelCase kBlockKernels[] = {
+    {Isa::Scalar, kT2i, &ternary_block_t2i16__scalar},
+    {Isa::Scalar, kT3i, &ternary_block_t3i16__scalar},
 #if defined(__x86_64__)
-    {Isa::Avx2, &ternary_block_t2i16__avx2},
-    {Isa::Avx512Vnni, &ternary_block_t2i16__avx512vnni},
+    {Isa::Avx2, kT2i, &ternary_block_t2i16__avx2},
+    {Isa::Avx512Vnni, kT2i, &ternary_block_t2i16__avx512vnni},
+    {Isa::Avx2, kT3i, &ternary_block_t3i16__avx2},
 #endif
 #if defined(__aarch64__)
-    {Isa::Neon, &ternary_block_t2i16__neon},
-    {Isa::NeonDot, &ternary_block_t2i16__neondot},
-    {Isa::NeonI8mm, &ternary_block_t2i16__neoni8mm},
+    {Isa::Neon, kT2i, &ternary_block_t2i16__neon},
+    {Isa::NeonDot, kT2i, &ternary_block_t2i16__neondot},
+    {Isa::NeonI8mm, kT2i, &ternary_block_t2i16__neoni8mm},
+    {Isa::Neon, kT3i, &ternary_block_t3i16__neon},
+    {Isa::NeonDot, kT3i, &ternary_block_t3i16__neondot},
 #endif
 };
 
+const TernaryBlockKernelInfo& scalar_reference(TernaryLayout layout) {
+  return layout == kT3i ? ternary_block_t3i16__scalar : ternary_block_t2i16__scalar;
+}
+
 TEST(TernaryMatmul, TwoBlockEntriesEqualTheReferencePerBlock) {
-  const TernaryBlockKernelInfo& ref = ternary_block_t2i16__scalar;
-  for (const T2iKernelCase& kc : kT2iKernels) {
+  for (const BlockKernelCase& kc : kBlockKernels) {
     const TernaryBlockKernelInfo& k = *kc.kernel;
+    const TernaryBlockKernelInfo& ref = scalar_reference(kc.layout);
     if (k.two_blocks == nullptr) continue;
     if (!isa_supported(kc.isa, cpu_features())) continue;
     for (size_t cols : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{100}, size_t{333}, size_t{2560}}) {
       for (size_t tokens = 1; tokens <= k.two_blocks_max_tokens; ++tokens) {
-        Problem p = make_problem(32, cols, tokens, TernaryLayout::T2Interleaved16,
-                                 static_cast<uint32_t>(cols * 13 + tokens));
+        Problem p = make_problem(32, cols, tokens, kc.layout, static_cast<uint32_t>(cols * 13 + tokens));
         const size_t block_bytes = p.packed.size() / 2;
         std::vector<int32_t> got(2 * tokens * 16, -1), want(2 * tokens * 16, -2);
         k.two_blocks(p.packed.data(), cols, p.q.data(), p.stride, tokens, got.data());
@@ -240,7 +249,8 @@ TEST(TernaryMatmul, TwoBlockEntriesEqualTheReferencePerBlock) {
           for (size_t t = 0; t < tokens; ++t)
             ref.fn(p.packed.data() + b * block_bytes, cols, p.q.data() + t * p.stride, p.stride, 1,
                    want.data() + (b * tokens + t) * 16);
-        ASSERT_EQ(got, want) << to_string(kc.isa) << " cols " << cols << " tokens " << tokens;
+        ASSERT_EQ(got, want) << to_string(kc.isa) << " " << layout_name(kc.layout) << " cols " << cols << " tokens "
+                             << tokens;
       }
     }
   }
@@ -249,19 +259,19 @@ TEST(TernaryMatmul, TwoBlockEntriesEqualTheReferencePerBlock) {
 // And each kernel's token tile at every width it takes (the driver only reaches the widths its
 // token counts leave over): all tokens at once equal the reference one token at a time.
 TEST(TernaryMatmul, TokenTilesEqualTheReferencePerToken) {
-  const TernaryBlockKernelInfo& ref = ternary_block_t2i16__scalar;
-  for (const T2iKernelCase& kc : kT2iKernels) {
+  for (const BlockKernelCase& kc : kBlockKernels) {
     const TernaryBlockKernelInfo& k = *kc.kernel;
+    const TernaryBlockKernelInfo& ref = scalar_reference(kc.layout);
     if (!isa_supported(kc.isa, cpu_features())) continue;
     for (size_t cols : {size_t{1}, size_t{15}, size_t{17}, size_t{100}, size_t{333}, size_t{2560}}) {
       for (size_t tokens = 1; tokens <= k.max_tokens; ++tokens) {
-        Problem p = make_problem(16, cols, tokens, TernaryLayout::T2Interleaved16,
-                                 static_cast<uint32_t>(cols * 17 + tokens));
+        Problem p = make_problem(16, cols, tokens, kc.layout, static_cast<uint32_t>(cols * 17 + tokens));
         std::vector<int32_t> got(tokens * 16, -1), want(tokens * 16, -2);
         k.fn(p.packed.data(), cols, p.q.data(), p.stride, tokens, got.data());
         for (size_t t = 0; t < tokens; ++t)
           ref.fn(p.packed.data(), cols, p.q.data() + t * p.stride, p.stride, 1, want.data() + t * 16);
-        ASSERT_EQ(got, want) << to_string(kc.isa) << " cols " << cols << " tokens " << tokens;
+        ASSERT_EQ(got, want) << to_string(kc.isa) << " " << layout_name(kc.layout) << " cols " << cols << " tokens "
+                             << tokens;
       }
     }
   }
