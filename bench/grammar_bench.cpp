@@ -19,11 +19,11 @@
 #include "bench/grammar_bench_table.h"
 #include "include/tern.h"
 #include "platform/clock.h"
-#include "runtime/grammar.h"
-#include "runtime/json_schema.h"
-#include "runtime/model.h"
-#include "runtime/session.h"
-#include "tools/cli_files.h"
+#include "runtime/structured/grammar.h"
+#include "runtime/structured/json_schema.h"
+#include "runtime/engine/model.h"
+#include "runtime/engine/session.h"
+#include "tools/common/cli_files.h"
 
 namespace {
 

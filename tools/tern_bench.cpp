@@ -23,10 +23,10 @@
 
 #include "kernels/ternary_matmul.h"
 #include "platform/clock.h"
-#include "runtime/bundle.h"
-#include "runtime/model.h"
-#include "runtime/session.h"
-#include "tools/decode_work.h"
+#include "runtime/model/bundle.h"
+#include "runtime/engine/model.h"
+#include "runtime/engine/session.h"
+#include "tools/common/decode_work.h"
 
 namespace {
 

@@ -11,14 +11,14 @@
 #include <cstdlib>
 #include <thread>
 
-#include "converter/bundle_writer.h"
-#include "converter/chat_format.h"
-#include "converter/kv_calibrate.h"
-#include "converter/import.h"
-#include "converter/synthetic.h"
+#include "converter/writer/bundle_writer.h"
+#include "converter/tokenizer/chat_format.h"
+#include "converter/calibration/kv_calibrate.h"
+#include "converter/import/import.h"
+#include "converter/import/synthetic.h"
 #include "platform/thread_pool.h"
-#include "runtime/bundle.h"
-#include "tools/cli_files.h"
+#include "runtime/model/bundle.h"
+#include "tools/common/cli_files.h"
 
 using namespace tern;
 using namespace tern::convert;

@@ -22,15 +22,15 @@
 #include <unistd.h>
 #include <vector>
 
-#include "converter/chart.h"
-#include "converter/kv_quality.h"
+#include "converter/report/chart.h"
+#include "converter/calibration/kv_quality.h"
 #include "platform/thread_pool.h"
-#include "runtime/bundle.h"
+#include "runtime/model/bundle.h"
 #include "runtime/kv/kv_cache.h"
-#include "runtime/model.h"
+#include "runtime/engine/model.h"
 #include "schema/bundle_generated.h"
-#include "tools/cli_files.h"
-#include "tools/cli_kv.h"
+#include "tools/common/cli_files.h"
+#include "tools/common/cli_kv.h"
 
 using namespace tern;
 

@@ -6,7 +6,7 @@
 #include "kernels/isa.h"
 #include "platform/cpu_features.h"
 #include "platform/thread_pool.h"
-#include "runtime/version.h"
+#include "runtime/base/version.h"
 
 int main() {
   const tern::CpuFeatures& cpu = tern::cpu_features();

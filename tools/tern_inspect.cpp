@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <string>
 
-#include "converter/bundle_writer.h"
-#include "runtime/model_family.h"
-#include "runtime/bundle.h"
+#include "converter/writer/bundle_writer.h"
+#include "runtime/model/model_family.h"
+#include "runtime/model/bundle.h"
 #include "schema/bundle_generated.h"
 
 using namespace tern;

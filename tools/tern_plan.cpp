@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "kernels/ternary_decode_model.h"
-#include "runtime/bundle.h"
+#include "runtime/model/bundle.h"
 #include "include/tern.h"
-#include "tools/cli_kv.h"
-#include "tools/cli_sizes.h"
-#include "tools/decode_work.h"
+#include "tools/common/cli_kv.h"
+#include "tools/common/cli_sizes.h"
+#include "tools/common/decode_work.h"
 
 namespace {
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "tools/cli_grammar.h"
-#include "tools/cli_kv.h"
-#include "tools/cli_sizes.h"
+#include "tools/common/cli_grammar.h"
+#include "tools/common/cli_kv.h"
+#include "tools/common/cli_sizes.h"
 #include "include/tern.h"
 
 namespace {

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "converter/tokenizer_host.h"
-#include "runtime/bundle.h"
-#include "runtime/tokenizer.h"
+#include "converter/tokenizer/tokenizer_host.h"
+#include "runtime/model/bundle.h"
+#include "runtime/text/tokenizer.h"
 
 namespace {
 

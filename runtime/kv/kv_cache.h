@@ -12,9 +12,9 @@
 
 #include "platform/error.h"
 #include "platform/thread_pool.h"
-#include "runtime/arena.h"
-#include "runtime/model_config.h"
-#include "runtime/rope.h"
+#include "runtime/base/arena.h"
+#include "runtime/model/model_config.h"
+#include "runtime/base/rope.h"
 
 namespace tern {
 

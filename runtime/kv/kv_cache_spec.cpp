@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/kv_quant.h"
+#include "runtime/base/hash.h"
 #include "runtime/kv/compressed_kv_cache.h"
 #include "runtime/kv/kv_profile.h"
 #include "schema/bundle_generated.h"
@@ -308,10 +309,8 @@ uint32_t kv_cache_capacity(const KvCacheSpec& spec, uint32_t tokens) {
 }
 
 uint64_t kv_layout_identity(const KvCacheSpec& spec, uint32_t capacity) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&](uint64_t v) {
-    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 0x100000001b3ull;
-  };
+  uint64_t h = kFnv1aBasis;
+  auto mix = [&](uint64_t v) { h = fnv1a_u64(h, v); };
   const KvShape& shape = spec.profile.shape;
   mix(spec.compressed), mix(static_cast<uint64_t>(spec.dense_type)), mix(capacity);
   mix(shape.layers), mix(shape.kv_heads), mix(shape.head_dim);

@@ -12,10 +12,10 @@
 #include <cstdint>
 
 #include "platform/error.h"
-#include "runtime/arena.h"
+#include "runtime/base/arena.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/kv/kv_policy.h"
-#include "runtime/model_config.h"
+#include "runtime/model/model_config.h"
 
 namespace tern {
 
@@ -61,7 +61,7 @@ Error parse_kv_mode(const char* name, KvModeName* out);
 Error parse_kv_aging(const char* suffix, uint8_t* aged_bits, uint32_t* aged_after_tokens,
                      uint8_t* aged_after_percent);
 
-// kv_mode "auto": the planner picks the mode (plan_memory_auto, runtime/memory_plan.h).
+// kv_mode "auto": the planner picks the mode (plan_memory_auto, runtime/engine/memory_plan.h).
 bool kv_mode_is_auto(const char* name);
 
 // The modes "auto" chooses from: "fp16", "q8", "q4", "q3", "q2", then "adaptive:B" for every

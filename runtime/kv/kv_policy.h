@@ -45,7 +45,7 @@
 // sinks and the kept tokens; inside the Hadamard basis when the head is rotated, since
 // attend() rotates both copies alike. Every other kept token is scored with the query at
 // p. The result equals a fresh session over the kept tokens renumbered 0..k-1 on layer 0
-// (tests/runtime/kv_session_test.cpp); TERN_KV_NO_SINK_REPOSITION=1 turns it off to measure.
+// (tests/runtime/kv/kv_session_test.cpp); TERN_KV_NO_SINK_REPOSITION=1 turns it off to measure.
 //
 // Sessions with eviction: positions are uint32 and may exceed the capacity; a prefill
 // batch past the capacity evicts as it goes (its earlier tokens see the cache as it is

@@ -4,14 +4,14 @@
 #include <cstdio>
 #include <cstring>
 
-#include "converter/bitllama2c_import.h"
-#include "converter/bundle_writer.h"
-#include "converter/import.h"
+#include "converter/import/bitllama2c_import.h"
+#include "converter/writer/bundle_writer.h"
+#include "converter/import/import.h"
 #include "fixtures.h"
 #include "kernels/dense_matmul.h"
 #include "kernels/ternary_layout.h"
-#include "runtime/bundle.h"
-#include "tests/test_util.h"
+#include "runtime/model/bundle.h"
+#include "tests/support/test_util.h"
 
 namespace tern {
 namespace {

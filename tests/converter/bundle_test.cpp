@@ -5,14 +5,14 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "converter/bundle_writer.h"
-#include "converter/synthetic.h"
+#include "converter/writer/bundle_writer.h"
+#include "converter/import/synthetic.h"
 #include "fixtures.h"
 #include "kernels/dense_matmul.h"
 #include "kernels/ternary_layout.h"
-#include "runtime/bundle.h"
+#include "runtime/model/bundle.h"
 #include "schema/bundle_generated.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace tern {
 namespace {

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "converter/chart.h"
-#include "converter/font5x7.h"
-#include "converter/heatmap_png.h"
-#include "tests/test_util.h"
+#include "converter/report/chart.h"
+#include "converter/report/font5x7.h"
+#include "converter/report/heatmap_png.h"
+#include "tests/support/test_util.h"
 
 namespace tern {
 namespace {

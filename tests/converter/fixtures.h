@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "converter/model_ir.h"
+#include "converter/ir/model_ir.h"
 
 namespace tern::testing {
 

@@ -5,15 +5,15 @@
 #include <functional>
 #include <map>
 
-#include "converter/bundle_writer.h"
-#include "converter/hf_import.h"
-#include "converter/import.h"
-#include "converter/safetensors.h"
+#include "converter/writer/bundle_writer.h"
+#include "converter/import/hf_import.h"
+#include "converter/import/import.h"
+#include "converter/import/safetensors.h"
 #include "fixtures.h"
 #include "kernels/ternary_layout.h"
-#include "runtime/bundle.h"
+#include "runtime/model/bundle.h"
 #include "schema/bundle_generated.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace tern {
 namespace {

@@ -2,7 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "converter/bitllama2c_import.h"
+#include "converter/import/bitllama2c_import.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto model = tern::convert::import_bitllama2c_bytes(data, size, "fuzz.bin");

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "runtime/bundle.h"
+#include "runtime/model/bundle.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // A mapped bundle starts page-aligned; give the loader the same 64-byte alignment.

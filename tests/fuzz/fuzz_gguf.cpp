@@ -2,8 +2,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "converter/gguf.h"
-#include "converter/gguf_import.h"
+#include "converter/import/gguf.h"
+#include "converter/import/gguf_import.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tern::convert;

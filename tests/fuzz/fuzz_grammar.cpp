@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "runtime/grammar.h"
+#include "runtime/structured/grammar.h"
 #include "tests/fuzz/fuzz_grammar_vocab.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

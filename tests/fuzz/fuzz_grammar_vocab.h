@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/arena.h"
-#include "runtime/grammar.h"
+#include "runtime/base/arena.h"
+#include "runtime/structured/grammar.h"
 
 namespace tern::fuzz {
 

@@ -3,7 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "converter/hf_import.h"
+#include "converter/import/hf_import.h"
 #include "tests/fuzz/fuzz_input_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

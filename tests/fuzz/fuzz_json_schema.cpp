@@ -5,8 +5,8 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/grammar.h"
-#include "runtime/json_schema.h"
+#include "runtime/structured/grammar.h"
+#include "runtime/structured/json_schema.h"
 #include "tests/fuzz/fuzz_grammar_vocab.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -2,7 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "converter/safetensors.h"
+#include "converter/import/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tern::convert;

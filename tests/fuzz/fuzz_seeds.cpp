@@ -1,5 +1,5 @@
 // Writes small valid seed files for the fuzzers into <dir>/<target>/: GGUF files built
-// byte by byte (tests/gguf/gguf_builder.h), a safetensors file, a config.json; given the
+// byte by byte (tests/support/gguf_builder.h), a safetensors file, a config.json; given the
 // directory of bundles .ci/fuzz converted, session states saved in every fuzzed KV mode.
 // .ci/fuzz adds the seeds in tests/fuzz/seeds/, slices of the shared models and a converted
 // bundle.
@@ -12,7 +12,7 @@
 
 #include "include/tern.h"
 #include "tests/fuzz/fuzz_models.h"
-#include "tests/gguf/gguf_builder.h"
+#include "tests/support/gguf_builder.h"
 
 namespace fx = tern::testing::gguf_fixture;
 namespace fs = std::filesystem;

@@ -2,7 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "converter/tokenizer_import.h"
+#include "converter/tokenizer/tokenizer_import.h"
 #include "tests/fuzz/fuzz_input_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -9,7 +9,7 @@
 #include "kernels/isa.h"
 #include "kernels/ternary_layout.h"
 #include "kernels/ternary_ukernels.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace tern {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace tern {
 namespace {

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <vector>
 
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace tern {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/arena.h"
-#include "runtime/grammar.h"
+#include "runtime/base/arena.h"
+#include "runtime/structured/grammar.h"
 #include "tools/server/structured_output.h"
 
 namespace tern::server {

@@ -403,7 +403,7 @@ def test_the_readme_example_runs_and_prints_tern_runs_text(bundle, tern_run, tmp
 
 
 def embedding_reference(model):
-    """The float64 reference's vectors (tests/embedding/reference.py, written independently of
+    """The float64 reference's vectors (tests/fixtures/embedding/reference.py, written independently of
     the runtime) for the texts embedded without a prompt."""
     root = required_file("TERN_EMBEDDING_TEST_DIR")
     cases = [json.loads(line) for line in open(os.path.join(root, "reference.jsonl"), encoding="utf-8")]

@@ -1,0 +1,241 @@
+#include "runtime/engine/embed.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "platform/clock.h"
+#include "runtime/model/bundle.h"
+#include "runtime/engine/model.h"
+#include "runtime/engine/session.h"
+#include "schema/bundle_generated.h"
+
+namespace tern {
+
+size_t embed_row_bytes(EmbedFormat format, uint32_t dimensions) {
+  switch (format) {
+    case EmbedFormat::Float32: return static_cast<size_t>(dimensions) * sizeof(float);
+    case EmbedFormat::Int8: return dimensions;
+    case EmbedFormat::Binary: return (static_cast<size_t>(dimensions) + 7) / 8;
+  }
+  return 0;
+}
+
+namespace {
+
+void l2_normalize(float* v, uint32_t n) {
+  double sum = 0.0;
+  for (uint32_t i = 0; i < n; ++i) sum += static_cast<double>(v[i]) * v[i];
+  if (!(sum > 0.0)) return;
+  const float inv = static_cast<float>(1.0 / std::sqrt(sum));
+  for (uint32_t i = 0; i < n; ++i) v[i] *= inv;
+}
+
+bool valid_format(EmbedFormat f) {
+  return f == EmbedFormat::Float32 || f == EmbedFormat::Int8 || f == EmbedFormat::Binary;
+}
+
+// The text put in front of every input: an explicit instruction, a named prompt of the
+// bundle, or its default prompt.
+Result<const char*> resolve_prompt(const Model& model, const EmbedOptions& options) {
+  if (options.instruction != nullptr) return options.instruction;
+  const schema::Embedding* e = model.bundle() != nullptr ? model.bundle()->embedding() : nullptr;
+  const char* name = options.prompt_name;
+  if (name == nullptr) {
+    if (e == nullptr || e->default_prompt() == nullptr || e->default_prompt()->size() == 0) return "";
+    name = e->default_prompt()->c_str();
+  }
+  if (*name == '\0') return "";
+  if (e != nullptr && e->prompts() != nullptr) {
+    for (const schema::EmbeddingPrompt* p : *e->prompts()) {
+      if (p->name() != nullptr && std::strcmp(p->name()->c_str(), name) == 0) {
+        return p->text() != nullptr ? p->text()->c_str() : "";
+      }
+    }
+  }
+  char names[256] = "";
+  size_t used = 0;
+  if (e != nullptr && e->prompts() != nullptr) {
+    for (const schema::EmbeddingPrompt* p : *e->prompts()) {
+      if (p->name() == nullptr) continue;
+      const int w = std::snprintf(names + used, sizeof names - used, "%s'%s'", used ? ", " : "", p->name()->c_str());
+      if (w < 0 || static_cast<size_t>(w) >= sizeof names - used) break;
+      used += static_cast<size_t>(w);
+    }
+  }
+  return fail(Error::InvalidArgument, "the model has no prompt named '%s' (it has %s)", name, used ? names : "none");
+}
+
+}  // namespace
+
+void embed_finish(float* v, uint32_t n, uint32_t dims, bool normalize, EmbedFormat format, void* out, float* scale) {
+  if (normalize) l2_normalize(v, n);
+  if (dims < n && normalize) l2_normalize(v, dims);
+  switch (format) {
+    case EmbedFormat::Float32: std::memcpy(out, v, static_cast<size_t>(dims) * sizeof(float)); break;
+    case EmbedFormat::Int8: {
+      float max_abs = 0.0f;
+      for (uint32_t i = 0; i < dims; ++i) max_abs = std::fabs(v[i]) > max_abs ? std::fabs(v[i]) : max_abs;
+      const float s = max_abs / 127.0f;
+      int8_t* q = static_cast<int8_t*>(out);
+      for (uint32_t i = 0; i < dims; ++i) {
+        q[i] = s > 0.0f ? static_cast<int8_t>(std::nearbyint(v[i] / s)) : 0;
+      }
+      if (scale != nullptr) *scale = s;
+      break;
+    }
+    case EmbedFormat::Binary: {
+      uint8_t* bits = static_cast<uint8_t*>(out);
+      std::memset(bits, 0, embed_row_bytes(format, dims));
+      for (uint32_t i = 0; i < dims; ++i) {
+        if (v[i] > 0.0f) bits[i / 8] |= static_cast<uint8_t>(0x80u >> (i % 8));
+      }
+      break;
+    }
+  }
+}
+
+// The rows assembled for the next forward pass and where the text in progress stands.
+struct Session::EmbedBatch {
+  uint32_t rows = 0;        // rows assembled
+  uint32_t position = 0;    // cache position of the next row
+  uint32_t pooled = 0;      // rows of the text in progress pooled so far
+  EmbedStats* stats = nullptr;
+};
+
+Error Session::embed_run_batch(EmbedBatch& b, bool last_text_complete, const EmbedOptions& options, uint32_t dims,
+                               void* out, float* scales) {
+  if (b.rows == 0) return Error::Ok;
+  const ModelConfig& c = model_->config();
+  scratch_.segment_start = embed_segments_;
+  const Error e = forward(*model_, *kv_, scratch_, embed_tokens_, b.rows, b.position - b.rows, false, &abort_);
+  scratch_.segment_start = nullptr;
+  TERN_RETURN_IF_ERROR(e);
+  ++b.stats->batches;
+  const size_t row_bytes = embed_row_bytes(options.format, dims);
+  for (uint32_t r = 0; r < b.rows; ++r) {
+    const uint32_t text = embed_texts_[r];
+    const bool last = r + 1 < b.rows ? embed_texts_[r + 1] != text : last_text_complete;
+    const bool needed = c.pooling == Pooling::Mean || (c.pooling == Pooling::First && b.pooled == 0) || last;
+    if (needed) rms_norm(scratch_.x + static_cast<size_t>(r) * c.hidden, model_->final_norm(), c.hidden, c.norm_eps, embed_row_);
+    if (c.pooling == Pooling::Mean) {
+      for (uint32_t i = 0; i < c.hidden; ++i) embed_pool_[i] = (b.pooled == 0 ? 0.0f : embed_pool_[i]) + embed_row_[i];
+    } else if (b.pooled == 0 || c.pooling == Pooling::Last) {
+      std::memcpy(embed_pool_, embed_row_, c.hidden * sizeof(float));
+    }
+    ++b.pooled;
+    if (!last) continue;
+    if (c.pooling == Pooling::Mean) {
+      for (uint32_t i = 0; i < c.hidden; ++i) embed_pool_[i] /= static_cast<float>(b.pooled);
+    }
+    embed_finish(embed_pool_, c.hidden, dims, c.embedding_normalize, options.format,
+                 static_cast<uint8_t*>(out) + text * row_bytes, scales != nullptr ? &scales[text] : nullptr);
+    b.pooled = 0;
+  }
+  b.rows = 0;
+  return Error::Ok;
+}
+
+Error Session::embed(const char* const* texts, const size_t* sizes, size_t count, const EmbedOptions& options,
+                     void* out, size_t out_bytes, float* scales, EmbedStats* stats) {
+  EmbedStats local;
+  EmbedStats& st = stats != nullptr ? *stats : local;
+  st = EmbedStats{};
+  const ModelConfig& c = model_->config();
+  TERN_CHECK_OR_RETURN(c.embedding, Error::NotSupported, "not an embedding model (it generates text)");
+  Tokenizer* tokenizer = model_->tokenizer();
+  TERN_CHECK_OR_RETURN(tokenizer != nullptr, Error::InvalidState, "the model has no tokenizer (not from a bundle)");
+  TERN_CHECK_OR_RETURN(texts != nullptr || count == 0, Error::InvalidArgument, "null texts");
+  TERN_CHECK_OR_RETURN(count <= UINT32_MAX, Error::InvalidArgument, "%zu texts", count);
+  TERN_CHECK_OR_RETURN(valid_format(options.format), Error::InvalidArgument, "unknown embedding format %d",
+                       static_cast<int>(options.format));
+  const uint32_t dims = options.dimensions == 0 ? c.hidden : options.dimensions;
+  TERN_CHECK_OR_RETURN(dims <= c.hidden, Error::InvalidArgument, "%u dimensions asked of a %u-dimensional model", dims,
+                       c.hidden);
+  const size_t row_bytes = embed_row_bytes(options.format, dims);
+  TERN_CHECK_OR_RETURN(out != nullptr || count == 0, Error::InvalidArgument, "null output");
+  TERN_CHECK_OR_RETURN(out_bytes / row_bytes >= count, Error::OutOfRange,
+                       "%zu texts need %zu bytes of output (%zu each), have %zu", count, count * row_bytes, row_bytes,
+                       out_bytes);
+  for (size_t i = 0; i < count; ++i) {
+    TERN_CHECK_OR_RETURN(texts[i] != nullptr || (sizes != nullptr && sizes[i] == 0), Error::InvalidArgument,
+                         "text %zu is null", i);
+  }
+  TERN_ASSIGN_OR_RETURN(const char* prompt, resolve_prompt(*model_, options));
+  const size_t prompt_size = std::strlen(prompt);
+  const int32_t end_token = c.embedding_append_eos ? tokenizer->eos_id() : -1;
+  TERN_CHECK_OR_RETURN(!c.embedding_append_eos || end_token >= 0, Error::InvalidBundle,
+                       "the model appends EOS to every text but its tokenizer has none");
+
+  const uint64_t t0 = monotonic_ns();
+  reset();
+  EmbedBatch b;
+  b.stats = &st;
+  const uint32_t room = context_ - (end_token >= 0 ? 1 : 0);  // token ids a text may have before its end token
+  for (size_t i = 0; i < count; ++i) {
+    const char* text = texts[i] != nullptr ? texts[i] : "";
+    size_t size = sizes != nullptr ? sizes[i] : std::strlen(text);
+    if (prompt_size > 0) {  // joined first: the tokens at the seam depend on both sides
+      if (prompt_size + size > embed_text_bytes_) {
+        reset();
+        return fail(Error::PromptTooLong, "text %zu with its %zu-byte prompt is %zu bytes; at most %zu can be joined", i,
+                    prompt_size, prompt_size + size, embed_text_bytes_);
+      }
+      std::memcpy(embed_text_, prompt, prompt_size);
+      if (size > 0) std::memcpy(embed_text_ + prompt_size, text, size);
+      text = embed_text_;
+      size += prompt_size;
+    }
+    size_t needed = 0;
+    auto encoded = model_->encode(text, size, tokenizer->add_bos_default(), true, prompt_, room, &needed);
+    uint32_t n = 0;
+    if (encoded.ok()) {
+      n = static_cast<uint32_t>(*encoded);
+    } else if (encoded.error() == Error::OutOfRange && options.truncate) {
+      n = room;  // the first `room` ids are in place
+      ++st.truncated;
+    } else {
+      reset();
+      if (encoded.error() == Error::OutOfRange) {
+        return fail(Error::PromptTooLong, "text %zu is %zu tokens; the context holds %u%s", i,
+                    needed + (end_token >= 0 ? 1 : 0), context_, " (embed with truncation to keep the first tokens)");
+      }
+      return encoded.error();
+    }
+    if (end_token >= 0) prompt_[n++] = end_token;
+    if (n == 0) {
+      reset();
+      return fail(Error::InvalidArgument, "text %zu has no tokens (empty, and the model adds no BOS or EOS)", i);
+    }
+    // A text starts where the cache has room for all of it (every earlier one is finished
+    // by then: its rows ran in an earlier batch or run in the next one).
+    if (b.position + n > context_) {
+      if (Error e = embed_run_batch(b, true, options, dims, out, scales); e != Error::Ok) {
+        reset();
+        return e;
+      }
+      b.position = 0;
+    }
+    const uint32_t start = b.position;
+    for (uint32_t j = 0; j < n; ++j) {
+      embed_tokens_[b.rows] = prompt_[j];
+      embed_segments_[b.rows] = start;
+      embed_texts_[b.rows] = static_cast<uint32_t>(i);
+      ++b.rows;
+      ++b.position;
+      if (b.rows == scratch_.batch) {
+        if (Error e = embed_run_batch(b, j + 1 == n, options, dims, out, scales); e != Error::Ok) {
+          reset();
+          return e;
+        }
+      }
+    }
+    st.tokens += n;
+    ++st.texts;
+  }
+  const Error e = embed_run_batch(b, true, options, dims, out, scales);
+  reset();
+  st.seconds = static_cast<double>(monotonic_ns() - t0) * 1e-9;
+  return e;
+}
+
+}  // namespace tern

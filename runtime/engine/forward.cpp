@@ -1,0 +1,392 @@
+#include "runtime/engine/forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "runtime/engine/model.h"
+#include "runtime/base/rope.h"
+
+namespace tern {
+
+namespace {
+
+constexpr size_t kScratchAlignment = 64;
+
+class Carver {
+ public:
+  Carver(ArenaAllocator* arena, size_t* bytes) : arena_(arena), bytes_(bytes) {}
+  template <typename T>
+  Error take(T** out, size_t count) {
+    const size_t n = count == 0 ? 1 : count;
+    if (arena_ == nullptr) {
+      *bytes_ += align_up(n * sizeof(T), kScratchAlignment) + kScratchAlignment;
+      *out = nullptr;
+      return Error::Ok;
+    }
+    TERN_ASSIGN_OR_RETURN(*out, arena_->allocate_array<T>(n, ArenaPurpose::Scratch, kScratchAlignment));
+    return Error::Ok;
+  }
+
+ private:
+  ArenaAllocator* arena_;
+  size_t* bytes_;
+};
+
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+// e^x to about 2 ulp in plain float arithmetic, so that loops over it vectorize (libm's
+// expf is a call per element: the embedding families' GELU and SiLU spent half a forward
+// pass in it). Cody-Waite reduction by ln 2, a degree-6 polynomial, 2^n from the exponent
+// bits; the same operations in the same order on every ISA.
+inline float exp_vectorizable(float x) {
+  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float n = (x * 1.44269504088896341f + shifter) - shifter;
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * (r * r) + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return y * scale;
+}
+
+inline float silu_vectorizable(float x) { return x / (1.0f + exp_vectorizable(-x)); }
+
+// GELU (tanh form): 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+inline float gelu_tanh_vectorizable(float x) {
+  const float two_u = 1.5957691216057308f * (x + 0.044715f * (x * x * x));
+  return x / (1.0f + exp_vectorizable(-two_u));
+}
+
+// gate[i] = act(gate[i]) * up[i]; separate buffers, so the loops vectorize without versioning.
+void gelu_tanh_gate(float* __restrict gate, const float* __restrict up, size_t n) {
+  for (size_t i = 0; i < n; ++i) gate[i] = gelu_tanh_vectorizable(gate[i]) * up[i];
+}
+void silu_gate(float* __restrict gate, const float* __restrict up, size_t n) {
+  for (size_t i = 0; i < n; ++i) gate[i] = silu_vectorizable(gate[i]) * up[i];
+}
+
+void quantize_rows(ForwardScratch& s, const float* in, uint32_t n, size_t cols, size_t stride) {
+  for (uint32_t t = 0; t < n; ++t) {
+    quantize_row_absmax_int8(in + t * stride, cols, s.xq + t * stride, &s.xq_scale[t], &s.xq_sum[t]);
+  }
+}
+
+QuantizedActivations activations(const ForwardScratch& s, uint32_t n, size_t cols, size_t stride) {
+  QuantizedActivations a;
+  a.q = s.xq;
+  a.scales = s.xq_scale;
+  a.sums = s.xq_sum;
+  a.tokens = n;
+  a.cols = cols;
+  a.stride = stride;
+  return a;
+}
+
+// Σ x², in 16 interleaved partial sums added up in a fixed order: as one running sum it was a
+// chain of dependent adds, ~3 % of a 2B-4T prefill at 1 thread; 16 independent lanes the
+// compiler vectorizes without reassociating anything (the same result on every ISA).
+float sum_of_squares(const float* x, size_t n) {
+  constexpr size_t kLanes = 16;
+  float part[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t j = 0; j < kLanes; ++j) part[j] += x[i + j] * x[i + j];
+  for (size_t j = 0; i < n; ++i, ++j) part[j] += x[i] * x[i];
+  for (size_t w = kLanes / 2; w > 0; w /= 2)
+    for (size_t j = 0; j < w; ++j) part[j] += part[j + w];
+  return part[0];
+}
+
+// How the input of a ternary linear is normalized before it is quantized.
+enum class NormKind { None, Weighted, ParameterFree };
+
+// Normalizes n rows of `cols` (row stride `in_stride`) into s.xn (stride `wide`) and quantizes them.
+void normalize_and_quantize(ForwardScratch& s, const float* in, size_t in_stride, uint32_t n, size_t cols,
+                            size_t wide, NormKind kind, const float* weight, float eps) {
+  for (uint32_t t = 0; t < n; ++t) {
+    const float* row = in + t * in_stride;
+    float* out = s.xn + t * wide;
+    switch (kind) {
+      case NormKind::Weighted: rms_norm(row, weight, cols, eps, out); break;
+      case NormKind::ParameterFree: bitllama_norm(row, cols, out); break;
+      case NormKind::None: std::memcpy(out, row, cols * sizeof(float)); break;
+    }
+  }
+  quantize_rows(s, s.xn, n, cols, wide);
+}
+
+// 1 / rms of each of n rows of `in` [n][hidden] into inv[n]: what rms_norm multiplies by.
+void inverse_rms(const float* in, uint32_t n, size_t cols, float eps, float* inv) {
+  for (uint32_t t = 0; t < n; ++t) {
+    inv[t] = 1.0f / std::sqrt(sum_of_squares(in + t * cols, cols) / static_cast<float>(cols) + eps);
+  }
+}
+
+// The product of one ternary linear whose input has a norm of its own (the embedding
+// families' BitLinear): `in` [n][hidden] (whose rows' 1 / rms are `inv`, shared by the
+// projections of one input) normalized by `weight` exactly as rms_norm does, quantized,
+// multiplied.
+void project(const Model& model, ForwardScratch& s, const float* in, const float* inv, uint32_t n, size_t wide,
+             const float* weight, const TernaryMatrix& w, float* out, size_t out_stride) {
+  const size_t hidden = model.config().hidden;
+  for (uint32_t t = 0; t < n; ++t) {
+    const float* x = in + t * hidden;
+    float* y = s.xn + t * wide;
+    for (size_t i = 0; i < hidden; ++i) y[i] = x[i] * inv[t] * weight[i];
+  }
+  quantize_rows(s, s.xn, n, hidden, wide);
+  ternary_matmul(w, activations(s, n, hidden, wide), out, out_stride, model.pool());
+}
+
+// RMSNorm of n rows of `cols` (stride `stride`) in place.
+void norm_rows(float* rows, uint32_t n, size_t cols, size_t stride, const float* weight, float eps) {
+  for (uint32_t t = 0; t < n; ++t) rms_norm(rows + t * stride, weight, cols, eps, rows + t * stride);
+}
+
+NormKind norm_kind(const ModelConfig& c, const float* weight) {
+  if (!family_traits(c.family)->layer_norms) return NormKind::ParameterFree;
+  return weight != nullptr ? NormKind::Weighted : NormKind::None;
+}
+
+bool aborted(const std::atomic<int>* abort) { return abort != nullptr && abort->load(std::memory_order_relaxed) != 0; }
+
+}  // namespace
+
+void rms_norm(const float* x, const float* weight, size_t n, float eps, float* out) {
+  const float inv = 1.0f / std::sqrt(sum_of_squares(x, n) / static_cast<float>(n) + eps);
+  for (size_t i = 0; i < n; ++i) out[i] = x[i] * inv * weight[i];
+}
+
+void bitllama_norm(const float* x, size_t n, float* out) {
+  float sum = 0.0f;
+  for (size_t i = 0; i < n; ++i) sum += x[i] * x[i];
+  const float rms = std::sqrt(sum / static_cast<float>(n));
+  const float denom = rms * static_cast<float>(n);
+  if (!(denom > 0.0f)) {
+    for (size_t i = 0; i < n; ++i) out[i] = 0.0f;
+    return;
+  }
+  // Divide as the reference does: multiplying by the reciprocal moves int8 rounding
+  // boundaries enough to flip a 0.02-logit decision on bitllama2c-3M.
+  for (size_t i = 0; i < n; ++i) out[i] = x[i] / denom;
+}
+
+Error carve_forward_scratch(const ModelConfig& c, uint32_t batch, size_t scores_per_head, ArenaAllocator* arena,
+                            ForwardScratch* s, size_t* bytes) {
+  TERN_CHECK_OR_RETURN(batch > 0 && scores_per_head > 0, Error::InvalidArgument,
+                       "scratch for batch %u, %zu scores per head", batch, scores_per_head);
+  const size_t hidden = c.hidden, qd = static_cast<size_t>(c.heads) * c.head_dim;
+  const size_t kvd = static_cast<size_t>(c.kv_heads) * c.head_dim, ffn = c.ffn_hidden;
+  const size_t wide = std::max({hidden, qd, ffn});
+  Carver carve(arena, bytes);
+  s->batch = batch;
+  s->scores_per_head = scores_per_head;
+  TERN_RETURN_IF_ERROR(carve.take(&s->x, batch * hidden));
+  TERN_RETURN_IF_ERROR(carve.take(&s->xn, batch * wide));
+  TERN_RETURN_IF_ERROR(carve.take(&s->xq, batch * wide));
+  TERN_RETURN_IF_ERROR(carve.take(&s->xq_scale, batch));
+  TERN_RETURN_IF_ERROR(carve.take(&s->xq_sum, batch));
+  TERN_RETURN_IF_ERROR(carve.take(&s->q, batch * qd));
+  TERN_RETURN_IF_ERROR(carve.take(&s->k, batch * kvd));
+  TERN_RETURN_IF_ERROR(carve.take(&s->v, batch * kvd));
+  TERN_RETURN_IF_ERROR(carve.take(&s->att, batch * qd));
+  TERN_RETURN_IF_ERROR(carve.take(&s->gate, batch * ffn));
+  TERN_RETURN_IF_ERROR(carve.take(&s->up, batch * ffn));
+  TERN_RETURN_IF_ERROR(carve.take(&s->proj, batch * hidden));
+  TERN_RETURN_IF_ERROR(carve.take(&s->rope_cos, batch * (c.head_dim / 2)));
+  TERN_RETURN_IF_ERROR(carve.take(&s->rope_sin, batch * (c.head_dim / 2)));
+  TERN_RETURN_IF_ERROR(carve.take(&s->scores, static_cast<size_t>(c.kv_heads) * s->scores_per_head));
+  TERN_RETURN_IF_ERROR(carve.take(&s->q_sinks, batch * qd));
+  TERN_RETURN_IF_ERROR(carve.take(&s->sink_cos, c.head_dim / 2));
+  TERN_RETURN_IF_ERROR(carve.take(&s->sink_sin, c.head_dim / 2));
+  TERN_RETURN_IF_ERROR(carve.take(&s->logits, c.embedding ? 0 : c.vocab));  // embedding models have no logits
+  const FamilyTraits* traits = family_traits(c.family);
+  const bool local_rope = c.sliding_layers != 0;
+  TERN_RETURN_IF_ERROR(carve.take(&s->xh, traits != nullptr && traits->projection_norms ? batch * hidden : 0));
+  TERN_RETURN_IF_ERROR(carve.take(&s->xh_inv_rms, batch));
+  TERN_RETURN_IF_ERROR(carve.take(&s->rope_local_cos, local_rope ? batch * (c.head_dim / 2) : 0));
+  TERN_RETURN_IF_ERROR(carve.take(&s->rope_local_sin, local_rope ? batch * (c.head_dim / 2) : 0));
+  TERN_RETURN_IF_ERROR(carve.take(&s->attend_from, batch));
+  return Error::Ok;
+}
+
+Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t* tokens, uint32_t n, uint32_t pos0,
+              bool want_logits, const std::atomic<int>* abort) {
+  const ModelConfig& c = model.config();
+  const ModelWeights& w = model.weights();
+  const FamilyTraits& traits = *family_traits(c.family);
+  TERN_CHECK_OR_RETURN(n > 0 && n <= s.batch, Error::InvalidArgument, "forward of %u tokens (batch %u)", n,
+                       s.batch);
+  TERN_CHECK_OR_RETURN(s.scores_per_head >= kv.attention_scores_per_head(c.heads / c.kv_heads),
+                       Error::InvalidArgument, "forward scratch holds %zu attention scores per KV head, the cache needs %zu",
+                       s.scores_per_head, kv.attention_scores_per_head(c.heads / c.kv_heads));
+  TERN_CHECK_OR_RETURN(static_cast<uint64_t>(pos0) + n <= UINT32_MAX, Error::ContextFull, "position %u overflows",
+                       pos0);
+  if (!kv.evicting()) {
+    TERN_CHECK_OR_RETURN(pos0 + n <= kv.capacity_tokens(), Error::ContextFull,
+                         "positions %u..%u exceed the KV cache's %u%s", pos0, pos0 + n - 1, kv.capacity_tokens(),
+                         kv.compressed() != nullptr ? " (eviction off)" : "");
+  }
+  // Attention from a later first position (packed texts, sliding windows) reads the dense
+  // cache in place; the compressed cache keeps no such order.
+  const bool partial_attention = s.segment_start != nullptr || c.sliding_layers != 0;
+  TERN_CHECK_OR_RETURN(!partial_attention || kv.compressed() == nullptr, Error::NotSupported,
+                       "sliding-window layers and packed texts need a dense KV cache (kv mode f32 or fp16)");
+  for (uint32_t t = 0; t < n; ++t) {
+    TERN_CHECK_OR_RETURN(tokens[t] >= 0 && static_cast<uint32_t>(tokens[t]) < c.vocab, Error::InvalidToken,
+                         "token %d outside the vocabulary of %u", tokens[t], c.vocab);
+    TERN_CHECK_OR_RETURN(s.segment_start == nullptr || s.segment_start[t] <= pos0 + t, Error::InvalidArgument,
+                         "token %u's text starts after it (%u > %u)", t, s.segment_start[t], pos0 + t);
+  }
+  const ThreadPool* pool = model.pool();
+  const size_t hidden = c.hidden, hd = c.head_dim, half = hd / 2;
+  const size_t qd = static_cast<size_t>(c.heads) * hd, kvd = static_cast<size_t>(c.kv_heads) * hd;
+  const size_t ffn = c.ffn_hidden;
+  const size_t wide = std::max({hidden, qd, ffn});
+  const bool adjacent = c.rope_style == RopeStyle::AdjacentPairs;
+  const Rope rope{model.rope_inv_freq(), adjacent};
+
+  for (uint32_t t = 0; t < n; ++t) {
+    float* row = s.x + t * hidden;
+    dense_row_f32(w.tok_embeddings, static_cast<size_t>(tokens[t]), row);
+    if (c.embedding_scale != 1.0f) {
+      for (size_t i = 0; i < hidden; ++i) row[i] *= c.embedding_scale;
+    }
+    const uint32_t position = pos0 + t - (s.segment_start != nullptr ? s.segment_start[t] : 0);
+    rope_angles(model.rope_inv_freq(), half, position, s.rope_cos + t * half, s.rope_sin + t * half);
+    if (c.sliding_layers != 0) {
+      rope_angles(model.rope_local_inv_freq(), half, position, s.rope_local_cos + t * half,
+                  s.rope_local_sin + t * half);
+    }
+  }
+
+  for (uint32_t l = 0; l < c.layers; ++l) {
+    if (aborted(abort)) return fail(Error::Aborted, "aborted at layer %u", l);
+    const LayerWeights& lw = model.layer(l);
+    const LayerRuntime& lr = model.layer_runtime(l);
+    const bool sliding = layer_is_sliding(c, l);
+
+    // Attention block.
+    if (traits.projection_norms) {
+      // attn_norm once, then each projection's own norm of that.
+      for (uint32_t t = 0; t < n; ++t) rms_norm(s.x + t * hidden, lr.attn_norm, hidden, c.norm_eps, s.xh + t * hidden);
+      inverse_rms(s.xh, n, hidden, c.norm_eps, s.xh_inv_rms);
+      project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.wq_in_norm, lw.wq, s.q, qd);
+      project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.wk_in_norm, lw.wk, s.k, kvd);
+      project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.wv_in_norm, lw.wv, s.v, kvd);
+    } else {
+      normalize_and_quantize(s, s.x, hidden, n, hidden, wide, norm_kind(c, lr.attn_norm), lr.attn_norm, c.norm_eps);
+      const QuantizedActivations xa = activations(s, n, hidden, wide);
+      const TernaryMatmulOutput qkv[] = {{&lw.wq, s.q, qd}, {&lw.wk, s.k, kvd}, {&lw.wv, s.v, kvd}};
+      ternary_matmul_fused(qkv, 3, xa, pool);
+    }
+    if (traits.qk_norms) {
+      norm_rows(s.q, n * c.heads, hd, hd, lr.q_norm, c.norm_eps);
+      norm_rows(s.k, n * c.kv_heads, hd, hd, lr.k_norm, c.norm_eps);
+    }
+    const float* layer_cos = sliding ? s.rope_local_cos : s.rope_cos;
+    const float* layer_sin = sliding ? s.rope_local_sin : s.rope_sin;
+    for (uint32_t t = 0; t < n; ++t) {
+      const float* cs = layer_cos + t * half;
+      const float* sn = layer_sin + t * half;
+      for (uint32_t h = 0; h < c.heads; ++h) {
+        float* head = s.q + t * qd + h * hd;
+        adjacent ? rope_adjacent_pairs(head, hd, cs, sn) : rope_rotate_half(head, hd, cs, sn);
+      }
+      for (uint32_t h = 0; h < c.kv_heads; ++h) {
+        float* head = s.k + t * kvd + h * hd;
+        adjacent ? rope_adjacent_pairs(head, hd, cs, sn) : rope_rotate_half(head, hd, cs, sn);
+        TERN_RETURN_IF_ERROR(kv.write(l, h, pos0 + t, head, s.v + t * kvd + h * hd));
+      }
+    }
+    if (partial_attention) {
+      for (uint32_t t = 0; t < n; ++t) {
+        const uint32_t p = pos0 + t;
+        uint32_t from = s.segment_start != nullptr ? s.segment_start[t] : 0;
+        if (sliding && p + 1 > c.sliding_window) from = std::max(from, p + 1 - c.sliding_window);
+        s.attend_from[t] = from;
+      }
+    }
+    // StreamingLLM's "positions within the cache": after E non-sink positions were dropped,
+    // the query at position p scores the sinks as if it stood at p - E. Keys are cached after
+    // RoPE at their original positions, so rotating the (already rotated) query by -E
+    // positions gives exactly that; every other kept key keeps its true distance p - j,
+    // which the eviction bounds by the capacity.
+    const uint32_t evicted = s.reposition_sinks ? kv.evicted_positions(l) : 0;
+    if (evicted > 0) {
+      std::memcpy(s.q_sinks, s.q, static_cast<size_t>(n) * qd * sizeof(float));
+      rope.rotate_back(s.q_sinks, n * c.heads, c.head_dim, evicted, s.sink_cos, s.sink_sin);
+    }
+    KvAttention attention;
+    attention.q = s.q;
+    attention.q_sinks = evicted > 0 ? s.q_sinks : nullptr;
+    attention.out = s.att;
+    attention.n = n;
+    attention.pos0 = pos0;
+    attention.heads = c.heads;
+    attention.scale = c.attention_scale > 0.0f ? c.attention_scale : 1.0f / std::sqrt(static_cast<float>(hd));
+    attention.scores = s.scores;
+    attention.scores_per_head = s.scores_per_head;
+    attention.observer = s.observer;
+    attention.rope = s.reposition_sinks ? &rope : nullptr;
+    attention.first = partial_attention ? s.attend_from : nullptr;
+    kv.attend(l, attention, pool);
+    if (s.observer != nullptr && s.observer->on_output != nullptr) {
+      s.observer->on_output(s.observer->user, l, pos0, n, s.att);
+    }
+    normalize_and_quantize(s, s.att, qd, n, qd, wide, norm_kind(c, lr.attn_sub_norm), lr.attn_sub_norm, c.norm_eps);
+    ternary_matmul(lw.wo, activations(s, n, qd, wide), s.proj, hidden, pool);
+    if (traits.post_norms) norm_rows(s.proj, n, hidden, hidden, lr.post_attn_norm, c.norm_eps);
+    for (size_t i = 0; i < n * hidden; ++i) s.x[i] += s.proj[i];
+
+    // Feed-forward block.
+    if (traits.projection_norms) {
+      for (uint32_t t = 0; t < n; ++t) rms_norm(s.x + t * hidden, lr.ffn_norm, hidden, c.norm_eps, s.xh + t * hidden);
+      inverse_rms(s.xh, n, hidden, c.norm_eps, s.xh_inv_rms);
+      project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.w_gate_in_norm, lw.w_gate, s.gate, ffn);
+      project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.w_up_in_norm, lw.w_up, s.up, ffn);
+    } else {
+      normalize_and_quantize(s, s.x, hidden, n, hidden, wide, norm_kind(c, lr.ffn_norm), lr.ffn_norm, c.norm_eps);
+      const QuantizedActivations fa = activations(s, n, hidden, wide);
+      const TernaryMatmulOutput gate_up[] = {{&lw.w_gate, s.gate, ffn}, {&lw.w_up, s.up, ffn}};
+      ternary_matmul_fused(gate_up, 2, fa, pool);
+    }
+    // Separate loops, not one with a branch inside, so the relu² one vectorizes (with
+    // -fno-trapping-math, see CMakeLists.txt); as one scalar loop it was ~3 % of a 2B-4T token.
+    if (c.activation == Activation::Relu2) {
+      for (size_t i = 0; i < n * ffn; ++i) {
+        const float g = s.gate[i];
+        s.gate[i] = (g > 0.0f ? g * g : 0.0f) * s.up[i];
+      }
+    } else if (c.activation == Activation::GeluTanh) {
+      gelu_tanh_gate(s.gate, s.up, n * ffn);
+    } else if (traits.projection_norms) {  // the embedding families: no libm call per element
+      silu_gate(s.gate, s.up, n * ffn);
+    } else {
+      for (size_t i = 0; i < n * ffn; ++i) s.gate[i] = silu(s.gate[i]) * s.up[i];
+    }
+    normalize_and_quantize(s, s.gate, ffn, n, ffn, wide, norm_kind(c, lr.ffn_sub_norm), lr.ffn_sub_norm, c.norm_eps);
+    ternary_matmul(lw.w_down, activations(s, n, ffn, wide), s.proj, hidden, pool);
+    if (traits.post_norms) norm_rows(s.proj, n, hidden, hidden, lr.post_ffn_norm, c.norm_eps);
+    for (size_t i = 0; i < n * hidden; ++i) s.x[i] += s.proj[i];
+  }
+
+  if (want_logits) forward_row_logits(model, s, n - 1, s.logits);
+  return Error::Ok;
+}
+
+void forward_row_logits(const Model& model, ForwardScratch& s, uint32_t row, float* out) {
+  const ModelConfig& c = model.config();
+  rms_norm(s.x + static_cast<size_t>(row) * c.hidden, model.final_norm(), c.hidden, c.norm_eps, s.xn);
+  dense_gemv_i8(model.weights().lm_head, s.xn, out, model.pool());  // f32 unless the lm_head is q8/q4
+}
+
+}  // namespace tern

@@ -1,0 +1,90 @@
+// Picks the next token from logits: repetition, frequency and presence penalties, then
+// greedy (temperature 0) or temperature -> top-k -> softmax -> min-p -> top-p -> a draw from
+// a seeded RNG.
+// All working memory comes from the arena at setup; sampling itself never allocates.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "platform/error.h"
+#include "runtime/base/arena.h"
+
+namespace tern {
+
+struct SamplerParams {
+  float temperature = 0.8f;      // 0 = greedy
+  int32_t top_k = 40;            // 0 = all tokens
+  float top_p = 0.95f;           // 1 = off
+  float min_p = 0.05f;           // 0 = off
+  float repeat_penalty = 1.0f;   // 1 = off; >1 discourages tokens seen in the last repeat_last_n
+  int32_t repeat_last_n = 64;
+  uint64_t seed = 0x7465726eULL;
+  float presence_penalty = 0.0f;   // subtracted once from every token seen in the last repeat_last_n
+  float frequency_penalty = 0.0f;  // subtracted per occurrence there
+};
+
+// InvalidArgument with the offending field named.
+Error validate(const SamplerParams& params);
+
+// xoshiro256**: small, fast, and the same sequence on every platform for a seed.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed = 0) { seed_with(seed); }
+  void seed_with(uint64_t seed);
+  uint64_t next_u64();
+  // Uniform in [0, 1).
+  float next_float() { return static_cast<float>(next_u64() >> 40) * (1.0f / 16777216.0f); }
+  // The whole state, for saving and restoring a session.
+  void get_state(uint64_t out[4]) const;
+  void set_state(const uint64_t in[4]);
+
+ private:
+  uint64_t s_[4];
+};
+
+class Sampler {
+ public:
+  static size_t required_arena_bytes(uint32_t vocab);
+  Error init(uint32_t vocab, ArenaAllocator& arena);
+  Error configure(const SamplerParams& params);  // validates, reseeds
+  const SamplerParams& params() const { return params_; }
+  Rng& rng() { return rng_; }
+  const Rng& rng() const { return rng_; }
+
+  // `logits` (vocab floats) are not modified. `history` are the tokens so far, oldest first
+  // (the last repeat_last_n of them are penalized).
+  int32_t sample(const float* logits, const int32_t* history, size_t history_len);
+  // The distribution sample() draws from, as vocab() probabilities into `out` (which may be
+  // `logits`): the same penalties, temperature, top-k, min-p and top-p, the survivors
+  // renormalized and every other token 0; greedy gives 1 at the argmax. Uses no RNG draw.
+  void probabilities(const float* logits, const int32_t* history, size_t history_len, float* out);
+  uint32_t vocab() const { return vocab_; }
+
+ private:
+  struct Candidate {
+    float logit;
+    int32_t id;
+  };
+  void load_candidates(const float* logits, const int32_t* history, size_t history_len);
+  int32_t argmax() const;
+  size_t keep_survivors();  // temperature > 0: candidates_[0, n) then hold probabilities
+  uint32_t vocab_ = 0;
+  Candidate* candidates_ = nullptr;
+  int32_t* counts_ = nullptr;  // occurrences per id in the penalty window, zero between calls
+  SamplerParams params_;
+  Rng rng_;
+};
+
+// A draw from `n` probabilities (their sum need not be exactly 1; zeros are never drawn).
+int32_t draw_from(const float* probs, size_t n, Rng& rng);
+
+// Speculative sampling's accept rule for one drafted token. `draft` was drawn from q; the
+// target's distribution is p (n probabilities each, after the same sampler transforms).
+// Returns `draft` with probability min(1, p[draft] / q[draft]); otherwise a token drawn from
+// max(0, p - q) renormalized, which is never `draft`. Either way the returned token is
+// distributed as p. q null: a deterministic draft (prompt lookup, q one-hot at `draft`), so
+// it is kept with probability p[draft] and otherwise replaced by a draw from p without it.
+int32_t speculative_accept(const float* p, const float* q, size_t n, int32_t draft, Rng& rng);
+
+}  // namespace tern

@@ -1,0 +1,1148 @@
+#include "runtime/structured/json_schema.h"
+
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "runtime/structured/json_reader.h"
+#include "runtime/text/unicode.h"
+
+namespace tern {
+
+namespace {
+
+using json::Kind;
+using json::Value;
+
+// Shared rules, written once at the end when used. `ws` and the string's character loop
+// are small enough that the grammar compiler copies them into the rules using them.
+enum Primitive : uint32_t {
+  kWs = 1u << 0,
+  kString = 1u << 1,
+  kNumber = 1u << 2,
+  kInteger = 1u << 3,
+  kBoolean = 1u << 4,
+  kNull = 1u << 5,
+  kValue = 1u << 6,  // any JSON value (with kObject, kArray and the scalars)
+  kDate = 1u << 7,
+  kTime = 1u << 8,
+  kDateTime = 1u << 9,
+  kUuid = 1u << 10,
+};
+
+constexpr const char* kWsRule = "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
+// One character of a JSON string: anything but a quote, a backslash or a control character
+// (DEL included), or an escape (\u with four hex digits; surrogates only as a valid pair).
+#define TERN_JSON_CHAR                                                                              \
+  "( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" ( [0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | " \
+  "[dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2} ) ) )"
+constexpr const char* kStringRule = "string ::= \"\\\"\" " TERN_JSON_CHAR "* \"\\\"\" ws\n";
+constexpr const char* kNumberRule =
+    "number ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} ) ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )? ws\n";
+constexpr const char* kIntegerRule = "integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} ) ws\n";
+constexpr const char* kBooleanRule = "boolean ::= ( \"true\" | \"false\" ) ws\n";
+constexpr const char* kNullRule = "null ::= \"null\" ws\n";
+constexpr const char* kValueRules =
+    "value ::= object | array | string | number | boolean | null\n"
+    "object ::= \"{\" ws ( string \":\" ws value ( \",\" ws string \":\" ws value )* )? \"}\" ws\n"
+    "array ::= \"[\" ws ( value ( \",\" ws value )* )? \"]\" ws\n";
+// Dates exactly as RFC 3339's full-date (days per month, February 29 in leap years), years
+// 0001-9999; times with seconds, optional fraction and a zone.
+constexpr const char* kDateBodyRule =
+    "date-body ::= year \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] ) | "
+    "( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" ) | "
+    "\"02-\" ( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] ) ) | leap-year \"-02-29\"\n"
+    "year ::= [1-9] [0-9]{3} | \"0\" ( [1-9] [0-9]{2} | \"0\" ( [1-9] [0-9] | \"0\" [1-9] ) )\n"
+    "leap-year ::= [0-9] [0-9] ( \"0\" [48] | [2468] [048] | [13579] [26] ) | "
+    "( \"0\" [48] | [2468] [048] | [13579] [26] ) \"00\"\n";
+constexpr const char* kTimeBodyRule =
+    "time-body ::= ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,9} )? "
+    "( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )\n";
+constexpr const char* kUuidRule =
+    "uuid ::= \"\\\"\" [0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
+    "[0-9a-fA-F]{12} \"\\\"\" ws\n";
+
+constexpr size_t kMaxJobs = 1024;
+constexpr size_t kPropertyPool = 4096;  // properties of the objects being written, nested ones included
+constexpr size_t kMaxNames = 256;       // property names a key must differ from
+constexpr size_t kMaxNameCodePoints = 128;
+constexpr const char* kKeyChar = "[^\"\\\\\\x7F\\x00-\\x1F]";
+constexpr int kMaxDepth = 64;
+constexpr int kIntegerDigits = 16;  // unbounded integers have at most this many digits
+
+// Keywords that only describe.
+const char* const kAnnotations[] = {"title",      "description", "default",  "examples", "$comment", "$schema",
+                                    "$id",        "deprecated",  "readOnly", "writeOnly", "$anchor"};
+
+enum class JobKind : uint8_t { Schema, Items, KeyValue, AdditionalKeyValue };
+
+// A rule to write after the current one: a schema's expression under a generated name.
+struct Job {
+  JobKind kind;
+  uint32_t id;
+  Value schema;   // the schema (Items: the item schema; KeyValue: the property's schema)
+  Value key;      // KeyValue: the key; AdditionalKeyValue: the object (its listed keys are excluded)
+  char path[160];  // where in the document, for messages
+};
+
+class Out {
+ public:
+  Out(char* buf, size_t capacity) : buf_(buf), capacity_(capacity) {}
+  void put(const char* s, size_t n) {
+    for (size_t i = 0; i < n; ++i, ++size_) {
+      if (size_ + 1 < capacity_) buf_[size_] = s[i];
+    }
+  }
+  void put(const char* s) { put(s, std::strlen(s)); }
+  void printf(const char* fmt, ...) __attribute__((format(printf, 2, 3))) {
+    char tmp[128];
+    va_list args;
+    va_start(args, fmt);
+    const int n = std::vsnprintf(tmp, sizeof tmp, fmt, args);
+    va_end(args);
+    if (n > 0) put(tmp, static_cast<size_t>(n) < sizeof tmp ? static_cast<size_t>(n) : sizeof tmp - 1);
+  }
+  // A GBNF literal of raw bytes.
+  void literal(const char* s, size_t n) {
+    put("\"");
+    for (size_t i = 0; i < n; ++i) {
+      const uint8_t c = static_cast<uint8_t>(s[i]);
+      if (c == '"' || c == '\\') {
+        char e[2] = {'\\', static_cast<char>(c)};
+        put(e, 2);
+      } else if (c < 0x20 || c == 0x7F) {
+        printf("\\x%02X", c);
+      } else {
+        put(s + i, 1);
+      }
+    }
+    put("\"");
+  }
+  size_t size() const { return size_; }
+  void finish() {
+    if (capacity_ > 0) buf_[size_ < capacity_ ? size_ : capacity_ - 1] = '\0';
+  }
+
+ private:
+  char* buf_;
+  size_t capacity_;
+  size_t size_ = 0;
+};
+
+class Converter {
+ public:
+  Converter(const Value& root, Out& out) : root_(root), out_(out) {}
+
+  Error run() {
+    out_.put("root ::= ");
+    TERN_RETURN_IF_ERROR(expression(root_, 0));
+    out_.put("\n");
+    for (size_t i = 0; i < n_jobs_; ++i) {  // jobs may add jobs
+      const Job& job = jobs_[i];
+      std::memcpy(path_, job.path, sizeof path_);
+      path_size_ = std::strlen(path_);
+      switch (job.kind) {
+        case JobKind::Schema:
+          out_.printf("ref%u ::= ", job.id);
+          TERN_RETURN_IF_ERROR(expression(job.schema, 0));
+          break;
+        case JobKind::Items:
+          out_.printf("item%u ::= ", job.id);
+          TERN_RETURN_IF_ERROR(expression(job.schema, 0));
+          break;
+        case JobKind::KeyValue:
+          out_.printf("kv%u ::= ", job.id);
+          TERN_RETURN_IF_ERROR(key_value(job.key, job.schema, 0));
+          break;
+        case JobKind::AdditionalKeyValue:
+          out_.printf("kv%u ::= ", job.id);
+          TERN_RETURN_IF_ERROR(additional_key_value(job.key, job.schema, 0));
+          break;
+      }
+      out_.put("\n");
+    }
+    const struct {
+      uint32_t bit;
+      const char* text;
+    } rules[] = {{kWs, kWsRule},          {kString, kStringRule}, {kNumber, kNumberRule},
+                 {kInteger, kIntegerRule}, {kBoolean, kBooleanRule}, {kNull, kNullRule},
+                 {kValue, kValueRules}};
+    if (used_ & kValue) used_ |= kString | kNumber | kBoolean | kNull;
+    used_ |= kWs;
+    for (const auto& r : rules) {
+      if (used_ & r.bit) out_.put(r.text);
+    }
+    if (used_ & (kDate | kDateTime)) out_.put(kDateBodyRule);
+    if (used_ & (kTime | kDateTime)) out_.put(kTimeBodyRule);
+    if (used_ & kDate) out_.put("date ::= \"\\\"\" date-body \"\\\"\" ws\n");
+    if (used_ & kTime) out_.put("time ::= \"\\\"\" time-body \"\\\"\" ws\n");
+    if (used_ & kDateTime) out_.put("date-time ::= \"\\\"\" date-body [Tt] time-body \"\\\"\" ws\n");
+    if (used_ & kUuid) out_.put(kUuidRule);
+    return Error::Ok;
+  }
+
+ private:
+  // ---- Messages name where in the schema they are ----
+
+  Error unsupported(const char* fmt, ...) __attribute__((format(printf, 2, 3))) {
+    va_list args;
+    va_start(args, fmt);
+    const Error e = fail_at_path(Error::UnsupportedSchema, fmt, args);
+    va_end(args);
+    return e;
+  }
+  Error invalid(const char* fmt, ...) __attribute__((format(printf, 2, 3))) {
+    va_list args;
+    va_start(args, fmt);
+    const Error e = fail_at_path(Error::InvalidArgument, fmt, args);
+    va_end(args);
+    return e;
+  }
+  Error fail_at_path(Error code, const char* fmt, va_list args) __attribute__((format(printf, 3, 0))) {
+    char what[256];
+    std::vsnprintf(what, sizeof what, fmt, args);
+    return fail(code, "JSON Schema at '%s': %s", path_size_ == 0 ? "#" : path_, what);
+  }
+  size_t push_path(const char* segment, size_t n) {
+    const size_t mark = path_size_;
+    if (path_size_ + n + 2 < sizeof path_) {
+      path_[path_size_++] = '/';
+      std::memcpy(path_ + path_size_, segment, n);
+      path_size_ += n;
+      path_[path_size_] = '\0';
+    }
+    return mark;
+  }
+  size_t push_path(const char* segment) { return push_path(segment, std::strlen(segment)); }
+  size_t push_key(const Value& key) {
+    char buf[64];
+    const size_t n = json::unescape(key, buf, sizeof buf);
+    return push_path(buf, n < sizeof buf ? n : sizeof buf);
+  }
+  void pop_path(size_t mark) {
+    path_size_ = mark;
+    path_[path_size_] = '\0';
+  }
+
+  Result<uint32_t> add_job(JobKind kind, const Value& schema, const Value& key) {
+    if (kind == JobKind::Schema) {  // one rule per $ref target
+      for (size_t i = 0; i < n_jobs_; ++i) {
+        if (jobs_[i].kind == kind && jobs_[i].schema.begin == schema.begin) return jobs_[i].id;
+      }
+    }
+    if (n_jobs_ == kMaxJobs) return unsupported("more than %zu nested rules", kMaxJobs);
+    Job& job = jobs_[n_jobs_];
+    job.kind = kind;
+    job.id = next_id_++;
+    job.schema = schema;
+    job.key = key;
+    static_assert(sizeof job.path == sizeof path_, "a job keeps the whole path");
+    std::memcpy(job.path, path_, sizeof path_);
+    return jobs_[n_jobs_++].id;
+  }
+
+  // ---- Schemas ----
+
+  static bool is_annotation(const Value& key) {
+    for (const char* a : kAnnotations) {
+      if (json::string_equals(key, a)) return true;
+    }
+    return false;
+  }
+
+  // Refuses a keyword the schema's kind does not use. `allowed`: null-terminated names.
+  Error check_keywords(const Value& schema, const char* const* allowed) {
+    json::Members members(schema);
+    Value key, value;
+    while (members.next(&key, &value)) {
+      if (is_annotation(key)) continue;
+      bool ok = false;
+      for (const char* const* a = allowed; *a != nullptr && !ok; ++a) ok = json::string_equals(key, *a);
+      if (!ok) {
+        char name[64];
+        const size_t n = json::unescape(key, name, sizeof name - 1);
+        name[n < sizeof name - 1 ? n : sizeof name - 1] = '\0';
+        return unsupported("the keyword '%s' is not supported here", name);
+      }
+    }
+    return Error::Ok;
+  }
+
+  // A parenthesized GBNF expression for the values `schema` accepts, each followed by ws.
+  Error expression(const Value& schema, int depth) {
+    if (depth > kMaxDepth) return unsupported("nested deeper than %d levels", kMaxDepth);
+    if (schema.kind == Kind::Bool) {
+      if (schema.begin[0] == 'f') return unsupported("the schema false matches nothing");
+      used_ |= kValue;
+      out_.put("value");
+      return Error::Ok;
+    }
+    if (schema.kind != Kind::Object) return invalid("a schema must be an object or a boolean, not %s", json::to_string(schema.kind));
+    Value v;
+    if (json::find(schema, "$ref", &v)) {
+      static const char* const kRefOnlyKeywords[] = {"$ref", "$defs", "definitions", nullptr};
+      TERN_RETURN_IF_ERROR(check_keywords(schema, kRefOnlyKeywords));
+      Value target;
+      TERN_RETURN_IF_ERROR(resolve(v, &target));
+      // The target's rule reports problems at the target's place.
+      char here[sizeof path_];
+      std::memcpy(here, path_, sizeof path_);
+      const size_t here_size = path_size_;
+      const size_t n = json::unescape(v, path_, sizeof path_ - 1);
+      path_size_ = n < sizeof path_ - 1 ? n : sizeof path_ - 1;
+      path_[path_size_] = '\0';
+      if (path_[0] == '#') std::memmove(path_, path_ + 1, path_size_--);
+      auto id = add_job(JobKind::Schema, target, Value{});
+      std::memcpy(path_, here, sizeof path_);
+      path_size_ = here_size;
+      if (!id.ok()) return id.error();
+      out_.printf("ref%u", *id);
+      return Error::Ok;
+    }
+    if (json::find(schema, "const", &v)) {
+      static const char* const kConstKeywords[] = {"const", "type", "$defs", "definitions", nullptr};
+      TERN_RETURN_IF_ERROR(check_keywords(schema, kConstKeywords));
+      return constant(v);
+    }
+    if (json::find(schema, "enum", &v)) {
+      static const char* const kEnumKeywords[] = {"enum", "type", "$defs", "definitions", nullptr};
+      TERN_RETURN_IF_ERROR(check_keywords(schema, kEnumKeywords));
+      if (v.kind != Kind::Array || json::count_items(v) == 0) return invalid("'enum' must be a non-empty array");
+      json::Items items(v);
+      Value item;
+      out_.put("( ");
+      for (bool first = true; items.next(&item); first = false) {
+        if (!first) out_.put(" | ");
+        TERN_RETURN_IF_ERROR(constant(item));
+      }
+      out_.put(" )");
+      return Error::Ok;
+    }
+    const char* alternatives = json::find(schema, "anyOf", &v) ? "anyOf" : json::find(schema, "oneOf", &v) ? "oneOf" : nullptr;
+    if (alternatives != nullptr) {
+      static const char* const kAlternativesKeywords[] = {"anyOf", "oneOf", "$defs", "definitions", nullptr};
+      TERN_RETURN_IF_ERROR(check_keywords(schema, kAlternativesKeywords));
+      Value other;
+      if (json::find(schema, "anyOf", &other) && json::find(schema, "oneOf", &other)) {
+        return unsupported("both 'anyOf' and 'oneOf'");
+      }
+      if (v.kind != Kind::Array || json::count_items(v) == 0) return invalid("'%s' must be a non-empty array", alternatives);
+      json::Items items(v);
+      Value item;
+      out_.put("( ");
+      uint32_t index = 0;
+      for (bool first = true; items.next(&item); first = false, ++index) {
+        if (!first) out_.put(" | ");
+        char segment[32];
+        std::snprintf(segment, sizeof segment, "%s/%u", alternatives, index);
+        const size_t mark = push_path(segment);
+        TERN_RETURN_IF_ERROR(expression(item, depth + 1));
+        pop_path(mark);
+      }
+      out_.put(" )");
+      return Error::Ok;
+    }
+    if (json::find(schema, "allOf", &v)) {
+      static const char* const kAllOfKeywords[] = {"allOf", "$defs", "definitions", nullptr};
+      TERN_RETURN_IF_ERROR(check_keywords(schema, kAllOfKeywords));
+      if (v.kind != Kind::Array || json::count_items(v) != 1) {
+        return unsupported("'allOf' with more than one schema (only a single one is supported)");
+      }
+      json::Items items(v);
+      Value item;
+      items.next(&item);
+      const size_t mark = push_path("allOf/0");
+      TERN_RETURN_IF_ERROR(expression(item, depth + 1));
+      pop_path(mark);
+      return Error::Ok;
+    }
+    // Typed schemas: each type reads its own keywords; the others' are vacuous for it (as
+    // JSON Schema has it), so one list serves every type.
+    static const char* const kTypedKeywords[] = {
+        "type", "minLength", "maxLength", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+        "items", "minItems", "maxItems", "properties", "required", "additionalProperties", "$defs", "definitions",
+        nullptr};
+    if (json::find(schema, "type", &v)) {
+      TERN_RETURN_IF_ERROR(check_keywords(schema, kTypedKeywords));
+      if (v.kind == Kind::String) return typed(schema, v, depth);
+      if (v.kind != Kind::Array || json::count_items(v) == 0) return invalid("'type' must be a string or a non-empty array");
+      json::Items items(v);
+      Value t;
+      out_.put("( ");
+      for (bool first = true; items.next(&t); first = false) {
+        if (t.kind != Kind::String) return invalid("'type' must list strings");
+        if (!first) out_.put(" | ");
+        TERN_RETURN_IF_ERROR(typed(schema, t, depth));
+      }
+      out_.put(" )");
+      return Error::Ok;
+    }
+    // No type: what the other keywords imply, or any value.
+    const char* implied = nullptr;
+    if (json::find(schema, "properties", &v) || json::find(schema, "required", &v) ||
+        json::find(schema, "additionalProperties", &v)) {
+      implied = "object";
+    } else if (json::find(schema, "items", &v) || json::find(schema, "minItems", &v) || json::find(schema, "maxItems", &v)) {
+      implied = "array";
+    } else if (json::find(schema, "minLength", &v) || json::find(schema, "maxLength", &v) ||
+               json::find(schema, "format", &v)) {
+      implied = "string";
+    } else if (json::find(schema, "minimum", &v) || json::find(schema, "maximum", &v) ||
+               json::find(schema, "exclusiveMinimum", &v) || json::find(schema, "exclusiveMaximum", &v)) {
+      implied = "number";
+    }
+    if (implied != nullptr) {
+      TERN_RETURN_IF_ERROR(check_keywords(schema, kTypedKeywords));
+      return typed_named(schema, implied, depth);
+    }
+    static const char* const kAnyKeywords[] = {"$defs", "definitions", nullptr};
+    TERN_RETURN_IF_ERROR(check_keywords(schema, kAnyKeywords));
+    used_ |= kValue;
+    out_.put("value");
+    return Error::Ok;
+  }
+
+  Error typed(const Value& schema, const Value& type, int depth) {
+    char name[16];
+    const size_t n = json::unescape(type, name, sizeof name - 1);
+    name[n < sizeof name - 1 ? n : sizeof name - 1] = '\0';
+    return typed_named(schema, name, depth);
+  }
+
+  Error typed_named(const Value& schema, const char* type, int depth) {
+    if (std::strcmp(type, "object") == 0) return object(schema, depth);
+    if (std::strcmp(type, "array") == 0) return array(schema, depth);
+    if (std::strcmp(type, "string") == 0) return string(schema);
+    if (std::strcmp(type, "integer") == 0) return number(schema, true);
+    if (std::strcmp(type, "number") == 0) return number(schema, false);
+    if (std::strcmp(type, "boolean") == 0 || std::strcmp(type, "null") == 0) {
+      used_ |= type[0] == 'b' ? kBoolean : kNull;
+      out_.put(type[0] == 'b' ? "boolean" : "null");
+      return Error::Ok;
+    }
+    return invalid("unknown type '%s'", type);
+  }
+
+  // A JSON value in its canonical spelling, then ws: strings (and names) in UTF-8 with only
+  // the escapes JSON requires (\" \\ \b \f \n \r \t, \u00xx for other control characters), as
+  // JSON.stringify and Python's json.dumps(ensure_ascii=False) write them; white space where
+  // every other value may have it (after each value and after [ { , :).
+  Error constant(const Value& v) {
+    if (v.kind == Kind::Object || v.kind == Kind::Array) {
+      const bool object = v.kind == Kind::Object;
+      out_.put(object ? "\"{\" ws" : "\"[\" ws");
+      json::Members members(v);
+      json::Items items(v);
+      Value key, value;
+      for (bool first = true; object ? members.next(&key, &value) : items.next(&value); first = false) {
+        out_.put(first ? " " : " \",\" ws ");
+        if (object) {
+          Canonical c;
+          if (!canonical_string(key, &c)) return unsupported("a constant's name longer than 1024 bytes");
+          out_.literal(c.buf, c.n);
+          out_.put(" ws \":\" ws ");
+        }
+        TERN_RETURN_IF_ERROR(constant(value));
+      }
+      out_.put(object ? " \"}\" ws" : " \"]\" ws");
+      return Error::Ok;
+    }
+    Canonical c;
+    if (!canonical(v, &c)) return unsupported("a constant longer than %zu bytes", sizeof c.buf);
+    out_.literal(c.buf, c.n);
+    out_.put(" ws");
+    return Error::Ok;
+  }
+
+  struct Canonical {
+    char buf[2048];
+    size_t n = 0;
+    bool put(const char* s, size_t k) {
+      if (n + k > sizeof buf) return false;
+      std::memcpy(buf + n, s, k);
+      n += k;
+      return true;
+    }
+  };
+
+  bool canonical_string(const Value& s, Canonical* c) {
+    char raw[1024];
+    const size_t k = json::unescape(s, raw, sizeof raw);
+    if (k > sizeof raw || !c->put("\"", 1)) return false;
+    for (size_t i = 0; i < k; ++i) {
+      const uint8_t b = static_cast<uint8_t>(raw[i]);
+      const char* e = b == '"' ? "\\\"" : b == '\\' ? "\\\\" : b == '\b' ? "\\b" : b == '\f' ? "\\f"
+                    : b == '\n' ? "\\n" : b == '\r' ? "\\r" : b == '\t' ? "\\t" : nullptr;
+      char hex[8];
+      if (e == nullptr && b < 0x20) {
+        std::snprintf(hex, sizeof hex, "\\u%04x", b);
+        e = hex;
+      }
+      if (e != nullptr ? !c->put(e, std::strlen(e)) : !c->put(raw + i, 1)) return false;
+    }
+    return c->put("\"", 1);
+  }
+
+  bool canonical(const Value& v, Canonical* c) {
+    if (v.kind == Kind::String) return canonical_string(v, c);
+    return c->put(v.begin, v.size());  // numbers, true, false, null: as written
+  }
+
+  // ---- $ref: a JSON pointer into the document ----
+
+  Error resolve(const Value& ref, Value* out) {
+    char text[256];
+    const size_t n = json::unescape(ref, text, sizeof text - 1);
+    if (ref.kind != Kind::String || n >= sizeof text - 1) return invalid("'$ref' must be a string (at most 255 bytes)");
+    text[n] = '\0';
+    if (text[0] != '#') return unsupported("'$ref' to another document ('%s'); only '#...' pointers", text);
+    Value at = root_;
+    const char* p = text + 1;
+    if (*p != '\0' && *p != '/') return unsupported("'$ref' anchor '%s'; only JSON pointers ('#/$defs/name')", text);
+    while (*p == '/') {
+      ++p;
+      char segment[256];
+      size_t k = 0;
+      while (*p != '\0' && *p != '/') {
+        char c = *p++;
+        if (c == '~' && (*p == '0' || *p == '1')) c = *p++ == '0' ? '~' : '/';
+        segment[k++] = c;
+      }
+      segment[k] = '\0';
+      Value next;
+      bool found = false;
+      if (at.kind == Kind::Object) {
+        found = json::find(at, segment, &next);
+      } else if (at.kind == Kind::Array) {
+        char* end = nullptr;
+        const long index = std::strtol(segment, &end, 10);
+        json::Items items(at);
+        for (long i = 0; *end == '\0' && k > 0 && items.next(&next); ++i) {
+          if (i == index) {
+            found = true;
+            break;
+          }
+        }
+      }
+      if (!found) return invalid("'$ref' '%s' points at nothing", text);
+      at = next;
+    }
+    *out = at;
+    return Error::Ok;
+  }
+
+  // ---- Strings ----
+
+  Error string(const Value& schema) {
+    Value v;
+    if (json::find(schema, "format", &v)) {
+      Value other;
+      if (json::find(schema, "minLength", &other) || json::find(schema, "maxLength", &other)) {
+        return unsupported("'format' together with 'minLength' or 'maxLength'");
+      }
+      const struct {
+        const char* name;
+        uint32_t bit;
+      } formats[] = {{"date", kDate}, {"time", kTime}, {"date-time", kDateTime}, {"uuid", kUuid}};
+      for (const auto& f : formats) {
+        if (json::string_equals(v, f.name)) {
+          used_ |= f.bit | kWs;
+          out_.put(f.name);
+          return Error::Ok;
+        }
+      }
+      char name[64];
+      const size_t n = json::unescape(v, name, sizeof name - 1);
+      name[n < sizeof name - 1 ? n : sizeof name - 1] = '\0';
+      return unsupported("the string format '%s' (supported: date, time, date-time, uuid)", name);
+    }
+    int64_t min = 0, max = -1;
+    TERN_RETURN_IF_ERROR(count(schema, "minLength", &min));
+    TERN_RETURN_IF_ERROR(count(schema, "maxLength", &max));
+    if (min == 0 && max < 0) {
+      used_ |= kString;
+      out_.put("string");
+      return Error::Ok;
+    }
+    if (max >= 0 && max < min) return invalid("'maxLength' %lld is below 'minLength' %lld", static_cast<long long>(max), static_cast<long long>(min));
+    if (min > 65535 || max > 65535) return unsupported("string lengths above 65535");
+    used_ |= kWs;
+    out_.put("\"\\\"\" " TERN_JSON_CHAR);
+    if (max < 0) {
+      out_.printf("{%lld,}", static_cast<long long>(min));
+    } else {
+      out_.printf("{%lld,%lld}", static_cast<long long>(min), static_cast<long long>(max));
+    }
+    out_.put(" \"\\\"\" ws");
+    return Error::Ok;
+  }
+
+  // A non-negative integer keyword (absent: *out unchanged).
+  Error count(const Value& schema, const char* key, int64_t* out) {
+    Value v;
+    if (!json::find(schema, key, &v)) return Error::Ok;
+    int64_t n = 0;
+    if (!json::as_int64(v, &n) || n < 0) return invalid("'%s' must be a non-negative integer", key);
+    *out = n;
+    return Error::Ok;
+  }
+
+  // ---- Numbers ----
+
+  // A bound of a range: absent, or an integer (numbers round inward for integer types).
+  struct Bound {
+    bool present = false;
+    int64_t value = 0;
+  };
+
+  Error bound(const Value& schema, const char* key, bool integer, bool lower, bool exclusive, Bound* out) {
+    Value v;
+    if (!json::find(schema, key, &v)) return Error::Ok;
+    if (v.kind != Kind::Number) return invalid("'%s' must be a number", key);
+    int64_t n = 0;
+    if (!json::as_int64(v, &n)) {
+      if (!integer) return unsupported("'%s' is not an integer: number ranges need integer bounds", key);
+      const double d = json::as_double(v);
+      if (!(d > -9.0e15 && d < 9.0e15)) return unsupported("'%s' is out of range", key);
+      // The nearest integer inside the bound.
+      n = static_cast<int64_t>(d);
+      if (lower && static_cast<double>(n) < d) ++n;
+      if (!lower && static_cast<double>(n) > d) --n;
+      exclusive = false;
+    }
+    if (n < -999999999999999LL || n > 999999999999999LL) return unsupported("'%s' has more than 15 digits", key);
+    if (exclusive) n += lower ? 1 : -1;
+    if (out->present) {  // minimum and exclusiveMinimum both: the tighter one
+      n = lower ? (n > out->value ? n : out->value) : (n < out->value ? n : out->value);
+    }
+    out->present = true;
+    out->value = n;
+    return Error::Ok;
+  }
+
+  Error number(const Value& schema, bool integer) {
+    // Integer bounds of the value: lo <= v <= hi for integers. For numbers, the bounds on
+    // the integer part of non-integers come from the inclusive/exclusive flags below.
+    Bound lo, hi;
+    TERN_RETURN_IF_ERROR(bound(schema, "minimum", integer, true, false, &lo));
+    TERN_RETURN_IF_ERROR(bound(schema, "exclusiveMinimum", integer, true, true, &lo));
+    TERN_RETURN_IF_ERROR(bound(schema, "maximum", integer, false, false, &hi));
+    TERN_RETURN_IF_ERROR(bound(schema, "exclusiveMaximum", integer, false, true, &hi));
+    if (!lo.present && !hi.present) {
+      used_ |= integer ? kInteger : kNumber;
+      out_.put(integer ? "integer" : "number");
+      return Error::Ok;
+    }
+    if (lo.present && hi.present && lo.value > hi.value) return unsupported("an empty range (minimum above maximum)");
+    used_ |= kWs;
+    out_.put("( ");
+    integer_range(lo, hi);
+    if (!integer) out_.put(" ( \".\" \"0\"{1,16} )?");  // 3.0 is the integer 3
+    if (!integer) {
+      // Non-integers v: lo' <= floor(v) <= hi' - 1 with lo' = the minimum (inclusive or
+      // exclusive alike) and hi' = the maximum (likewise). Written k.f for k >= 0, and
+      // -m.f with m = -k - 1 for k < 0; f has a nonzero digit.
+      Bound flo, fhi;
+      TERN_RETURN_IF_ERROR(bound(schema, "minimum", false, true, false, &flo));
+      TERN_RETURN_IF_ERROR(bound(schema, "exclusiveMinimum", false, true, false, &flo));
+      TERN_RETURN_IF_ERROR(bound(schema, "maximum", false, false, false, &fhi));
+      TERN_RETURN_IF_ERROR(bound(schema, "exclusiveMaximum", false, false, false, &fhi));
+      if (fhi.present) fhi.value -= 1;
+      const char* fraction = " \".\" [0-9]{0,15} [1-9]";
+      // Non-negative integer parts.
+      if (!fhi.present || fhi.value >= 0) {
+        const int64_t a = flo.present && flo.value > 0 ? flo.value : 0;
+        if (!fhi.present || a <= fhi.value) {
+          out_.put(" | ( ");
+          digits_range(static_cast<uint64_t>(a), fhi.present, fhi.present ? static_cast<uint64_t>(fhi.value) : 0);
+          out_.put(fraction);
+          out_.put(" )");
+        }
+      }
+      // Negative integer parts k in [lo', min(hi', -1)], as m = -k - 1 in [max(-hi' - 1, 0), -lo' - 1].
+      if (!flo.present || flo.value < 0) {
+        const int64_t k_hi = fhi.present && fhi.value < -1 ? fhi.value : -1;
+        const uint64_t m_lo = static_cast<uint64_t>(-k_hi - 1);
+        if (!flo.present || flo.value <= k_hi) {
+          out_.put(" | ( \"-\" ");
+          digits_range(m_lo, flo.present, flo.present ? static_cast<uint64_t>(-flo.value - 1) : 0);
+          out_.put(fraction);
+          out_.put(" )");
+        }
+      }
+    }
+    out_.put(" ) ws");
+    return Error::Ok;
+  }
+
+  // Integers in [lo, hi] (either side may be open) as decimal text: no leading zeros, no -0.
+  void integer_range(const Bound& lo, const Bound& hi) {
+    bool any = false;
+    // Non-negative part: [max(lo, 0), hi].
+    if (!hi.present || hi.value >= 0) {
+      const int64_t a = lo.present && lo.value > 0 ? lo.value : 0;
+      if (!hi.present || a <= hi.value) {
+        digits_range(static_cast<uint64_t>(a), hi.present, hi.present ? static_cast<uint64_t>(hi.value) : 0);
+        any = true;
+      }
+    }
+    // Negative part: -[max(-hi, 1), -lo].
+    if (!lo.present || lo.value < 0) {
+      const uint64_t a = hi.present && hi.value < -1 ? static_cast<uint64_t>(-hi.value) : 1;
+      if (!lo.present || static_cast<uint64_t>(-lo.value) >= a) {
+        if (any) out_.put(" | ");
+        out_.put("\"-\" ");
+        digits_range(a, lo.present, lo.present ? static_cast<uint64_t>(-lo.value) : 0);
+      }
+    }
+  }
+
+  // Decimal numbers in [a, b] (b absent: at most kIntegerDigits digits), as a group.
+  void digits_range(uint64_t a, bool bounded, uint64_t b) {
+    char as[24], bs[24];
+    const int na = std::snprintf(as, sizeof as, "%llu", static_cast<unsigned long long>(a));
+    int nb = kIntegerDigits;
+    if (bounded) {
+      nb = std::snprintf(bs, sizeof bs, "%llu", static_cast<unsigned long long>(b));
+    } else {
+      std::memset(bs, '9', kIntegerDigits);
+      bs[kIntegerDigits] = '\0';
+      if (na > kIntegerDigits) nb = na, std::memcpy(bs, as, static_cast<size_t>(na) + 1);
+    }
+    out_.put("( ");
+    bool first = true;
+    for (int len = na; len <= nb;) {
+      char lo[24], hi[24];
+      if (len == na) {
+        std::memcpy(lo, as, static_cast<size_t>(len));
+      } else {
+        lo[0] = '1';
+        std::memset(lo + 1, '0', static_cast<size_t>(len - 1));
+      }
+      if (len == nb) {
+        std::memcpy(hi, bs, static_cast<size_t>(len));
+      } else {
+        std::memset(hi, '9', static_cast<size_t>(len));
+      }
+      if (!first) out_.put(" | ");
+      first = false;
+      // Every number of this many digits (and of the next lengths, while that holds): one run.
+      auto full = [&](int l, const char* x, const char* y) {
+        if (x[0] != (l == 1 ? '0' : '1') || y[0] != '9') return false;
+        for (int i = 1; i < l; ++i) {
+          if (x[i] != '0' || y[i] != '9') return false;
+        }
+        return l > 1;
+      };
+      if (full(len, lo, hi)) {
+        int last = len;
+        while (last + 1 < nb || (last + 1 == nb && bounded_all_nines(bs, nb))) ++last;
+        if (last == len) {
+          digits('1', '9', len - 1);
+        } else {
+          out_.printf("[1-9] [0-9]{%d,%d}", len - 1, last - 1);
+        }
+        len = last + 1;
+        continue;
+      }
+      out_.put("( ");
+      same_length(lo, hi, len);
+      out_.put(" )");
+      ++len;
+    }
+    out_.put(" )");
+  }
+
+  static bool bounded_all_nines(const char* s, int n) {
+    for (int i = 0; i < n; ++i) {
+      if (s[i] != '9') return false;
+    }
+    return true;
+  }
+
+  // One digit in [lo, hi], then k digits.
+  void digits(char lo, char hi, int k) {
+    if (lo == hi) {
+      out_.printf("\"%c\"", lo);
+    } else {
+      out_.printf("[%c-%c]", lo, hi);
+    }
+    if (k == 1) out_.put(" [0-9]");
+    if (k > 1) out_.printf(" [0-9]{%d}", k);
+  }
+
+  // Digit strings of length n between x and y (x <= y, same length).
+  void same_length(const char* x, const char* y, int n) {
+    if (n == 0) return;
+    if (x[0] == y[0]) {
+      out_.printf("\"%c\" ", x[0]);
+      same_length(x + 1, y + 1, n - 1);
+      return;
+    }
+    out_.put("( ");
+    out_.printf("\"%c\" ", x[0]);
+    bounded(x + 1, n - 1, false);
+    if (x[0] + 1 <= y[0] - 1) {
+      out_.put(" | ");
+      digits(static_cast<char>(x[0] + 1), static_cast<char>(y[0] - 1), n - 1);
+    }
+    out_.printf(" | \"%c\" ", y[0]);
+    bounded(y + 1, n - 1, true);
+    out_.put(" )");
+  }
+  // Digit strings of length n that are >= x (upper: <= x).
+  void bounded(const char* x, int n, bool upper) {
+    if (n == 0) return;
+    const char extreme = upper ? '9' : '0';
+    bool any = true;  // x is all 0s (all 9s): every string of n digits
+    for (int i = 0; i < n; ++i) any &= x[i] == extreme;
+    if (any) {
+      digits('0', '9', n - 1);
+      return;
+    }
+    out_.printf("( \"%c\" ", x[0]);
+    bounded(x + 1, n - 1, upper);
+    if (x[0] != (upper ? '0' : '9')) {  // a first digit past x's (below it: upper), then anything
+      out_.put(" | ");
+      if (upper) {
+        digits('0', static_cast<char>(x[0] - 1), n - 1);
+      } else {
+        digits(static_cast<char>(x[0] + 1), '9', n - 1);
+      }
+    }
+    out_.put(" )");
+  }
+
+  // ---- Arrays ----
+
+  Error array(const Value& schema, int depth) {
+    int64_t min = 0, max = -1;
+    TERN_RETURN_IF_ERROR(count(schema, "minItems", &min));
+    TERN_RETURN_IF_ERROR(count(schema, "maxItems", &max));
+    if (max >= 0 && max < min) return invalid("'maxItems' is below 'minItems'");
+    if (min > 1000 || max > 1000) return unsupported("more than 1000 items ('minItems' / 'maxItems')");
+    Value items;
+    char item[24];
+    if (json::find(schema, "items", &items)) {
+      if (items.kind == Kind::Bool && items.begin[0] == 'f') {
+        if (min > 0) return unsupported("'items': false with 'minItems' above 0");
+        max = 0;
+      }
+      const size_t mark = push_path("items");
+      (void)depth;
+      TERN_ASSIGN_OR_RETURN(const uint32_t id, add_job(JobKind::Items, items, Value{}));
+      pop_path(mark);
+      std::snprintf(item, sizeof item, "item%u", id);
+    } else {
+      used_ |= kValue;
+      std::snprintf(item, sizeof item, "value");
+    }
+    used_ |= kWs;
+    out_.put("\"[\" ws ");
+    if (max != 0) {
+      out_.printf("( %s ( \",\" ws %s )", item, item);
+      const long long rest_min = min > 1 ? min - 1 : 0;
+      if (max < 0) {
+        out_.printf("{%lld,}", rest_min);
+      } else {
+        out_.printf("{%lld,%lld}", rest_min, static_cast<long long>(max - 1));
+      }
+      out_.put(min > 0 ? " )" : " )?");
+    }
+    out_.put(" \"]\" ws");
+    return Error::Ok;
+  }
+
+  // ---- Objects ----
+
+  struct Property {
+    Value key;
+    Value schema;
+    bool required;
+  };
+
+  Error object(const Value& schema, int depth) {
+    Value properties, required, additional;
+    const bool has_properties = json::find(schema, "properties", &properties);
+    const bool has_required = json::find(schema, "required", &required);
+    if (has_properties && properties.kind != Kind::Object) return invalid("'properties' must be an object");
+    if (has_required && required.kind != Kind::Array) return invalid("'required' must be an array");
+    // Extra keys: absent or true allow any value, false none, a schema values of it.
+    bool extra = true;
+    Value extra_schema;
+    extra_schema.kind = Kind::Bool;
+    static const char kTrue[] = "true";
+    extra_schema.begin = kTrue;
+    extra_schema.end = kTrue + 4;
+    if (json::find(schema, "additionalProperties", &additional)) {
+      if (additional.kind == Kind::Bool) {
+        extra = additional.begin[0] == 't';
+      } else if (additional.kind == Kind::Object) {
+        extra_schema = additional;
+      } else {
+        return invalid("'additionalProperties' must be a boolean or a schema");
+      }
+    }
+    // Required names must be strings; a required name without a property schema takes any value.
+    // The properties live in the converter's pool while this object is written (nested
+    // objects take the slots above).
+    Property* props = props_ + props_top_;
+    const size_t kMaxProperties = kPropertyPool - props_top_;
+    size_t n = 0;
+    if (has_required) {
+      json::Items items(required);
+      Value name;
+      while (items.next(&name)) {
+        if (name.kind != Kind::String) return invalid("'required' must list strings");
+      }
+    }
+    auto is_required = [&](const Value& key) {
+      if (!has_required) return false;
+      json::Items items(required);
+      Value name;
+      char buf[256];
+      const size_t k = json::unescape(key, buf, sizeof buf);
+      while (items.next(&name)) {
+        if (k <= sizeof buf && json::string_equals(name, buf, k)) return true;
+      }
+      return false;
+    };
+    if (has_properties) {
+      json::Members members(properties);
+      Value key, value;
+      while (members.next(&key, &value)) {
+        if (n == kMaxProperties) return unsupported("more than %zu properties", kMaxProperties);
+        props[n++] = Property{key, value, is_required(key)};
+      }
+    }
+    if (has_required) {
+      json::Items items(required);
+      Value name;
+      while (items.next(&name)) {
+        bool listed = false;
+        char buf[256];
+        const size_t k = json::unescape(name, buf, sizeof buf);
+        for (size_t i = 0; i < n && !listed; ++i) listed = k <= sizeof buf && json::string_equals(props[i].key, buf, k);
+        if (listed) continue;
+        if (!extra) return invalid("the required property '%.*s' is not in 'properties' and 'additionalProperties' is false", static_cast<int>(k < sizeof buf ? k : sizeof buf), buf);
+        if (n == kMaxProperties) return unsupported("more than %zu properties", kMaxProperties);
+        props[n++] = Property{name, extra_schema, true};
+      }
+    }
+    props_top_ += n;
+    const Error e = object_body(schema, props, n, extra, extra_schema, depth);
+    props_top_ -= n;
+    return e;
+  }
+
+  Error object_body(const Value& schema, const Property* props, size_t n, bool extra, const Value& extra_schema,
+                    int depth) {
+    used_ |= kWs;
+    out_.put("\"{\" ws ");
+    bool any_optional = false;
+    for (size_t i = 0; i < n; ++i) any_optional |= !props[i].required;
+    char extra_kv[24] = "";
+    if (extra) {
+      const size_t mark = push_path("additionalProperties");
+      TERN_ASSIGN_OR_RETURN(const uint32_t id, add_job(JobKind::AdditionalKeyValue, extra_schema, schema));
+      pop_path(mark);
+      std::snprintf(extra_kv, sizeof extra_kv, "kv%u", id);
+    }
+    if (!any_optional) {
+      // Every listed property, in order, then any extra ones.
+      for (size_t i = 0; i < n; ++i) {
+        if (i > 0) out_.put(" \",\" ws ");
+        const size_t mark = push_key(props[i].key);
+        TERN_RETURN_IF_ERROR(key_value(props[i].key, props[i].schema, depth + 1));
+        pop_path(mark);
+      }
+      if (extra) {
+        if (n == 0) {
+          out_.printf("( %s ( \",\" ws %s )* )?", extra_kv, extra_kv);
+        } else {
+          out_.printf(" ( \",\" ws %s )*", extra_kv);
+        }
+      }
+    } else {
+      // With optional properties, each key-value pair is a rule; the list is the first
+      // present property, then each later one (mandatory or optional) with its comma.
+      uint32_t* kv = kv_ids_;  // the jobs are added before anything nested is written
+      for (size_t i = 0; i < n; ++i) {
+        const size_t mark = push_key(props[i].key);
+        TERN_ASSIGN_OR_RETURN(kv[i], add_job(JobKind::KeyValue, props[i].schema, props[i].key));
+        pop_path(mark);
+      }
+      auto rest = [&](size_t from) {  // properties after a present one
+        for (size_t j = from; j < n; ++j) out_.printf(props[j].required ? " \",\" ws kv%u" : " ( \",\" ws kv%u )?", kv[j]);
+        if (extra) out_.printf(" ( \",\" ws %s )*", extra_kv);
+      };
+      out_.put("( ");
+      bool first = true;
+      size_t i = 0;
+      for (; i < n; ++i) {  // the first present one is optional property i...
+        if (!first) out_.put(" | ");
+        first = false;
+        out_.printf("kv%u", kv[i]);
+        rest(i + 1);
+        if (props[i].required) break;  // ...or the first mandatory one, which cannot be skipped
+      }
+      if (i == n) {  // every property is optional: the list may have only extra keys, or nothing
+        if (extra) out_.printf(" | %s ( \",\" ws %s )*", extra_kv, extra_kv);
+        out_.put(" )?");
+      } else {
+        out_.put(" )");
+      }
+    }
+    out_.put(" \"}\" ws");
+    return Error::Ok;
+  }
+
+  // "key" ws ":" ws value
+  Error key_value(const Value& key, const Value& schema, int depth) {
+    Canonical c;
+    if (!canonical_string(key, &c)) return unsupported("a property name longer than 1024 bytes");
+    out_.literal(c.buf, c.n);
+    out_.put(" ws \":\" ws ");
+    return expression(schema, depth + 1);
+  }
+
+  // A key not listed in `object`'s properties, then its value. The key has no escapes (so
+  // a listed name cannot be spelled another way).
+  Error additional_key_value(const Value& object, const Value& schema, int depth) {
+    // The listed names as code points, sorted, for the trie walk below.
+    Value properties;
+    n_names_ = 0;
+    size_t n_cps = 0;
+    if (json::find(object, "properties", &properties) && properties.kind == Kind::Object) {
+      json::Members members(properties);
+      Value key, value;
+      while (members.next(&key, &value)) {
+        char buf[4 * kMaxNameCodePoints];
+        const size_t k = json::unescape(key, buf, sizeof buf);
+        if (k > sizeof buf || n_names_ == kMaxNames) return unsupported("property names too many or too long to exclude");
+        name_start_[n_names_] = static_cast<uint32_t>(n_cps);
+        for (size_t i = 0; i < k;) {
+          const unicode::Decoded d = unicode::decode_utf8(reinterpret_cast<const uint8_t*>(buf + i), k - i);
+          if (n_cps - name_start_[n_names_] == kMaxNameCodePoints) return unsupported("a property name too long to exclude");
+          name_cps_[n_cps++] = d.cp;
+          i += d.length;
+        }
+        name_length_[n_names_] = static_cast<uint32_t>(n_cps - name_start_[n_names_]);
+        name_order_[n_names_] = static_cast<uint32_t>(n_names_);
+        ++n_names_;
+      }
+    }
+    auto less = [&](uint32_t a, uint32_t b) {
+      const uint32_t la = name_length_[a], lb = name_length_[b];
+      for (uint32_t i = 0; i < la && i < lb; ++i) {
+        const uint32_t x = name_cps_[name_start_[a] + i], y = name_cps_[name_start_[b] + i];
+        if (x != y) return x < y;
+      }
+      return la < lb;
+    };
+    for (size_t i = 1; i < n_names_; ++i) {
+      const uint32_t x = name_order_[i];
+      size_t j = i;
+      while (j > 0 && less(x, name_order_[j - 1])) name_order_[j] = name_order_[j - 1], --j;
+      name_order_[j] = x;
+    }
+    used_ |= kWs;
+    out_.put("\"\\\"\" ");
+    if (n_names_ == 0) {
+      out_.put(kKeyChar);
+      out_.put("*");
+    } else {
+      not_names(0, 0, n_names_);
+    }
+    out_.put(" \"\\\"\" ws \":\" ws ");
+    return expression(schema, depth + 1);
+  }
+
+  uint32_t name_cp(size_t i, size_t at) const { return name_cps_[name_start_[name_order_[i]] + at]; }
+  uint32_t name_length(size_t i) const { return name_length_[name_order_[i]]; }
+
+  // Key text (no quote, backslash or control character) that is none of the sorted names
+  // [first, last), which all start with the `at` code points written so far.
+  void not_names(size_t at, size_t first, size_t last) {
+    size_t i = first;
+    bool complete = false;  // a name ends here: the key may not stop
+    while (i < last && name_length(i) == at) complete = true, ++i;
+    // A character no name continues with, then anything.
+    out_.put("( [^\"\\\\\\x7F\\x00-\\x1F");
+    for (size_t j = i; j < last; ++j) {
+      if (j == i || name_cp(j, at) != name_cp(j - 1, at)) class_char(name_cp(j, at));
+    }
+    out_.put("] ");
+    out_.put(kKeyChar);
+    out_.put("*");
+    // Or the next character of some names, and the same again past it.
+    for (size_t j = i; j < last;) {
+      const uint32_t c = name_cp(j, at);
+      size_t end = j;
+      while (end < last && name_cp(end, at) == c) ++end;
+      uint8_t utf8[4];
+      const size_t len = unicode::encode_utf8(c, utf8);
+      out_.put(" | ");
+      out_.literal(reinterpret_cast<const char*>(utf8), len);
+      out_.put(" ");
+      not_names(at + 1, j, end);
+      j = end;
+    }
+    out_.put(complete ? " )" : " )?");
+  }
+
+  void class_char(uint32_t cp) {
+    if (cp == ']' || cp == '[' || cp == '\\' || cp == '^' || cp == '-' || cp == '"') {
+      out_.printf("\\%c", static_cast<char>(cp));
+    } else if (cp < 0x20 || cp == 0x7F) {
+      out_.printf("\\x%02X", cp);
+    } else {
+      uint8_t utf8[4];
+      const size_t len = unicode::encode_utf8(cp, utf8);
+      out_.put(reinterpret_cast<const char*>(utf8), len);
+    }
+  }
+
+  Value root_;
+  Out& out_;
+  uint32_t used_ = 0;
+  Property props_[kPropertyPool];
+  size_t props_top_ = 0;
+  uint32_t kv_ids_[kPropertyPool];
+  uint32_t name_cps_[kMaxNames * kMaxNameCodePoints];
+  uint32_t name_start_[kMaxNames];
+  uint32_t name_length_[kMaxNames];
+  uint32_t name_order_[kMaxNames];
+  size_t n_names_ = 0;
+  Job jobs_[kMaxJobs];
+  size_t n_jobs_ = 0;
+  uint32_t next_id_ = 0;
+  char path_[160] = "";
+  size_t path_size_ = 0;
+};
+
+}  // namespace
+
+Error json_schema_to_grammar(const char* schema, size_t size, char* out, size_t capacity, size_t* out_size) {
+  TERN_CHECK_OR_RETURN(out_size != nullptr, Error::InvalidArgument, "json_schema_to_grammar: null out_size");
+  *out_size = 0;
+  TERN_CHECK_OR_RETURN(out != nullptr || capacity == 0, Error::InvalidArgument, "json_schema_to_grammar: null buffer");
+  TERN_ASSIGN_OR_RETURN(const json::Value root, json::parse(schema, size));
+  Out text(out, capacity);
+  // The converter's tables (~0.5 MB) are too large for a thread's stack: one heap block
+  // while it runs (a setup step, like tern_plan, never during generation).
+  std::unique_ptr<Converter> converter(new (std::nothrow) Converter(root, text));
+  TERN_CHECK_OR_RETURN(converter != nullptr, Error::OutOfMemory, "json_schema_to_grammar: no memory for its tables");
+  TERN_RETURN_IF_ERROR(converter->run());
+  text.finish();
+  *out_size = text.size();
+  TERN_CHECK_OR_RETURN(text.size() < capacity, Error::OutOfRange, "the grammar needs %zu bytes (and a NUL); the buffer has %zu",
+                       text.size(), capacity);
+  return Error::Ok;
+}
+
+}  // namespace tern

@@ -1,0 +1,75 @@
+// The memory planner on 2B-4T's shape: a budget decides the context, the minimum is stated;
+// byte sizes as the CLIs and the C API take them.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "runtime/engine/memory_plan.h"
+
+namespace tern {
+namespace {
+
+ModelConfig config_2b4t() {
+  ModelConfig c;
+  c.family = ModelFamily::Bitnet2B4T;
+  c.hidden = 2560;
+  c.ffn_hidden = 6912;
+  c.layers = 30;
+  c.heads = 20;
+  c.kv_heads = 5;
+  c.head_dim = 128;
+  c.vocab = 128256;
+  c.max_context = 4096;
+  return c;
+}
+
+TEST(MemoryPlan, BudgetDecidesTheContextAndTheMinimumIsStated) {
+  MemoryPlanRequest r;
+  r.config = config_2b4t();
+  r.resident_weight_bytes = size_t{1179} << 20;
+  r.tokenizer_bytes = size_t{8} << 20;
+  KvCacheSpec f16;
+  f16.dense_type = KvType::F16;
+  f16.profile.shape = kv_shape_of(r.config);
+  r.kv = &f16;
+  r.budget_bytes = size_t{1} << 30;  // less than the weights
+  auto refused = plan_memory(r);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error(), Error::BudgetTooSmall);
+  EXPECT_NE(std::string(last_error_message()).find("at least"), std::string::npos);
+
+  r.budget_bytes = 0;
+  auto unlimited = plan_memory(r);
+  ASSERT_TRUE(unlimited.ok());
+  EXPECT_EQ(unlimited->context_tokens, 4096u);
+  const size_t minimum = unlimited->minimum_budget_bytes;
+
+  r.budget_bytes = minimum;
+  auto at_minimum = plan_memory(r);
+  ASSERT_TRUE(at_minimum.ok());
+  EXPECT_EQ(at_minimum->context_tokens, kMinContextTokens);
+  EXPECT_LE(at_minimum->total_bytes, minimum);
+
+  // 100 MiB more: f16 KV costs 30*5*128*2*2 = 76800 bytes a token, plus attention scratch.
+  r.budget_bytes = minimum + (size_t{100} << 20);
+  auto more = plan_memory(r);
+  ASSERT_TRUE(more.ok());
+  EXPECT_LE(more->total_bytes, r.budget_bytes);
+  EXPECT_GT(more->context_tokens, 1200u);
+  EXPECT_LT(more->context_tokens, 1400u);
+  r.budget_bytes = more->total_bytes + 100;  // a few bytes short of one more token
+  EXPECT_EQ(plan_memory(r)->context_tokens, more->context_tokens);
+}
+
+TEST(MemoryPlan, ParsesByteSizes) {
+  EXPECT_EQ(*parse_byte_size("512M"), uint64_t{512} << 20);
+  EXPECT_EQ(*parse_byte_size("1.5G"), uint64_t{3} << 29);
+  EXPECT_EQ(*parse_byte_size("4096"), 4096u);
+  EXPECT_EQ(*parse_byte_size("64KiB"), 65536u);
+  EXPECT_FALSE(parse_byte_size("12X").ok());
+  EXPECT_FALSE(parse_byte_size("").ok());
+  EXPECT_FALSE(parse_byte_size("-3M").ok());
+}
+
+}  // namespace
+}  // namespace tern

@@ -1,0 +1,69 @@
+// --grammar FILE / --json-schema FILE, as tern-run and tern-bench take them: the GBNF text
+// the session is given (a schema is turned into one with tern_json_schema_to_grammar).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "include/tern.h"
+#include "tools/common/cli_files.h"
+
+namespace tern::cli {
+
+struct GrammarOptions {
+  std::string grammar_file, schema_file, memory = "8M";
+};
+
+inline void add_grammar_options(CLI::App& app, GrammarOptions* o) {
+  app.add_option("--grammar", o->grammar_file, "constrain the output to a GBNF grammar (file; root rule 'root')");
+  app.add_option("--json-schema", o->schema_file, "constrain the output to JSON valid against a JSON Schema (file)")
+      ->excludes(app.get_option("--grammar"));
+  app.add_option("--grammar-memory", o->memory,
+                 "memory per session for the compiled grammar (default 8M; a JSON grammar over 128k tokens "
+                 "needs about 3M)");
+}
+
+// The grammar text (empty without --grammar / --json-schema); false with a message on stderr.
+inline bool grammar_text(const GrammarOptions& o, const char* program, std::string* out) {
+  out->clear();
+  const std::string& path = o.grammar_file.empty() ? o.schema_file : o.grammar_file;
+  if (path.empty()) return true;
+  std::string text;
+  if (!read_file(path, &text)) {
+    std::fprintf(stderr, "%s: cannot read %s\n", program, path.c_str());
+    return false;
+  }
+  if (!o.grammar_file.empty()) {
+    *out = text;
+    return true;
+  }
+  size_t size = 0;
+  tern_status s = tern_json_schema_to_grammar(text.data(), text.size(), nullptr, 0, &size);
+  if (s == TERN_OUT_OF_RANGE) {
+    std::vector<char> buf(size + 1);
+    s = tern_json_schema_to_grammar(text.data(), text.size(), buf.data(), buf.size(), &size);
+    out->assign(buf.data(), size);
+  }
+  if (s != TERN_OK) {
+    std::fprintf(stderr, "%s: --json-schema %s: %s (%s)\n", program, path.c_str(), tern_last_error_message(),
+                 tern_status_string(s));
+    return false;
+  }
+  return true;
+}
+
+// The bytes to reserve per session: 0 without a grammar.
+inline bool grammar_memory(const GrammarOptions& o, const char* program, uint64_t* out) {
+  *out = 0;
+  if (o.grammar_file.empty() && o.schema_file.empty()) return true;
+  if (tern_parse_byte_size(o.memory.c_str(), out) != TERN_OK) {
+    std::fprintf(stderr, "%s: --grammar-memory '%s': %s\n", program, o.memory.c_str(), tern_last_error_message());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace tern::cli
