@@ -1,6 +1,7 @@
 #include "runtime/structured/json_reader.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime/text/unicode.h"
@@ -286,6 +287,43 @@ size_t count_items(const Value& array) {
   size_t n = 0;
   while (items.next(&v)) ++n;
   return n;
+}
+
+bool at_pointer(const Value& root, const char* pointer, Value* out) {
+  Value at = root;
+  const char* p = pointer;
+  if (*p != '\0' && *p != '/') return false;
+  while (*p == '/') {
+    ++p;
+    char segment[256];
+    size_t k = 0;
+    while (*p != '\0' && *p != '/') {
+      if (k == sizeof segment - 1) return false;
+      char c = *p++;
+      if (c == '~' && (*p == '0' || *p == '1')) c = *p++ == '0' ? '~' : '/';
+      segment[k++] = c;
+    }
+    segment[k] = '\0';
+    Value next;
+    bool found = false;
+    if (at.kind == Kind::Object) {
+      found = find(at, segment, &next);
+    } else if (at.kind == Kind::Array) {
+      char* end = nullptr;
+      const long index = std::strtol(segment, &end, 10);
+      Items items(at);
+      for (long i = 0; *end == '\0' && k > 0 && items.next(&next); ++i) {
+        if (i == index) {
+          found = true;
+          break;
+        }
+      }
+    }
+    if (!found) return false;
+    at = next;
+  }
+  *out = at;
+  return true;
 }
 
 namespace {

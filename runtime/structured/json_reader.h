@@ -62,6 +62,9 @@ bool string_equals(const Value& string, const char* text);
 // string has.
 size_t unescape(const Value& string, char* out, size_t capacity);
 size_t count_items(const Value& array);
+// The value the JSON pointer `pointer` (RFC 6901: "" or "/a/0/~1b", ~0 for '~' and ~1 for '/'
+// in a name; segments up to 255 bytes) refers to in `root`. False when there is none.
+bool at_pointer(const Value& root, const char* pointer, Value* out);
 
 // A number's value, exactly when it is an integer in int64's range (1.0 and 1e2 count as
 // integers; 1.5 does not). False otherwise.

@@ -3,13 +3,15 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
 
+#include "runtime/structured/excluded_keys.h"
+#include "runtime/structured/gbnf_writer.h"
 #include "runtime/structured/json_reader.h"
-#include "runtime/text/unicode.h"
+#include "runtime/structured/json_rules.h"
+#include "runtime/structured/numeric_range.h"
 
 namespace tern {
 
@@ -17,66 +19,24 @@ namespace {
 
 using json::Kind;
 using json::Value;
-
-// Shared rules, written once at the end when used. `ws` and the string's character loop
-// are small enough that the grammar compiler copies them into the rules using them.
-enum Primitive : uint32_t {
-  kWs = 1u << 0,
-  kString = 1u << 1,
-  kNumber = 1u << 2,
-  kInteger = 1u << 3,
-  kBoolean = 1u << 4,
-  kNull = 1u << 5,
-  kValue = 1u << 6,  // any JSON value (with kObject, kArray and the scalars)
-  kDate = 1u << 7,
-  kTime = 1u << 8,
-  kDateTime = 1u << 9,
-  kUuid = 1u << 10,
-};
-
-constexpr const char* kWsRule = "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
-// One character of a JSON string: anything but a quote, a backslash or a control character
-// (DEL included), or an escape (\u with four hex digits; surrogates only as a valid pair).
-#define TERN_JSON_CHAR                                                                              \
-  "( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" ( [0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | " \
-  "[dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2} ) ) )"
-constexpr const char* kStringRule = "string ::= \"\\\"\" " TERN_JSON_CHAR "* \"\\\"\" ws\n";
-constexpr const char* kNumberRule =
-    "number ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} ) ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )? ws\n";
-constexpr const char* kIntegerRule = "integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} ) ws\n";
-constexpr const char* kBooleanRule = "boolean ::= ( \"true\" | \"false\" ) ws\n";
-constexpr const char* kNullRule = "null ::= \"null\" ws\n";
-constexpr const char* kValueRules =
-    "value ::= object | array | string | number | boolean | null\n"
-    "object ::= \"{\" ws ( string \":\" ws value ( \",\" ws string \":\" ws value )* )? \"}\" ws\n"
-    "array ::= \"[\" ws ( value ( \",\" ws value )* )? \"]\" ws\n";
-// Dates exactly as RFC 3339's full-date (days per month, February 29 in leap years), years
-// 0001-9999; times with seconds, optional fraction and a zone.
-constexpr const char* kDateBodyRule =
-    "date-body ::= year \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] ) | "
-    "( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" ) | "
-    "\"02-\" ( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] ) ) | leap-year \"-02-29\"\n"
-    "year ::= [1-9] [0-9]{3} | \"0\" ( [1-9] [0-9]{2} | \"0\" ( [1-9] [0-9] | \"0\" [1-9] ) )\n"
-    "leap-year ::= [0-9] [0-9] ( \"0\" [48] | [2468] [048] | [13579] [26] ) | "
-    "( \"0\" [48] | [2468] [048] | [13579] [26] ) \"00\"\n";
-constexpr const char* kTimeBodyRule =
-    "time-body ::= ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,9} )? "
-    "( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )\n";
-constexpr const char* kUuidRule =
-    "uuid ::= \"\\\"\" [0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
-    "[0-9a-fA-F]{12} \"\\\"\" ws\n";
+using namespace json_rules;
 
 constexpr size_t kMaxJobs = 1024;
 constexpr size_t kPropertyPool = 4096;  // properties of the objects being written, nested ones included
-constexpr size_t kMaxNames = 256;       // property names a key must differ from
-constexpr size_t kMaxNameCodePoints = 128;
-constexpr const char* kKeyChar = "[^\"\\\\\\x7F\\x00-\\x1F]";
 constexpr int kMaxDepth = 64;
-constexpr int kIntegerDigits = 16;  // unbounded integers have at most this many digits
 
 // Keywords that only describe.
 const char* const kAnnotations[] = {"title",      "description", "default",  "examples", "$comment", "$schema",
                                     "$id",        "deprecated",  "readOnly", "writeOnly", "$anchor"};
+
+// A string value's unescaped bytes as a C string in out[0, N), cut to fit (messages, names
+// to compare); returns the whole string's length.
+template <size_t N>
+size_t unescape_cstr(const Value& string, char (&out)[N]) {
+  const size_t n = json::unescape(string, out, N - 1);
+  out[n < N - 1 ? n : N - 1] = '\0';
+  return n;
+}
 
 enum class JobKind : uint8_t { Schema, Items, KeyValue, AdditionalKeyValue };
 
@@ -89,53 +49,9 @@ struct Job {
   char path[160];  // where in the document, for messages
 };
 
-class Out {
- public:
-  Out(char* buf, size_t capacity) : buf_(buf), capacity_(capacity) {}
-  void put(const char* s, size_t n) {
-    for (size_t i = 0; i < n; ++i, ++size_) {
-      if (size_ + 1 < capacity_) buf_[size_] = s[i];
-    }
-  }
-  void put(const char* s) { put(s, std::strlen(s)); }
-  void printf(const char* fmt, ...) __attribute__((format(printf, 2, 3))) {
-    char tmp[128];
-    va_list args;
-    va_start(args, fmt);
-    const int n = std::vsnprintf(tmp, sizeof tmp, fmt, args);
-    va_end(args);
-    if (n > 0) put(tmp, static_cast<size_t>(n) < sizeof tmp ? static_cast<size_t>(n) : sizeof tmp - 1);
-  }
-  // A GBNF literal of raw bytes.
-  void literal(const char* s, size_t n) {
-    put("\"");
-    for (size_t i = 0; i < n; ++i) {
-      const uint8_t c = static_cast<uint8_t>(s[i]);
-      if (c == '"' || c == '\\') {
-        char e[2] = {'\\', static_cast<char>(c)};
-        put(e, 2);
-      } else if (c < 0x20 || c == 0x7F) {
-        printf("\\x%02X", c);
-      } else {
-        put(s + i, 1);
-      }
-    }
-    put("\"");
-  }
-  size_t size() const { return size_; }
-  void finish() {
-    if (capacity_ > 0) buf_[size_ < capacity_ ? size_ : capacity_ - 1] = '\0';
-  }
-
- private:
-  char* buf_;
-  size_t capacity_;
-  size_t size_ = 0;
-};
-
 class Converter {
  public:
-  Converter(const Value& root, Out& out) : root_(root), out_(out) {}
+  Converter(const Value& root, GbnfWriter& out) : root_(root), out_(out) {}
 
   Error run() {
     out_.put("root ::= ");
@@ -165,23 +81,7 @@ class Converter {
       }
       out_.put("\n");
     }
-    const struct {
-      uint32_t bit;
-      const char* text;
-    } rules[] = {{kWs, kWsRule},          {kString, kStringRule}, {kNumber, kNumberRule},
-                 {kInteger, kIntegerRule}, {kBoolean, kBooleanRule}, {kNull, kNullRule},
-                 {kValue, kValueRules}};
-    if (used_ & kValue) used_ |= kString | kNumber | kBoolean | kNull;
-    used_ |= kWs;
-    for (const auto& r : rules) {
-      if (used_ & r.bit) out_.put(r.text);
-    }
-    if (used_ & (kDate | kDateTime)) out_.put(kDateBodyRule);
-    if (used_ & (kTime | kDateTime)) out_.put(kTimeBodyRule);
-    if (used_ & kDate) out_.put("date ::= \"\\\"\" date-body \"\\\"\" ws\n");
-    if (used_ & kTime) out_.put("time ::= \"\\\"\" time-body \"\\\"\" ws\n");
-    if (used_ & kDateTime) out_.put("date-time ::= \"\\\"\" date-body [Tt] time-body \"\\\"\" ws\n");
-    if (used_ & kUuid) out_.put(kUuidRule);
+    write_used_rules(out_, used_);
     return Error::Ok;
   }
 
@@ -264,8 +164,7 @@ class Converter {
       for (const char* const* a = allowed; *a != nullptr && !ok; ++a) ok = json::string_equals(key, *a);
       if (!ok) {
         char name[64];
-        const size_t n = json::unescape(key, name, sizeof name - 1);
-        name[n < sizeof name - 1 ? n : sizeof name - 1] = '\0';
+        unescape_cstr(key, name);
         return unsupported("the keyword '%s' is not supported here", name);
       }
     }
@@ -286,22 +185,7 @@ class Converter {
     if (json::find(schema, "$ref", &v)) {
       static const char* const kRefOnlyKeywords[] = {"$ref", "$defs", "definitions", nullptr};
       TERN_RETURN_IF_ERROR(check_keywords(schema, kRefOnlyKeywords));
-      Value target;
-      TERN_RETURN_IF_ERROR(resolve(v, &target));
-      // The target's rule reports problems at the target's place.
-      char here[sizeof path_];
-      std::memcpy(here, path_, sizeof path_);
-      const size_t here_size = path_size_;
-      const size_t n = json::unescape(v, path_, sizeof path_ - 1);
-      path_size_ = n < sizeof path_ - 1 ? n : sizeof path_ - 1;
-      path_[path_size_] = '\0';
-      if (path_[0] == '#') std::memmove(path_, path_ + 1, path_size_--);
-      auto id = add_job(JobKind::Schema, target, Value{});
-      std::memcpy(path_, here, sizeof path_);
-      path_size_ = here_size;
-      if (!id.ok()) return id.error();
-      out_.printf("ref%u", *id);
-      return Error::Ok;
+      return reference(v);
     }
     if (json::find(schema, "const", &v)) {
       static const char* const kConstKeywords[] = {"const", "type", "$defs", "definitions", nullptr};
@@ -382,20 +266,7 @@ class Converter {
       return Error::Ok;
     }
     // No type: what the other keywords imply, or any value.
-    const char* implied = nullptr;
-    if (json::find(schema, "properties", &v) || json::find(schema, "required", &v) ||
-        json::find(schema, "additionalProperties", &v)) {
-      implied = "object";
-    } else if (json::find(schema, "items", &v) || json::find(schema, "minItems", &v) || json::find(schema, "maxItems", &v)) {
-      implied = "array";
-    } else if (json::find(schema, "minLength", &v) || json::find(schema, "maxLength", &v) ||
-               json::find(schema, "format", &v)) {
-      implied = "string";
-    } else if (json::find(schema, "minimum", &v) || json::find(schema, "maximum", &v) ||
-               json::find(schema, "exclusiveMinimum", &v) || json::find(schema, "exclusiveMaximum", &v)) {
-      implied = "number";
-    }
-    if (implied != nullptr) {
+    if (const char* implied = implied_type(schema)) {
       TERN_RETURN_IF_ERROR(check_keywords(schema, kTypedKeywords));
       return typed_named(schema, implied, depth);
     }
@@ -406,10 +277,48 @@ class Converter {
     return Error::Ok;
   }
 
+  // A "$ref" (after its keywords are checked): the target's rule, made once per target.
+  Error reference(const Value& ref) {
+    Value target;
+    TERN_RETURN_IF_ERROR(resolve(ref, &target));
+    // The target's rule reports problems at the target's place.
+    char here[sizeof path_];
+    std::memcpy(here, path_, sizeof path_);
+    const size_t here_size = path_size_;
+    const size_t n = unescape_cstr(ref, path_);
+    path_size_ = n < sizeof path_ - 1 ? n : sizeof path_ - 1;
+    if (path_[0] == '#') std::memmove(path_, path_ + 1, path_size_--);
+    auto id = add_job(JobKind::Schema, target, Value{});
+    std::memcpy(path_, here, sizeof path_);
+    path_size_ = here_size;
+    if (!id.ok()) return id.error();
+    out_.printf("ref%u", *id);
+    return Error::Ok;
+  }
+
+  // The type a schema without "type" has from its other keywords, or null.
+  static const char* implied_type(const Value& schema) {
+    Value v;
+    if (json::find(schema, "properties", &v) || json::find(schema, "required", &v) ||
+        json::find(schema, "additionalProperties", &v)) {
+      return "object";
+    }
+    if (json::find(schema, "items", &v) || json::find(schema, "minItems", &v) || json::find(schema, "maxItems", &v)) {
+      return "array";
+    }
+    if (json::find(schema, "minLength", &v) || json::find(schema, "maxLength", &v) || json::find(schema, "format", &v)) {
+      return "string";
+    }
+    if (json::find(schema, "minimum", &v) || json::find(schema, "maximum", &v) ||
+        json::find(schema, "exclusiveMinimum", &v) || json::find(schema, "exclusiveMaximum", &v)) {
+      return "number";
+    }
+    return nullptr;
+  }
+
   Error typed(const Value& schema, const Value& type, int depth) {
     char name[16];
-    const size_t n = json::unescape(type, name, sizeof name - 1);
-    name[n < sizeof name - 1 ? n : sizeof name - 1] = '\0';
+    unescape_cstr(type, name);
     return typed_named(schema, name, depth);
   }
 
@@ -496,42 +405,13 @@ class Converter {
 
   Error resolve(const Value& ref, Value* out) {
     char text[256];
-    const size_t n = json::unescape(ref, text, sizeof text - 1);
+    const size_t n = unescape_cstr(ref, text);
     if (ref.kind != Kind::String || n >= sizeof text - 1) return invalid("'$ref' must be a string (at most 255 bytes)");
-    text[n] = '\0';
     if (text[0] != '#') return unsupported("'$ref' to another document ('%s'); only '#...' pointers", text);
-    Value at = root_;
-    const char* p = text + 1;
-    if (*p != '\0' && *p != '/') return unsupported("'$ref' anchor '%s'; only JSON pointers ('#/$defs/name')", text);
-    while (*p == '/') {
-      ++p;
-      char segment[256];
-      size_t k = 0;
-      while (*p != '\0' && *p != '/') {
-        char c = *p++;
-        if (c == '~' && (*p == '0' || *p == '1')) c = *p++ == '0' ? '~' : '/';
-        segment[k++] = c;
-      }
-      segment[k] = '\0';
-      Value next;
-      bool found = false;
-      if (at.kind == Kind::Object) {
-        found = json::find(at, segment, &next);
-      } else if (at.kind == Kind::Array) {
-        char* end = nullptr;
-        const long index = std::strtol(segment, &end, 10);
-        json::Items items(at);
-        for (long i = 0; *end == '\0' && k > 0 && items.next(&next); ++i) {
-          if (i == index) {
-            found = true;
-            break;
-          }
-        }
-      }
-      if (!found) return invalid("'$ref' '%s' points at nothing", text);
-      at = next;
+    if (text[1] != '\0' && text[1] != '/') {
+      return unsupported("'$ref' anchor '%s'; only JSON pointers ('#/$defs/name')", text);
     }
-    *out = at;
+    if (!json::at_pointer(root_, text + 1, out)) return invalid("'$ref' '%s' points at nothing", text);
     return Error::Ok;
   }
 
@@ -556,8 +436,7 @@ class Converter {
         }
       }
       char name[64];
-      const size_t n = json::unescape(v, name, sizeof name - 1);
-      name[n < sizeof name - 1 ? n : sizeof name - 1] = '\0';
+      unescape_cstr(v, name);
       return unsupported("the string format '%s' (supported: date, time, date-time, uuid)", name);
     }
     int64_t min = 0, max = -1;
@@ -594,12 +473,7 @@ class Converter {
   // ---- Numbers ----
 
   // A bound of a range: absent, or an integer (numbers round inward for integer types).
-  struct Bound {
-    bool present = false;
-    int64_t value = 0;
-  };
-
-  Error bound(const Value& schema, const char* key, bool integer, bool lower, bool exclusive, Bound* out) {
+  Error bound(const Value& schema, const char* key, bool integer, bool lower, bool exclusive, RangeBound* out) {
     Value v;
     if (!json::find(schema, key, &v)) return Error::Ok;
     if (v.kind != Kind::Number) return invalid("'%s' must be a number", key);
@@ -625,9 +499,9 @@ class Converter {
   }
 
   Error number(const Value& schema, bool integer) {
-    // Integer bounds of the value: lo <= v <= hi for integers. For numbers, the bounds on
-    // the integer part of non-integers come from the inclusive/exclusive flags below.
-    Bound lo, hi;
+    // Integer bounds of the value: lo <= v <= hi for integers. Non-integers lie between the
+    // bounds as written (below).
+    RangeBound lo, hi;
     TERN_RETURN_IF_ERROR(bound(schema, "minimum", integer, true, false, &lo));
     TERN_RETURN_IF_ERROR(bound(schema, "exclusiveMinimum", integer, true, true, &lo));
     TERN_RETURN_IF_ERROR(bound(schema, "maximum", integer, false, false, &hi));
@@ -640,181 +514,19 @@ class Converter {
     if (lo.present && hi.present && lo.value > hi.value) return unsupported("an empty range (minimum above maximum)");
     used_ |= kWs;
     out_.put("( ");
-    integer_range(lo, hi);
-    if (!integer) out_.put(" ( \".\" \"0\"{1,16} )?");  // 3.0 is the integer 3
-    if (!integer) {
-      // Non-integers v: lo' <= floor(v) <= hi' - 1 with lo' = the minimum (inclusive or
-      // exclusive alike) and hi' = the maximum (likewise). Written k.f for k >= 0, and
-      // -m.f with m = -k - 1 for k < 0; f has a nonzero digit.
-      Bound flo, fhi;
-      TERN_RETURN_IF_ERROR(bound(schema, "minimum", false, true, false, &flo));
-      TERN_RETURN_IF_ERROR(bound(schema, "exclusiveMinimum", false, true, false, &flo));
-      TERN_RETURN_IF_ERROR(bound(schema, "maximum", false, false, false, &fhi));
-      TERN_RETURN_IF_ERROR(bound(schema, "exclusiveMaximum", false, false, false, &fhi));
-      if (fhi.present) fhi.value -= 1;
-      const char* fraction = " \".\" [0-9]{0,15} [1-9]";
-      // Non-negative integer parts.
-      if (!fhi.present || fhi.value >= 0) {
-        const int64_t a = flo.present && flo.value > 0 ? flo.value : 0;
-        if (!fhi.present || a <= fhi.value) {
-          out_.put(" | ( ");
-          digits_range(static_cast<uint64_t>(a), fhi.present, fhi.present ? static_cast<uint64_t>(fhi.value) : 0);
-          out_.put(fraction);
-          out_.put(" )");
-        }
-      }
-      // Negative integer parts k in [lo', min(hi', -1)], as m = -k - 1 in [max(-hi' - 1, 0), -lo' - 1].
-      if (!flo.present || flo.value < 0) {
-        const int64_t k_hi = fhi.present && fhi.value < -1 ? fhi.value : -1;
-        const uint64_t m_lo = static_cast<uint64_t>(-k_hi - 1);
-        if (!flo.present || flo.value <= k_hi) {
-          out_.put(" | ( \"-\" ");
-          digits_range(m_lo, flo.present, flo.present ? static_cast<uint64_t>(-flo.value - 1) : 0);
-          out_.put(fraction);
-          out_.put(" )");
-        }
-      }
+    if (integer) {
+      write_integer_range(out_, lo, hi);
+    } else {
+      // The bounds as written, inclusive or exclusive alike: non-integers lie between them.
+      RangeBound min, max;
+      TERN_RETURN_IF_ERROR(bound(schema, "minimum", false, true, false, &min));
+      TERN_RETURN_IF_ERROR(bound(schema, "exclusiveMinimum", false, true, false, &min));
+      TERN_RETURN_IF_ERROR(bound(schema, "maximum", false, false, false, &max));
+      TERN_RETURN_IF_ERROR(bound(schema, "exclusiveMaximum", false, false, false, &max));
+      write_number_range(out_, lo, hi, min, max);
     }
     out_.put(" ) ws");
     return Error::Ok;
-  }
-
-  // Integers in [lo, hi] (either side may be open) as decimal text: no leading zeros, no -0.
-  void integer_range(const Bound& lo, const Bound& hi) {
-    bool any = false;
-    // Non-negative part: [max(lo, 0), hi].
-    if (!hi.present || hi.value >= 0) {
-      const int64_t a = lo.present && lo.value > 0 ? lo.value : 0;
-      if (!hi.present || a <= hi.value) {
-        digits_range(static_cast<uint64_t>(a), hi.present, hi.present ? static_cast<uint64_t>(hi.value) : 0);
-        any = true;
-      }
-    }
-    // Negative part: -[max(-hi, 1), -lo].
-    if (!lo.present || lo.value < 0) {
-      const uint64_t a = hi.present && hi.value < -1 ? static_cast<uint64_t>(-hi.value) : 1;
-      if (!lo.present || static_cast<uint64_t>(-lo.value) >= a) {
-        if (any) out_.put(" | ");
-        out_.put("\"-\" ");
-        digits_range(a, lo.present, lo.present ? static_cast<uint64_t>(-lo.value) : 0);
-      }
-    }
-  }
-
-  // Decimal numbers in [a, b] (b absent: at most kIntegerDigits digits), as a group.
-  void digits_range(uint64_t a, bool bounded, uint64_t b) {
-    char as[24], bs[24];
-    const int na = std::snprintf(as, sizeof as, "%llu", static_cast<unsigned long long>(a));
-    int nb = kIntegerDigits;
-    if (bounded) {
-      nb = std::snprintf(bs, sizeof bs, "%llu", static_cast<unsigned long long>(b));
-    } else {
-      std::memset(bs, '9', kIntegerDigits);
-      bs[kIntegerDigits] = '\0';
-      if (na > kIntegerDigits) nb = na, std::memcpy(bs, as, static_cast<size_t>(na) + 1);
-    }
-    out_.put("( ");
-    bool first = true;
-    for (int len = na; len <= nb;) {
-      char lo[24], hi[24];
-      if (len == na) {
-        std::memcpy(lo, as, static_cast<size_t>(len));
-      } else {
-        lo[0] = '1';
-        std::memset(lo + 1, '0', static_cast<size_t>(len - 1));
-      }
-      if (len == nb) {
-        std::memcpy(hi, bs, static_cast<size_t>(len));
-      } else {
-        std::memset(hi, '9', static_cast<size_t>(len));
-      }
-      if (!first) out_.put(" | ");
-      first = false;
-      // Every number of this many digits (and of the next lengths, while that holds): one run.
-      auto full = [&](int l, const char* x, const char* y) {
-        if (x[0] != (l == 1 ? '0' : '1') || y[0] != '9') return false;
-        for (int i = 1; i < l; ++i) {
-          if (x[i] != '0' || y[i] != '9') return false;
-        }
-        return l > 1;
-      };
-      if (full(len, lo, hi)) {
-        int last = len;
-        while (last + 1 < nb || (last + 1 == nb && bounded_all_nines(bs, nb))) ++last;
-        if (last == len) {
-          digits('1', '9', len - 1);
-        } else {
-          out_.printf("[1-9] [0-9]{%d,%d}", len - 1, last - 1);
-        }
-        len = last + 1;
-        continue;
-      }
-      out_.put("( ");
-      same_length(lo, hi, len);
-      out_.put(" )");
-      ++len;
-    }
-    out_.put(" )");
-  }
-
-  static bool bounded_all_nines(const char* s, int n) {
-    for (int i = 0; i < n; ++i) {
-      if (s[i] != '9') return false;
-    }
-    return true;
-  }
-
-  // One digit in [lo, hi], then k digits.
-  void digits(char lo, char hi, int k) {
-    if (lo == hi) {
-      out_.printf("\"%c\"", lo);
-    } else {
-      out_.printf("[%c-%c]", lo, hi);
-    }
-    if (k == 1) out_.put(" [0-9]");
-    if (k > 1) out_.printf(" [0-9]{%d}", k);
-  }
-
-  // Digit strings of length n between x and y (x <= y, same length).
-  void same_length(const char* x, const char* y, int n) {
-    if (n == 0) return;
-    if (x[0] == y[0]) {
-      out_.printf("\"%c\" ", x[0]);
-      same_length(x + 1, y + 1, n - 1);
-      return;
-    }
-    out_.put("( ");
-    out_.printf("\"%c\" ", x[0]);
-    bounded(x + 1, n - 1, false);
-    if (x[0] + 1 <= y[0] - 1) {
-      out_.put(" | ");
-      digits(static_cast<char>(x[0] + 1), static_cast<char>(y[0] - 1), n - 1);
-    }
-    out_.printf(" | \"%c\" ", y[0]);
-    bounded(y + 1, n - 1, true);
-    out_.put(" )");
-  }
-  // Digit strings of length n that are >= x (upper: <= x).
-  void bounded(const char* x, int n, bool upper) {
-    if (n == 0) return;
-    const char extreme = upper ? '9' : '0';
-    bool any = true;  // x is all 0s (all 9s): every string of n digits
-    for (int i = 0; i < n; ++i) any &= x[i] == extreme;
-    if (any) {
-      digits('0', '9', n - 1);
-      return;
-    }
-    out_.printf("( \"%c\" ", x[0]);
-    bounded(x + 1, n - 1, upper);
-    if (x[0] != (upper ? '0' : '9')) {  // a first digit past x's (below it: upper), then anything
-      out_.put(" | ");
-      if (upper) {
-        digits('0', static_cast<char>(x[0] - 1), n - 1);
-      } else {
-        digits(static_cast<char>(x[0] + 1), '9', n - 1);
-      }
-    }
-    out_.put(" )");
   }
 
   // ---- Arrays ----
@@ -1013,111 +725,32 @@ class Converter {
   // A key not listed in `object`'s properties, then its value. The key has no escapes (so
   // a listed name cannot be spelled another way).
   Error additional_key_value(const Value& object, const Value& schema, int depth) {
-    // The listed names as code points, sorted, for the trie walk below.
     Value properties;
-    n_names_ = 0;
-    size_t n_cps = 0;
+    excluded_.clear();
     if (json::find(object, "properties", &properties) && properties.kind == Kind::Object) {
       json::Members members(properties);
       Value key, value;
       while (members.next(&key, &value)) {
-        char buf[4 * kMaxNameCodePoints];
+        char buf[4 * ExcludedKeys::kMaxNameCodePoints];
         const size_t k = json::unescape(key, buf, sizeof buf);
-        if (k > sizeof buf || n_names_ == kMaxNames) return unsupported("property names too many or too long to exclude");
-        name_start_[n_names_] = static_cast<uint32_t>(n_cps);
-        for (size_t i = 0; i < k;) {
-          const unicode::Decoded d = unicode::decode_utf8(reinterpret_cast<const uint8_t*>(buf + i), k - i);
-          if (n_cps - name_start_[n_names_] == kMaxNameCodePoints) return unsupported("a property name too long to exclude");
-          name_cps_[n_cps++] = d.cp;
-          i += d.length;
-        }
-        name_length_[n_names_] = static_cast<uint32_t>(n_cps - name_start_[n_names_]);
-        name_order_[n_names_] = static_cast<uint32_t>(n_names_);
-        ++n_names_;
+        if (k > sizeof buf) return unsupported("property names too many or too long to exclude");
+        if (const char* why = excluded_.add(buf, k)) return unsupported("%s", why);
       }
-    }
-    auto less = [&](uint32_t a, uint32_t b) {
-      const uint32_t la = name_length_[a], lb = name_length_[b];
-      for (uint32_t i = 0; i < la && i < lb; ++i) {
-        const uint32_t x = name_cps_[name_start_[a] + i], y = name_cps_[name_start_[b] + i];
-        if (x != y) return x < y;
-      }
-      return la < lb;
-    };
-    for (size_t i = 1; i < n_names_; ++i) {
-      const uint32_t x = name_order_[i];
-      size_t j = i;
-      while (j > 0 && less(x, name_order_[j - 1])) name_order_[j] = name_order_[j - 1], --j;
-      name_order_[j] = x;
     }
     used_ |= kWs;
     out_.put("\"\\\"\" ");
-    if (n_names_ == 0) {
-      out_.put(kKeyChar);
-      out_.put("*");
-    } else {
-      not_names(0, 0, n_names_);
-    }
+    excluded_.write(out_);
     out_.put(" \"\\\"\" ws \":\" ws ");
     return expression(schema, depth + 1);
   }
 
-  uint32_t name_cp(size_t i, size_t at) const { return name_cps_[name_start_[name_order_[i]] + at]; }
-  uint32_t name_length(size_t i) const { return name_length_[name_order_[i]]; }
-
-  // Key text (no quote, backslash or control character) that is none of the sorted names
-  // [first, last), which all start with the `at` code points written so far.
-  void not_names(size_t at, size_t first, size_t last) {
-    size_t i = first;
-    bool complete = false;  // a name ends here: the key may not stop
-    while (i < last && name_length(i) == at) complete = true, ++i;
-    // A character no name continues with, then anything.
-    out_.put("( [^\"\\\\\\x7F\\x00-\\x1F");
-    for (size_t j = i; j < last; ++j) {
-      if (j == i || name_cp(j, at) != name_cp(j - 1, at)) class_char(name_cp(j, at));
-    }
-    out_.put("] ");
-    out_.put(kKeyChar);
-    out_.put("*");
-    // Or the next character of some names, and the same again past it.
-    for (size_t j = i; j < last;) {
-      const uint32_t c = name_cp(j, at);
-      size_t end = j;
-      while (end < last && name_cp(end, at) == c) ++end;
-      uint8_t utf8[4];
-      const size_t len = unicode::encode_utf8(c, utf8);
-      out_.put(" | ");
-      out_.literal(reinterpret_cast<const char*>(utf8), len);
-      out_.put(" ");
-      not_names(at + 1, j, end);
-      j = end;
-    }
-    out_.put(complete ? " )" : " )?");
-  }
-
-  void class_char(uint32_t cp) {
-    if (cp == ']' || cp == '[' || cp == '\\' || cp == '^' || cp == '-' || cp == '"') {
-      out_.printf("\\%c", static_cast<char>(cp));
-    } else if (cp < 0x20 || cp == 0x7F) {
-      out_.printf("\\x%02X", cp);
-    } else {
-      uint8_t utf8[4];
-      const size_t len = unicode::encode_utf8(cp, utf8);
-      out_.put(reinterpret_cast<const char*>(utf8), len);
-    }
-  }
-
   Value root_;
-  Out& out_;
+  GbnfWriter& out_;
   uint32_t used_ = 0;
   Property props_[kPropertyPool];
   size_t props_top_ = 0;
   uint32_t kv_ids_[kPropertyPool];
-  uint32_t name_cps_[kMaxNames * kMaxNameCodePoints];
-  uint32_t name_start_[kMaxNames];
-  uint32_t name_length_[kMaxNames];
-  uint32_t name_order_[kMaxNames];
-  size_t n_names_ = 0;
+  ExcludedKeys excluded_;
   Job jobs_[kMaxJobs];
   size_t n_jobs_ = 0;
   uint32_t next_id_ = 0;
@@ -1132,7 +765,7 @@ Error json_schema_to_grammar(const char* schema, size_t size, char* out, size_t 
   *out_size = 0;
   TERN_CHECK_OR_RETURN(out != nullptr || capacity == 0, Error::InvalidArgument, "json_schema_to_grammar: null buffer");
   TERN_ASSIGN_OR_RETURN(const json::Value root, json::parse(schema, size));
-  Out text(out, capacity);
+  GbnfWriter text(out, capacity);
   // The converter's tables (~0.5 MB) are too large for a thread's stack: one heap block
   // while it runs (a setup step, like tern_plan, never during generation).
   std::unique_ptr<Converter> converter(new (std::nothrow) Converter(root, text));
