@@ -12,7 +12,7 @@
 set -euo pipefail
 build=${1:-build/release}
 tokens=${2:-100000}
-test_bin="$build/tests/runtime/runtime_kv_budget_test"
+test_bin="$build/tests/runtime/kv/runtime_kv_budget_test"
 bundles="$build/test-bundles"
 for need in "$test_bin" "$bundles/tiny-austen-packed.tern" "$bundles/tiny-austen-calibrated.tern"; do
   [ -e "$need" ] || { echo "runtime_soak: $need is missing (build, then .ci/test converts the bundles)" >&2; exit 1; }
