@@ -211,12 +211,11 @@ BundleContents contents_from_ir(const ModelIR& ir, const ConvertOptions& options
   return c;
 }
 
-Result<WriteStats> write_bundle(const std::string& path, const BundleContents& contents, const ProgressFn& progress) {
-  const auto start = std::chrono::steady_clock::now();
-  WriteStats stats;
+namespace {
 
-  // Plan the data area: each segment 64-byte aligned, in the order given.
-  std::vector<Planned> plan(contents.tensors.size());
+// The data area: each segment 64-byte aligned, in the order given; checks every tensor's shape.
+Result<uint64_t> plan_segments(const std::string& path, const BundleContents& contents, std::vector<Planned>* plan) {
+  plan->assign(contents.tensors.size(), Planned{});
   std::set<std::string> names;
   uint64_t cursor = 0;
   for (size_t i = 0; i < contents.tensors.size(); ++i) {
@@ -233,19 +232,21 @@ Result<WriteStats> write_bundle(const std::string& path, const BundleContents& c
       return fail(Error::InvalidArgument, "%s: tensor '%s' group size %u invalid for %llu columns", path.c_str(),
                   t.name.c_str(), t.group, static_cast<unsigned long long>(t.cols()));
     }
-    plan[i].data_offset = cursor;
-    plan[i].data_size = t.data_size();
-    cursor = align_up(cursor + plan[i].data_size, kSegmentAlign);
-    plan[i].scales_size = t.scale_count() * sizeof(float);
-    if (plan[i].scales_size) {
-      plan[i].scales_offset = cursor;
-      cursor = align_up(cursor + plan[i].scales_size, kSegmentAlign);
+    Planned& p = (*plan)[i];
+    p.data_offset = cursor;
+    p.data_size = t.data_size();
+    cursor = align_up(cursor + p.data_size, kSegmentAlign);
+    p.scales_size = t.scale_count() * sizeof(float);
+    if (p.scales_size) {
+      p.scales_offset = cursor;
+      cursor = align_up(cursor + p.scales_size, kSegmentAlign);
     }
   }
-  const uint64_t data_size = cursor;
+  return cursor;
+}
 
-  // The header.
-  flatbuffers::FlatBufferBuilder fbb(1 << 16);
+flatbuffers::Offset<schema::ModelConfig> write_config(flatbuffers::FlatBufferBuilder& fbb,
+                                                      const BundleContents& contents) {
   const ModelConfig& cfg = contents.config;
   const std::string chat = contents.tokenizer ? contents.tokenizer->chat_template : std::string();
   auto chat_off = fbb.CreateString(chat);
@@ -291,11 +292,11 @@ Result<WriteStats> write_bundle(const std::string& path, const BundleContents& c
   cb.add_sliding_window(cfg.sliding_window);
   if (cfg.sliding_layers != 0) cb.add_sliding_layers(sliding_off);
   if (cfg.embedding) cb.add_embedding(embedding_off);
-  auto config_off = cb.Finish();
+  return cb.Finish();
+}
 
-  auto prov_off = schema::CreateProvenanceDirect(fbb, contents.source_format.c_str(), contents.source_path.c_str(),
-                                                 version_string(), utc_now().c_str(), contents.options.c_str());
-
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<schema::Tensor>>> write_tensor_table(
+    flatbuffers::FlatBufferBuilder& fbb, const BundleContents& contents, const std::vector<Planned>& plan) {
   std::vector<flatbuffers::Offset<schema::Tensor>> tensor_offs;
   for (size_t i = 0; i < contents.tensors.size(); ++i) {
     const TensorSpec& t = contents.tensors[i];
@@ -315,8 +316,37 @@ Result<WriteStats> write_bundle(const std::string& path, const BundleContents& c
     if (plan[i].scales_size) tb.add_group_scales(&scale_seg);
     tensor_offs.push_back(tb.Finish());
   }
-  auto tensors_off = fbb.CreateVectorOfSortedTables(&tensor_offs);
+  return fbb.CreateVectorOfSortedTables(&tensor_offs);
+}
 
+flatbuffers::Offset<schema::KvProfile> write_kv_profile(flatbuffers::FlatBufferBuilder& fbb, const KvProfileIR& kv) {
+  std::vector<flatbuffers::Offset<schema::KvHeadProfile>> heads;
+  for (const auto& h : kv.heads) {
+    heads.push_back(schema::CreateKvHeadProfileDirect(
+        fbb, h.layer, h.kv_head, h.shannon_entropy, h.renyi2_entropy, static_cast<schema::KvClass>(h.kv_class),
+        h.key_bits, h.value_bits, h.sink, h.sensitivity.empty() ? nullptr : &h.sensitivity,
+        h.query_shannon_entropy.empty() ? nullptr : &h.query_shannon_entropy));
+  }
+  std::vector<flatbuffers::Offset<schema::KvAllocation>> allocations;
+  for (const auto& a : kv.allocations) {
+    allocations.push_back(
+        schema::CreateKvAllocationDirect(fbb, a.average_bits, &a.key_bits, &a.value_bits, a.rule.c_str()));
+  }
+  return schema::CreateKvProfileDirect(fbb, &heads, kv.sink_tokens, kv.recent_window, kv.group_size, kv.average_bits,
+                                       kv.provenance.c_str(),
+                                       kv.sensitivity_widths.empty() ? nullptr : &kv.sensitivity_widths,
+                                       kv.sensitivity_tokens, allocations.empty() ? nullptr : &allocations,
+                                       kv.value_group);
+}
+
+// The FlatBuffer header: config, provenance, the tensor table with every segment's place,
+// the tokenizer and the KV profile.
+void write_header(flatbuffers::FlatBufferBuilder& fbb, const BundleContents& contents, const std::vector<Planned>& plan,
+                  uint64_t data_size) {
+  auto config_off = write_config(fbb, contents);
+  auto prov_off = schema::CreateProvenanceDirect(fbb, contents.source_format.c_str(), contents.source_path.c_str(),
+                                                 version_string(), utc_now().c_str(), contents.options.c_str());
+  auto tensors_off = write_tensor_table(fbb, contents, plan);
   flatbuffers::Offset<schema::Tokenizer> tok_off;
   if (contents.tokenizer) {
     tok_off = write_tokenizer(fbb, *contents.tokenizer);
@@ -324,28 +354,8 @@ Result<WriteStats> write_bundle(const std::string& path, const BundleContents& c
     schema::TokenizerBuilder tb(fbb);
     tok_off = tb.Finish();
   }
-
   flatbuffers::Offset<schema::KvProfile> kv_off;
-  if (contents.kv_profile) {
-    const KvProfileIR& kv = *contents.kv_profile;
-    std::vector<flatbuffers::Offset<schema::KvHeadProfile>> heads;
-    for (const auto& h : kv.heads) {
-      heads.push_back(schema::CreateKvHeadProfileDirect(
-          fbb, h.layer, h.kv_head, h.shannon_entropy, h.renyi2_entropy, static_cast<schema::KvClass>(h.kv_class),
-          h.key_bits, h.value_bits, h.sink, h.sensitivity.empty() ? nullptr : &h.sensitivity,
-          h.query_shannon_entropy.empty() ? nullptr : &h.query_shannon_entropy));
-    }
-    std::vector<flatbuffers::Offset<schema::KvAllocation>> allocations;
-    for (const auto& a : kv.allocations) {
-      allocations.push_back(
-          schema::CreateKvAllocationDirect(fbb, a.average_bits, &a.key_bits, &a.value_bits, a.rule.c_str()));
-    }
-    kv_off = schema::CreateKvProfileDirect(fbb, &heads, kv.sink_tokens, kv.recent_window, kv.group_size,
-                                           kv.average_bits, kv.provenance.c_str(),
-                                           kv.sensitivity_widths.empty() ? nullptr : &kv.sensitivity_widths,
-                                           kv.sensitivity_tokens, allocations.empty() ? nullptr : &allocations,
-                                           kv.value_group);
-  }
+  if (contents.kv_profile) kv_off = write_kv_profile(fbb, *contents.kv_profile);
 
   schema::BundleBuilder bb(fbb);
   bb.add_format_version(kBundleFormatVersion);
@@ -356,7 +366,42 @@ Result<WriteStats> write_bundle(const std::string& path, const BundleContents& c
   if (contents.kv_profile) bb.add_kv_profile(kv_off);
   bb.add_data_size(data_size);
   fbb.FinishSizePrefixed(bb.Finish(), schema::BundleIdentifier());
+}
 
+// Streams tensor i's data (and group scales) to its planned place, checking what its producer
+// wrote against the plan.
+Error write_tensor_data(const std::string& path, const TensorSpec& t, const Planned& plan, uint64_t data_start,
+                        FileSink& sink, std::vector<float>& scales) {
+  TERN_RETURN_IF_ERROR(sink.pad_to(data_start + plan.data_offset));
+  scales.clear();
+  sink.begin_segment();
+  if (!t.produce) return fail(Error::Internal, "%s: tensor '%s' has no producer", path.c_str(), t.name.c_str());
+  TERN_RETURN_IF_ERROR(t.produce(sink, scales));
+  if (sink.segment_written() != plan.data_size) {
+    return fail(Error::Internal, "%s: tensor '%s' produced %llu bytes, expected %llu", path.c_str(), t.name.c_str(),
+                static_cast<unsigned long long>(sink.segment_written()),
+                static_cast<unsigned long long>(plan.data_size));
+  }
+  if (scales.size() * sizeof(float) != plan.scales_size) {
+    return fail(Error::Internal, "%s: tensor '%s' produced %zu group scales, expected %llu", path.c_str(),
+                t.name.c_str(), scales.size(), static_cast<unsigned long long>(plan.scales_size / 4));
+  }
+  if (!scales.empty()) {
+    TERN_RETURN_IF_ERROR(sink.pad_to(data_start + plan.scales_offset));
+    TERN_RETURN_IF_ERROR(sink.write(scales.data(), scales.size() * sizeof(float)));
+  }
+  return Error::Ok;
+}
+
+}  // namespace
+
+Result<WriteStats> write_bundle(const std::string& path, const BundleContents& contents, const ProgressFn& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  WriteStats stats;
+  std::vector<Planned> plan;
+  TERN_ASSIGN_OR_RETURN(const uint64_t data_size, plan_segments(path, contents, &plan));
+  flatbuffers::FlatBufferBuilder fbb(1 << 16);
+  write_header(fbb, contents, plan, data_size);
   const uint64_t header = fbb.GetSize();
   const uint64_t data_start = align_up(header, kSegmentAlign);
   const uint64_t total = data_start + data_size;
@@ -370,24 +415,7 @@ Result<WriteStats> write_bundle(const std::string& path, const BundleContents& c
   std::vector<float> scales;
   for (size_t i = 0; i < contents.tensors.size(); ++i) {
     const TensorSpec& t = contents.tensors[i];
-    TERN_RETURN_IF_ERROR(sink.pad_to(data_start + plan[i].data_offset));
-    scales.clear();
-    sink.begin_segment();
-    if (!t.produce) return fail(Error::Internal, "%s: tensor '%s' has no producer", path.c_str(), t.name.c_str());
-    TERN_RETURN_IF_ERROR(t.produce(sink, scales));
-    if (sink.segment_written() != plan[i].data_size) {
-      return fail(Error::Internal, "%s: tensor '%s' produced %llu bytes, expected %llu", path.c_str(), t.name.c_str(),
-                  static_cast<unsigned long long>(sink.segment_written()),
-                  static_cast<unsigned long long>(plan[i].data_size));
-    }
-    if (scales.size() * sizeof(float) != plan[i].scales_size) {
-      return fail(Error::Internal, "%s: tensor '%s' produced %zu group scales, expected %llu", path.c_str(),
-                  t.name.c_str(), scales.size(), static_cast<unsigned long long>(plan[i].scales_size / 4));
-    }
-    if (!scales.empty()) {
-      TERN_RETURN_IF_ERROR(sink.pad_to(data_start + plan[i].scales_offset));
-      TERN_RETURN_IF_ERROR(sink.write(scales.data(), scales.size() * sizeof(float)));
-    }
+    TERN_RETURN_IF_ERROR(write_tensor_data(path, t, plan[i], data_start, sink, scales));
     const uint64_t bytes = plan[i].data_size + plan[i].scales_size;
     if (t.type == TensorType::Ternary) {
       stats.ternary_bytes += bytes;
