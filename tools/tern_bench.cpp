@@ -27,6 +27,7 @@
 #include "runtime/engine/model.h"
 #include "runtime/engine/session.h"
 #include "tools/common/decode_work.h"
+#include "tools/common/model_options.h"
 
 namespace {
 
@@ -206,7 +207,7 @@ int main(int argc, char** argv) {
   app.add_option("-n,--tg", tg, "generated tokens per run")->check(CLI::PositiveNumber);
   app.add_option("-r,--reps", reps, "repetitions (after one warm-up)")->check(CLI::PositiveNumber);
   app.add_option("-t,--threads", threads, "thread counts")->expected(1, -1);
-  app.add_option("--kv", kv, "KV mode: f32, fp16 (dense), q8, q4, q3, q2, k4v2, adaptive:B (compressed)");
+  tern::cli::add_kv_option(app, &kv);
   std::vector<unsigned> verify;
   app.add_option("--verify", verify, "draft counts k: time a verification pass of k drafts against a decode step")
       ->check(CLI::Range(1u, tern::kMaxDraftTokens))

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "include/tern.h"
+#include "tools/common/model_options.h"
 
 namespace {
 
@@ -60,9 +61,10 @@ bool ends_with(const std::string& s, const std::string& tail) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Embed texts with a Tern embedding bundle: one vector per text, JSON or .npy"};
-  std::string model_path, file, output, format_name = "float", prompt, instruction, budget = "0";
+  std::string model_path, file, output, format_name = "float", prompt, instruction;
   std::vector<std::string> texts;
-  uint32_t dimensions = 0, threads = 1, ctx = 0, batch = 64;
+  uint32_t dimensions = 0;
+  tern::cli::ModelOptions model_options;
   bool truncate = false, no_prompt = false, quiet = false;
   app.add_option("MODEL", model_path, "an embedding bundle (.tern)")->required();
   app.add_option("-p,--text", texts, "a text to embed (repeatable)");
@@ -74,10 +76,12 @@ int main(int argc, char** argv) {
   app.add_flag("--no-prompt", no_prompt, "no prompt, even if the bundle has a default one");
   app.add_option("--instruction", instruction, "text put in front of every input instead of a stored prompt");
   app.add_flag("--truncate", truncate, "cut texts longer than the context to their first tokens (else an error)");
-  app.add_option("--threads", threads, "compute threads");
-  app.add_option("--ctx", ctx, "longest input in tokens the KV cache holds (0: as many as the budget allows)");
-  app.add_option("--batch", batch, "tokens per forward pass (texts share a batch)");
-  app.add_option("--memory-budget", budget, "e.g. 512M, available-25% (0: no limit)");
+  tern::cli::add_threads_option(app, &model_options.threads, "--threads");
+  tern::cli::add_ctx_option(app, &model_options.ctx, "--ctx",
+                            "longest input in tokens the KV cache holds (0: as many as the budget allows)");
+  tern::cli::add_batch_option(app, &model_options.batch, "--batch",
+                              "tokens per forward pass (default 64; texts share a batch)");
+  tern::cli::add_memory_budget_option(app, &model_options.memory_budget);
   app.add_flag("-q,--quiet", quiet, "no statistics on stderr");
   CLI11_PARSE(app, argc, argv);
 
@@ -109,11 +113,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  tern_model_params mp = tern_model_default_params();
-  if (tern_parse_memory_budget(budget.c_str(), &mp.memory_budget_bytes) != TERN_OK) return die("--memory-budget");
-  mp.n_threads = threads;
-  mp.n_ctx = ctx;
-  mp.n_batch = batch;
+  tern_model_params mp;
+  if (tern::cli::to_model_params(model_options, &mp) != TERN_OK) return die("--memory-budget");
   tern_model* model = nullptr;
   if (tern_model_load(model_path.c_str(), &mp, &model) != TERN_OK) return die(model_path.c_str());
   tern_embedding_info info;
@@ -165,7 +166,8 @@ int main(int argc, char** argv) {
     }
   } else {
     std::string json = "{\"model\": " + json_string(model_path) + ", \"dimensions\": " + std::to_string(dims) +
-                       ", \"format\": \"" + (format == TERN_EMBED_FLOAT32 ? "float32" : format == TERN_EMBED_INT8 ? "int8" : "binary") +
+                       ", \"format\": \"" +
+                       (format == TERN_EMBED_FLOAT32 ? "float32" : format == TERN_EMBED_INT8 ? "int8" : "binary") +
                        "\", \"embeddings\": [";
     char num[32];
     for (size_t i = 0; i < texts.size(); ++i) {

@@ -30,7 +30,7 @@
 #include "runtime/engine/model.h"
 #include "schema/bundle_generated.h"
 #include "tools/common/cli_files.h"
-#include "tools/common/cli_kv.h"
+#include "tools/common/model_options.h"
 
 using namespace tern;
 

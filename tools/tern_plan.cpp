@@ -19,9 +19,9 @@
 #include "kernels/ternary_decode_model.h"
 #include "runtime/model/bundle.h"
 #include "include/tern.h"
-#include "tools/common/cli_kv.h"
 #include "tools/common/cli_sizes.h"
 #include "tools/common/decode_work.h"
+#include "tools/common/model_options.h"
 
 namespace {
 
@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"pi4", "pi5", "android6g", "iphone4g", "all"}));
   app.add_option("--kv", modes, "KV modes to plan (default: fp16 q8 q4 q2 and every calibrated adaptive:B; aging tiers: "
                  "q4>2@96 = blocks more than 96 tokens past the exact window at 2 bits; per-head budgets: q4/hh)");
-  app.add_option("-b,--batch", batch, "prefill batch (default 64)");
+  tern::cli::add_batch_option(app, &batch);  // 0: the default
   tern::cli::add_kv_layout_options(app, &window, &sinks, "32; adaptive: the bundle's", "4; adaptive: the bundle's");
   app.add_flag("--no-evict", no_evict, "plan without eviction");
   std::string draft;

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "tools/common/cli_grammar.h"
-#include "tools/common/cli_kv.h"
-#include "tools/common/cli_sizes.h"
 #include "include/tern.h"
+#include "tools/common/cli_sizes.h"
+#include "tools/common/grammar_options.h"
+#include "tools/common/model_options.h"
 
 namespace {
 
@@ -72,11 +72,10 @@ void print_stats(const tern_generate_stats& st) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Generate text with a Tern bundle"};
-  std::string bundle, prompt, budget_text = "0", kv = "f32";
+  std::string bundle, prompt;
   int n_new = 128;
   tern_sampler_params sampler = tern_sampler_default_params();
-  unsigned threads = 1, ctx = 0, batch = 64;
-  int kv_window = -1, kv_sinks = -1;
+  tern::cli::ModelOptions model_options;
   bool chat = false, no_bos = false, greedy = false, no_evict = false, evict = false;
   app.add_option("BUNDLE", bundle, ".tern bundle")->required();
   app.add_option("-p,--prompt", prompt, "prompt text");
@@ -89,18 +88,13 @@ int main(int argc, char** argv) {
   app.add_option("--repeat-last-n", sampler.repeat_last_n, "tokens the penalty looks back");
   app.add_option("--seed", sampler.seed, "sampler seed");
   app.add_flag("--greedy", greedy, "same as --temp 0");
-  app.add_option("-t,--threads", threads, "threads (0 = one per core)");
-  app.add_option("--memory-budget", budget_text,
-                 "bytes the process may use, e.g. 512M, or available[-25%] (what the OS can give now; 0 = unlimited)");
-  app.add_option("-c,--ctx", ctx, "context tokens (0 = as many as the budget allows)");
-  app.add_option("-b,--batch", batch, "prefill batch")->check(CLI::PositiveNumber);
-  app.add_option("--kv", kv,
-                 "KV mode: f32 (default), fp16|f16 (dense); q8, q4, q3, q2, k4v2 (compressed per head, eviction on); "
-                 "adaptive:B (the bundle's calibrated widths at B average bits); any compressed mode + >A@N "
-                 "(aging: blocks more than N tokens past the exact window stored at most A bits wide, e.g. "
-                 "q4>2@96); any mode + /hh (per-head token budgets from calibration, each head evicting the block "
-                 "it attends to least: q4/hh, q4/hh=equal, q4/hh@50%)");
-  tern::cli::add_kv_layout_options(app, &kv_window, &kv_sinks, "32; adaptive: the bundle's", "4; adaptive: the bundle's");
+  tern::cli::add_threads_option(app, &model_options.threads);
+  tern::cli::add_memory_budget_option(app, &model_options.memory_budget);
+  tern::cli::add_ctx_option(app, &model_options.ctx);
+  tern::cli::add_batch_option(app, &model_options.batch)->check(CLI::PositiveNumber);
+  tern::cli::add_kv_option(app, &model_options.kv);
+  tern::cli::add_kv_layout_options(app, &model_options.kv_window, &model_options.kv_sinks,
+                                   "32; adaptive: the bundle's", "4; adaptive: the bundle's");
   app.add_flag("--no-evict", no_evict, "stop at the KV capacity instead of evicting old blocks");
   app.add_flag("--evict", evict, "evict with f32/fp16 too (a compressed cache of exact heads)");
   app.add_option("--presence-penalty", sampler.presence_penalty, "subtracted from every token seen (0 = off)");
@@ -125,9 +119,10 @@ int main(int argc, char** argv) {
   if (!tern::cli::grammar_text(grammar_options, "tern-run", &grammar)) return 2;
   if (greedy) sampler.temperature = 0.0f;
 
-  tern_model_params mp = tern_model_default_params();
-  if (tern_parse_memory_budget(budget_text.c_str(), &mp.memory_budget_bytes) != TERN_OK) {
-    std::fprintf(stderr, "tern-run: --memory-budget '%s': %s\n", budget_text.c_str(), tern_last_error_message());
+  tern_model_params mp;
+  if (tern::cli::to_model_params(model_options, &mp) != TERN_OK) {
+    std::fprintf(stderr, "tern-run: --memory-budget '%s': %s\n", model_options.memory_budget.c_str(),
+                 tern_last_error_message());
     return 2;
   }
   std::vector<tern_logit_bias> biases;
@@ -147,12 +142,6 @@ int main(int argc, char** argv) {
     }
     biases.push_back(e);
   }
-  mp.n_threads = threads;
-  mp.n_ctx = ctx;
-  mp.n_batch = batch;
-  mp.kv_mode = kv.c_str();
-  mp.kv_sink_tokens = kv_sinks;
-  mp.kv_recent_window = kv_window;
   mp.kv_eviction = no_evict ? 0 : (evict ? 1 : -1);
   mp.n_draft = draft.empty() ? 0 : draft_max;
   if (!tern::cli::grammar_memory(grammar_options, "tern-run", &mp.grammar_bytes)) return 2;

@@ -1,0 +1,81 @@
+// The flags of the CLIs that load a model (--memory-budget, --threads, --ctx, --batch, --kv,
+// --kv-window, --kv-sinks), worded alike in each, and the tern_model_params they ask for.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "include/tern.h"  // and nothing else of the project: tern-server uses this header
+
+namespace tern::cli {
+
+// What the model-loading flags hold. The defaults are tern_model_default_params()'s (kv "f32"
+// is its dense f32 cache), so a CLI without one of the flags loads as the C API would.
+struct ModelOptions {
+  std::string memory_budget = "0";
+  std::string kv = "f32";
+  unsigned threads = 1, ctx = 0, batch = 64;
+  int kv_window = -1, kv_sinks = -1;  // -1: the mode's default
+};
+
+// Each adder returns its option, for the checks a CLI puts on it. `names` keeps a CLI's own
+// spelling (some have no short form); `help` is only for a CLI where the flag means more.
+inline CLI::Option* add_memory_budget_option(CLI::App& app, std::string* budget) {
+  return app.add_option("--memory-budget", *budget,
+                        "bytes the process may use, e.g. 512M, or available[-25%] (what the OS can give now; "
+                        "0: no limit)");
+}
+
+inline CLI::Option* add_threads_option(CLI::App& app, unsigned* threads, const std::string& names = "-t,--threads") {
+  return app.add_option(names, *threads, "compute threads (0: one per core)");
+}
+
+inline CLI::Option* add_ctx_option(CLI::App& app, unsigned* ctx, const std::string& names = "-c,--ctx",
+                                   const std::string& help = "context tokens per session (0: as many as the budget "
+                                                             "allows)") {
+  return app.add_option(names, *ctx, help);
+}
+
+inline CLI::Option* add_batch_option(CLI::App& app, unsigned* batch, const std::string& names = "-b,--batch",
+                                     const std::string& help = "prefill batch: tokens per forward pass (default 64)") {
+  return app.add_option(names, *batch, help);
+}
+
+inline CLI::Option* add_kv_option(CLI::App& app, std::string* kv) {
+  return app.add_option(
+      "--kv", *kv,
+      "KV mode: f32 (default), fp16|f16 (dense); q8, q4, q3, q2, k4v2 (compressed per head, eviction on); "
+      "adaptive:B (the bundle's calibrated widths at B average bits); any compressed mode + >A@N (aging: blocks "
+      "more than N tokens past the exact window stored at most A bits wide, e.g. q4>2@96); any mode + /hh "
+      "(per-head token budgets from calibration, each head evicting the block it attends to least: q4/hh, "
+      "q4/hh=equal, q4/hh@50%)");
+}
+
+// --kv-window and --kv-sinks into `window` and `sinks` (-1 when not given), with where their
+// defaults come from (e.g. "32" or "the bundle's, or 32").
+inline void add_kv_layout_options(CLI::App& app, int* window, int* sinks, const std::string& window_default,
+                                  const std::string& sinks_default) {
+  app.add_option("--kv-window", *window, "exact recent tokens of a compressed cache (default: " + window_default + ")")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--kv-sinks", *sinks,
+                 "sink tokens of a compressed cache, kept exact and never evicted (default: " + sinks_default + ")")
+      ->check(CLI::NonNegativeNumber);
+}
+
+// The load parameters the flags ask for, over tern_model_default_params(); kv_mode points into
+// `o`. Not TERN_OK: --memory-budget is no size (tern_last_error_message() says why).
+inline tern_status to_model_params(const ModelOptions& o, tern_model_params* p) {
+  *p = tern_model_default_params();
+  const tern_status s = tern_parse_memory_budget(o.memory_budget.c_str(), &p->memory_budget_bytes);
+  if (s != TERN_OK) return s;
+  p->n_threads = o.threads;
+  p->n_ctx = o.ctx;
+  p->n_batch = o.batch;
+  p->kv_mode = o.kv.c_str();
+  p->kv_sink_tokens = o.kv_sinks;
+  p->kv_recent_window = o.kv_window;
+  return TERN_OK;
+}
+
+}  // namespace tern::cli
