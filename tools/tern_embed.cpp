@@ -57,6 +57,47 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+// The vectors (`row` bytes each in `format`, int8's scales beside) as tern-embed's JSON.
+std::string embeddings_json(const std::string& model_path, tern_embed_format format, uint32_t dims, size_t row,
+                            const std::vector<uint8_t>& out, const std::vector<float>& scales, size_t n_texts,
+                            uint64_t tokens) {
+  std::string json = "{\"model\": " + json_string(model_path) + ", \"dimensions\": " + std::to_string(dims) +
+                     ", \"format\": \"" +
+                     (format == TERN_EMBED_FLOAT32 ? "float32" : format == TERN_EMBED_INT8 ? "int8" : "binary") +
+                     "\", \"embeddings\": [";
+  char num[32];
+  for (size_t i = 0; i < n_texts; ++i) {
+    json += i ? ",\n  [" : "\n  [";
+    const uint8_t* r = out.data() + i * row;
+    const size_t n = format == TERN_EMBED_FLOAT32 ? dims : row;
+    for (size_t d = 0; d < n; ++d) {
+      if (format == TERN_EMBED_FLOAT32) {
+        float v;
+        std::memcpy(&v, r + d * sizeof(float), sizeof v);
+        std::snprintf(num, sizeof num, "%.9g", static_cast<double>(v));
+      } else if (format == TERN_EMBED_INT8) {
+        std::snprintf(num, sizeof num, "%d", static_cast<int>(static_cast<int8_t>(r[d])));
+      } else {
+        std::snprintf(num, sizeof num, "%u", static_cast<unsigned>(r[d]));
+      }
+      json += d ? ", " : "";
+      json += num;
+    }
+    json += "]";
+  }
+  json += "]";
+  if (format == TERN_EMBED_INT8) {
+    json += ", \"scales\": [";
+    for (size_t i = 0; i < n_texts; ++i) {
+      std::snprintf(num, sizeof num, "%.9g", static_cast<double>(scales[i]));
+      json += (i ? ", " : "") + std::string(num);
+    }
+    json += "]";
+  }
+  json += ", \"tokens\": " + std::to_string(tokens) + "}\n";
+  return json;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -165,40 +206,8 @@ int main(int argc, char** argv) {
       ok = write_npy(scales_path, "<f4", texts.size(), 1, scales.data(), scales.size() * sizeof(float));
     }
   } else {
-    std::string json = "{\"model\": " + json_string(model_path) + ", \"dimensions\": " + std::to_string(dims) +
-                       ", \"format\": \"" +
-                       (format == TERN_EMBED_FLOAT32 ? "float32" : format == TERN_EMBED_INT8 ? "int8" : "binary") +
-                       "\", \"embeddings\": [";
-    char num[32];
-    for (size_t i = 0; i < texts.size(); ++i) {
-      json += i ? ",\n  [" : "\n  [";
-      const uint8_t* r = out.data() + i * row;
-      const size_t n = format == TERN_EMBED_FLOAT32 ? dims : row;
-      for (size_t d = 0; d < n; ++d) {
-        if (format == TERN_EMBED_FLOAT32) {
-          float v;
-          std::memcpy(&v, r + d * sizeof(float), sizeof v);
-          std::snprintf(num, sizeof num, "%.9g", static_cast<double>(v));
-        } else if (format == TERN_EMBED_INT8) {
-          std::snprintf(num, sizeof num, "%d", static_cast<int>(static_cast<int8_t>(r[d])));
-        } else {
-          std::snprintf(num, sizeof num, "%u", static_cast<unsigned>(r[d]));
-        }
-        json += d ? ", " : "";
-        json += num;
-      }
-      json += "]";
-    }
-    json += "]";
-    if (format == TERN_EMBED_INT8) {
-      json += ", \"scales\": [";
-      for (size_t i = 0; i < texts.size(); ++i) {
-        std::snprintf(num, sizeof num, "%.9g", static_cast<double>(scales[i]));
-        json += (i ? ", " : "") + std::string(num);
-      }
-      json += "]";
-    }
-    json += ", \"tokens\": " + std::to_string(stats.n_tokens) + "}\n";
+    const std::string json =
+        embeddings_json(model_path, format, dims, row, out, scales, texts.size(), stats.n_tokens);
     if (output.empty()) {
       std::fwrite(json.data(), 1, json.size(), stdout);
     } else {

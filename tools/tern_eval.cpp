@@ -249,74 +249,57 @@ int run_stream_eval(const Model& model, std::vector<kvq::KvMode>& modes, const s
   }
   return 0;
 }
-}  // namespace
 
-int main(int argc, char** argv) {
-  CLI::App app{"tern-eval: KV-cache mode quality (perplexity, greedy agreement, attention cosine) on text"};
+// What tern-eval's flags ask for.
+struct EvalOptions {
   std::string bundle_path, text_path, kv = "fp16", modes_list;
   uint32_t context = 0, max_windows = 0, group = 0;
   size_t tail_bytes = 0;
+  int kv_window = -1, kv_sinks = -1;
   bool json = false, sweep = false, bos_per_paragraph = false, quiet = false;
-  app.add_option("bundle", bundle_path, ".tern bundle")->required();
-  app.add_option("--text", text_path, "text file to evaluate on")->required();
-  app.add_option("--kv", kv,
+  bool stream = false;
+  uint32_t capacity = 0, segment = 512;
+  std::string budget_text, plot_path;
+  uint32_t threads = static_cast<uint32_t>(available_cores());
+};
+
+// Every flag, in the order --help lists them.
+void add_eval_options(CLI::App& app, EvalOptions* o) {
+  app.add_option("bundle", o->bundle_path, ".tern bundle")->required();
+  app.add_option("--text", o->text_path, "text file to evaluate on")->required();
+  app.add_option("--kv", o->kv,
                  "KV mode: fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B, uniform:B; any compressed one + >A@N for "
                  "aging tiers (blocks more than N tokens past the exact window stored at most A bits wide, "
                  "e.g. q4>2@96); any one + /hh for heavy-hitter eviction with per-head budgets (--stream; "
                  "q4/hh, q4/hh=equal, q4/hh@50%)");
-  app.add_option("--context", context, "window length in tokens (default: the model's context)");
-  app.add_option("--windows", max_windows, "evaluate at most this many windows (default: the whole text)");
-  app.add_option("--tail-bytes", tail_bytes, "evaluate only the last N bytes of the text (held-out part)");
-  int kv_window = -1, kv_sinks = -1;
-  cli::add_kv_layout_options(app, &kv_window, &kv_sinks, "the bundle's, or 32; every compressed mode",
+  app.add_option("--context", o->context, "window length in tokens (default: the model's context)");
+  app.add_option("--windows", o->max_windows, "evaluate at most this many windows (default: the whole text)");
+  app.add_option("--tail-bytes", o->tail_bytes, "evaluate only the last N bytes of the text (held-out part)");
+  cli::add_kv_layout_options(app, &o->kv_window, &o->kv_sinks, "the bundle's, or 32; every compressed mode",
                              "the bundle's, or 4; every compressed mode");
-  app.add_option("--group", group, "override the key block / flush length G of every quantized mode (e.g. 128)");
-  app.add_flag("--bos-per-paragraph", bos_per_paragraph, "BOS before every blank-line-separated paragraph (TinyStories)");
-  app.add_flag("--sweep", sweep, "every mode (or --modes a,b,...): a table with the Pareto front");
-  app.add_option("--modes", modes_list, "comma-separated modes for --sweep");
-  bool stream = false;
-  uint32_t capacity = 0, segment = 512;
-  std::string budget_text;
-  app.add_flag("--stream", stream, "one session per mode through the whole text with an evicting cache");
-  app.add_option("--capacity", capacity, "--stream: KV positions every mode holds (default: the model's context)");
-  app.add_option("--kv-budget", budget_text,
+  app.add_option("--group", o->group, "override the key block / flush length G of every quantized mode (e.g. 128)");
+  app.add_flag("--bos-per-paragraph", o->bos_per_paragraph,
+               "BOS before every blank-line-separated paragraph (TinyStories)");
+  app.add_flag("--sweep", o->sweep, "every mode (or --modes a,b,...): a table with the Pareto front");
+  app.add_option("--modes", o->modes_list, "comma-separated modes for --sweep");
+  app.add_flag("--stream", o->stream, "one session per mode through the whole text with an evicting cache");
+  app.add_option("--capacity", o->capacity, "--stream: KV positions every mode holds (default: the model's context)");
+  app.add_option("--kv-budget", o->budget_text,
                  "--stream: KV bytes per mode instead (e.g. 65536, or 50% of the full-context fp16 dense cache)");
-  app.add_option("--segment", segment, "--stream: report every N predictions")->check(CLI::PositiveNumber);
-  std::string plot_path;
-  app.add_option("--plot", plot_path, "write the Pareto plot (ΔPPL against KV bytes per token) to FILE.svg or FILE.png");
-  app.add_flag("--json", json, "one JSON object");
-  app.add_flag("-q,--quiet", quiet, "no progress on stderr");
-  uint32_t threads = static_cast<uint32_t>(available_cores());
-  app.add_option("--threads", threads, "modes evaluated in parallel (default: one per core)")
+  app.add_option("--segment", o->segment, "--stream: report every N predictions")->check(CLI::PositiveNumber);
+  app.add_option("--plot", o->plot_path,
+                 "write the Pareto plot (ΔPPL against KV bytes per token) to FILE.svg or FILE.png");
+  app.add_flag("--json", o->json, "one JSON object");
+  app.add_flag("-q,--quiet", o->quiet, "no progress on stderr");
+  app.add_option("--threads", o->threads, "modes evaluated in parallel (default: one per core)")
       ->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+}
 
-  if (threads > available_cores()) {
-    std::fprintf(stderr, "tern-eval: --threads %u is more than the %zu cores; using %zu\n", threads, available_cores(),
-                 available_cores());
-    threads = static_cast<uint32_t>(available_cores());
-  }
-  ModelParams params;
-  params.threads = 1;
-  auto loaded = Model::load(bundle_path.c_str(), params);
-  if (!loaded.ok()) {
-    std::fprintf(stderr, "tern-eval: %s\n", last_error_message());
-    return 1;
-  }
-  Model& model = **loaded;
-  std::string text;
-  if (!cli::read_file(text_path, &text)) {
-    std::fprintf(stderr, "tern-eval: cannot read %s\n", text_path.c_str());
-    return 1;
-  }
-  auto ids = kvq::tokenize_text(model, text, bos_per_paragraph, tail_bytes);
-  if (!ids.ok()) {
-    std::fprintf(stderr, "tern-eval: %s\n", last_error_message());
-    return 1;
-  }
-
+// The modes to run: --sweep's (the fixed ones, then uniform:B and adaptive:B at every
+// calibrated average), --modes' list, or --kv.
+std::vector<std::string> mode_names(const Model& model, const EvalOptions& o) {
   std::vector<std::string> names;
-  if (sweep && modes_list.empty()) {
+  if (o.sweep && o.modes_list.empty()) {
     names = {"fp16", "q8", "q4", "q3", "q2", "k4v2"};
     const schema::KvProfile* p = model.bundle()->kv_profile();
     if (p != nullptr && p->allocations() != nullptr) {
@@ -325,22 +308,27 @@ int main(int argc, char** argv) {
         names.push_back("adaptive:" + fmt_avg(a->average_bits()));
       }
     }
-  } else if (!modes_list.empty()) {
-    std::stringstream list(modes_list);
+  } else if (!o.modes_list.empty()) {
+    std::stringstream list(o.modes_list);
     for (std::string m; std::getline(list, m, ',');)
       if (!m.empty()) names.push_back(m);
   } else {
-    names = {kv};
+    names = {o.kv};
   }
+  return names;
+}
+
+// The named modes with the layout flags on every compressed one; false after saying why.
+bool resolve_modes(const Model& model, const std::vector<std::string>& names, const EvalOptions& o,
+                   std::vector<kvq::KvMode>* modes) {
   kvq::KvSettings settings = kvq::settings_from_model(model, kvq::KvSettings{});
-  std::vector<kvq::KvMode> modes;
   for (const std::string& name : names) {
     auto m = kvq::mode_by_name(model, name, settings);
     if (!m.ok()) {
       std::fprintf(stderr, "tern-eval: %s\n", last_error_message());
-      return 2;
+      return false;
     }
-    if (stream && !m->spec.compressed) {
+    if (o.stream && !m->spec.compressed) {
       // A stream evicts: exact modes become caches of exact heads (as --evict does in tern-run).
       const ModelConfig& mc = model.config();
       kvq::KvSettings exact = settings;
@@ -349,111 +337,88 @@ int main(int argc, char** argv) {
                                std::vector<KvHeadBits>(static_cast<size_t>(mc.layers) * mc.kv_heads, KvHeadBits{0, 0}));
     }
     if (m->spec.compressed) {
-      if (group != 0) m->spec.profile.block_tokens = group;
-      if (kv_sinks >= 0) m->spec.profile.sink_tokens = static_cast<uint32_t>(kv_sinks);
-      if (kv_window >= 0) m->spec.profile.recent_window = static_cast<uint32_t>(kv_window);
+      if (o.group != 0) m->spec.profile.block_tokens = o.group;
+      if (o.kv_sinks >= 0) m->spec.profile.sink_tokens = static_cast<uint32_t>(o.kv_sinks);
+      if (o.kv_window >= 0) m->spec.profile.recent_window = static_cast<uint32_t>(o.kv_window);
     }
-    modes.push_back(std::move(m).value());
+    modes->push_back(std::move(m).value());
   }
+  return true;
+}
 
-  if (stream) return run_stream_eval(model, modes, *ids, bundle_path, text_path, capacity, budget_text, segment,
-                                     threads, json, !quiet && isatty(STDERR_FILENO), plot_path);
+// adaptive:B against uniform:B (equal bytes) wherever both were run, position by position.
+struct Pair {
+  std::string adaptive, uniform;
+  kvq::Comparison c;
+};
 
-  kvq::RunOptions run;
-  run.context = context;
-  run.max_windows = max_windows;
-  run.threads = threads;
-  run.per_position = true;
-  const bool bar = !quiet && isatty(STDERR_FILENO);
-  if (bar) {
-    run.progress = [](uint64_t done, uint64_t total) {
-      if (done % 256 != 0 && done != total) return;
-      std::fprintf(stderr, "\reval %5.1f%%", 100.0 * static_cast<double>(done) / static_cast<double>(total));
-      if (done == total) std::fputc('\n', stderr);
-    };
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  auto result = kvq::run_modes(model, modes, *ids, run);
-  if (!result.ok()) {
-    std::fprintf(stderr, "tern-eval: %s\n", last_error_message());
-    return 1;
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const ModelConfig& c = model.config();
-  const uint32_t ctx = context ? std::min(context, c.max_context) : c.max_context;
-  const kvq::ModeStats& ref = result->reference;
-
-  // adaptive:B against uniform:B (equal bytes) wherever both were run, position by position.
-  struct Pair {
-    std::string adaptive, uniform;
-    kvq::Comparison c;
-  };
+std::vector<Pair> adaptive_pairs(const std::vector<kvq::KvMode>& modes, const kvq::RunResult& result) {
   std::vector<Pair> pairs;
   for (size_t i = 0; i < modes.size(); ++i) {
     if (modes[i].name.rfind("adaptive:", 0) != 0) continue;
     const std::string u = "uniform:" + modes[i].name.substr(9);
     for (size_t j = 0; j < modes.size(); ++j) {
       if (modes[j].name != u) continue;
-      auto c = kvq::compare(result->modes[i], result->modes[j]);
+      auto c = kvq::compare(result.modes[i], result.modes[j]);
       if (c.ok()) pairs.push_back(Pair{modes[i].name, u, *c});
     }
   }
+  return pairs;
+}
 
-  if (!plot_path.empty()) {
-    std::vector<chart::ParetoPoint> points;
+// What a windowed run measured, in one JSON object.
+void print_windows_json(const EvalOptions& o, const std::vector<kvq::KvMode>& modes, const kvq::RunResult& result,
+                        const std::vector<Pair>& pairs, uint32_t ctx, size_t text_tokens, double seconds) {
+  const kvq::ModeStats& ref = result.reference;
+  nlohmann::json out;
+  if (!o.sweep && modes.size() == 1) {
+    out = mode_json(modes[0].name, modes[0].bytes_per_token(), modes[0].bits_per_element(), result.modes[0], ref);
+  } else {
+    out["modes"] = nlohmann::json::array();
     for (size_t i = 0; i < modes.size(); ++i)
-      points.push_back({modes[i].name, modes[i].bytes_per_token(), result->modes[i].delta_ppl_percent(),
-                        result->modes[i].delta_ppl_se_percent(), false});
-    char sub[256];
-    std::snprintf(sub, sizeof sub, "%s, %llu predictions in windows of %u tokens; exact (f32 KV) PPL %.3f",
-                  basename_of(text_path).c_str(), static_cast<unsigned long long>(ref.predictions), ctx, ref.ppl());
-    if (!write_plot(points, basename_of(bundle_path) + ": KV modes, PPL change against bytes", sub, plot_path)) return 1;
+      out["modes"].push_back(
+          mode_json(modes[i].name, modes[i].bytes_per_token(), modes[i].bits_per_element(), result.modes[i], ref));
   }
-  if (json) {
-    nlohmann::json out;
-    if (!sweep && modes.size() == 1) {
-      out = mode_json(modes[0].name, modes[0].bytes_per_token(), modes[0].bits_per_element(), result->modes[0], ref);
-    } else {
-      out["modes"] = nlohmann::json::array();
-      for (size_t i = 0; i < modes.size(); ++i)
-        out["modes"].push_back(
-            mode_json(modes[i].name, modes[i].bytes_per_token(), modes[i].bits_per_element(), result->modes[i], ref));
-    }
-    if (!pairs.empty()) {
-      out["adaptive_vs_uniform"] = nlohmann::json::array();
-      for (const Pair& p : pairs)
-        out["adaptive_vs_uniform"].push_back({{"adaptive", p.adaptive},
-                                              {"uniform", p.uniform},
-                                              {"delta_ppl_percent", p.c.delta_ppl_percent},
-                                              {"delta_ppl_se_percent", p.c.delta_ppl_se_percent},
-                                              {"delta_agreement_points", p.c.delta_agreement_points},
-                                              {"delta_agreement_se_points", p.c.delta_agreement_se_points}});
-    }
-    out["bundle"] = bundle_path;
-    out["text"] = text_path;
-    out["context"] = ctx;
-    out["text_tokens"] = ids->size();
-    out["seconds"] = seconds;
-    std::printf("%s\n", out.dump(2).c_str());
-    return 0;
+  if (!pairs.empty()) {
+    out["adaptive_vs_uniform"] = nlohmann::json::array();
+    for (const Pair& p : pairs)
+      out["adaptive_vs_uniform"].push_back({{"adaptive", p.adaptive},
+                                            {"uniform", p.uniform},
+                                            {"delta_ppl_percent", p.c.delta_ppl_percent},
+                                            {"delta_ppl_se_percent", p.c.delta_ppl_se_percent},
+                                            {"delta_agreement_points", p.c.delta_agreement_points},
+                                            {"delta_agreement_se_points", p.c.delta_agreement_se_points}});
   }
+  out["bundle"] = o.bundle_path;
+  out["text"] = o.text_path;
+  out["context"] = ctx;
+  out["text_tokens"] = text_tokens;
+  out["seconds"] = seconds;
+  std::printf("%s\n", out.dump(2).c_str());
+}
+
+// What a windowed run measured, as Markdown tables.
+void print_windows_table(const EvalOptions& o, const std::vector<kvq::KvMode>& modes, const kvq::RunResult& result,
+                         const std::vector<Pair>& pairs, uint32_t ctx, size_t text_tokens, double seconds) {
+  const kvq::ModeStats& ref = result.reference;
   std::printf("%s on %s: %zu tokens, windows of %u, %llu predictions, exact (f32 KV) PPL %.4f, %.1f s\n",
-              bundle_path.c_str(), text_path.c_str(), ids->size(), ctx,
+              o.bundle_path.c_str(), o.text_path.c_str(), text_tokens, ctx,
               static_cast<unsigned long long>(ref.predictions), ref.ppl(), seconds);
   // Pareto: no other mode (exact f32 included) is at most as many bytes with a lower PPL.
   auto pareto = [&](size_t i) {
-    const double b = modes[i].bytes_per_token(), p = result->modes[i].ppl();
+    const double b = modes[i].bytes_per_token(), p = result.modes[i].ppl();
     for (size_t j = 0; j < modes.size(); ++j)
-      if (j != i && modes[j].bytes_per_token() <= b && result->modes[j].ppl() < p) return false;
+      if (j != i && modes[j].bytes_per_token() <= b && result.modes[j].ppl() < p) return false;
     return true;
   };
   // ΔPPL ± its standard error (paired per-position NLL differences); mean KL(exact || mode) of
   // the next-token distributions measures closeness to the exact model without the noise of
   // the observed tokens (a mode can score below the exact PPL by chance, not by fidelity).
-  std::printf("| mode | KV bytes/token | bits/element | PPL | ΔPPL vs exact | greedy agreement | mean KL x1e3 | attention cosine | Pareto |\n");
+  std::printf("| mode | KV bytes/token | bits/element | PPL | ΔPPL vs exact | greedy agreement | mean KL x1e3 | "
+              "attention cosine | Pareto |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |\n");
   for (size_t i = 0; i < modes.size(); ++i) {
-    const kvq::ModeStats& s = result->modes[i];
+    const kvq::ModeStats& s = result.modes[i];
     std::printf("| %s | %.0f | %.2f | %.4f | %+.3f ± %.3f %% | %.2f %% | %.4f | %.5f | %s |\n", modes[i].name.c_str(),
                 modes[i].bytes_per_token(), modes[i].bits_per_element(), s.ppl(), s.delta_ppl_percent(),
                 s.delta_ppl_se_percent(), 100.0 * s.agreement(), 1e3 * s.mean_kl(), s.mean_cosine(), pareto(i) ? "*" : "");
@@ -466,5 +431,92 @@ int main(int argc, char** argv) {
                   p.c.delta_ppl_percent, p.c.delta_ppl_se_percent, p.c.delta_agreement_points,
                   p.c.delta_agreement_se_points);
   }
+}
+
+// Teacher-forced windows of --context tokens per mode against the exact run: the plot, then
+// JSON or the tables; the exit code.
+int run_window_eval(const Model& model, std::vector<kvq::KvMode>& modes, const std::vector<int32_t>& ids,
+                    const EvalOptions& o) {
+  kvq::RunOptions run;
+  run.context = o.context;
+  run.max_windows = o.max_windows;
+  run.threads = o.threads;
+  run.per_position = true;
+  const bool bar = !o.quiet && isatty(STDERR_FILENO);
+  if (bar) {
+    run.progress = [](uint64_t done, uint64_t total) {
+      if (done % 256 != 0 && done != total) return;
+      std::fprintf(stderr, "\reval %5.1f%%", 100.0 * static_cast<double>(done) / static_cast<double>(total));
+      if (done == total) std::fputc('\n', stderr);
+    };
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto result = kvq::run_modes(model, modes, ids, run);
+  if (!result.ok()) {
+    std::fprintf(stderr, "tern-eval: %s\n", last_error_message());
+    return 1;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const ModelConfig& c = model.config();
+  const uint32_t ctx = o.context ? std::min(o.context, c.max_context) : c.max_context;
+  const kvq::ModeStats& ref = result->reference;
+  const std::vector<Pair> pairs = adaptive_pairs(modes, *result);
+  if (!o.plot_path.empty()) {
+    std::vector<chart::ParetoPoint> points;
+    for (size_t i = 0; i < modes.size(); ++i)
+      points.push_back({modes[i].name, modes[i].bytes_per_token(), result->modes[i].delta_ppl_percent(),
+                        result->modes[i].delta_ppl_se_percent(), false});
+    char sub[256];
+    std::snprintf(sub, sizeof sub, "%s, %llu predictions in windows of %u tokens; exact (f32 KV) PPL %.3f",
+                  basename_of(o.text_path).c_str(), static_cast<unsigned long long>(ref.predictions), ctx, ref.ppl());
+    if (!write_plot(points, basename_of(o.bundle_path) + ": KV modes, PPL change against bytes", sub, o.plot_path)) {
+      return 1;
+    }
+  }
+  if (o.json) {
+    print_windows_json(o, modes, *result, pairs, ctx, ids.size(), seconds);
+  } else {
+    print_windows_table(o, modes, *result, pairs, ctx, ids.size(), seconds);
+  }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tern-eval: KV-cache mode quality (perplexity, greedy agreement, attention cosine) on text"};
+  EvalOptions o;
+  add_eval_options(app, &o);
+  CLI11_PARSE(app, argc, argv);
+
+  if (o.threads > available_cores()) {
+    std::fprintf(stderr, "tern-eval: --threads %u is more than the %zu cores; using %zu\n", o.threads,
+                 available_cores(), available_cores());
+    o.threads = static_cast<uint32_t>(available_cores());
+  }
+  ModelParams params;
+  params.threads = 1;
+  auto loaded = Model::load(o.bundle_path.c_str(), params);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "tern-eval: %s\n", last_error_message());
+    return 1;
+  }
+  Model& model = **loaded;
+  std::string text;
+  if (!cli::read_file(o.text_path, &text)) {
+    std::fprintf(stderr, "tern-eval: cannot read %s\n", o.text_path.c_str());
+    return 1;
+  }
+  auto ids = kvq::tokenize_text(model, text, o.bos_per_paragraph, o.tail_bytes);
+  if (!ids.ok()) {
+    std::fprintf(stderr, "tern-eval: %s\n", last_error_message());
+    return 1;
+  }
+  std::vector<kvq::KvMode> modes;
+  if (!resolve_modes(model, mode_names(model, o), o, &modes)) return 2;
+  if (o.stream) {
+    return run_stream_eval(model, modes, *ids, o.bundle_path, o.text_path, o.capacity, o.budget_text, o.segment,
+                           o.threads, o.json, !o.quiet && isatty(STDERR_FILENO), o.plot_path);
+  }
+  return run_window_eval(model, modes, *ids, o);
 }

@@ -68,18 +68,22 @@ void print_stats(const tern_generate_stats& st) {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"Generate text with a Tern bundle"};
-  std::string bundle, prompt;
+// What tern-run's flags ask for.
+struct RunOptions {
+  std::string bundle, prompt, draft;
   int n_new = 128;
   tern_sampler_params sampler = tern_sampler_default_params();
-  tern::cli::ModelOptions model_options;
-  bool chat = false, no_bos = false, greedy = false, no_evict = false, evict = false;
-  app.add_option("BUNDLE", bundle, ".tern bundle")->required();
-  app.add_option("-p,--prompt", prompt, "prompt text");
-  app.add_option("-n,--n-predict", n_new, "new tokens to generate")->check(CLI::NonNegativeNumber);
+  bool greedy = false;
+  std::vector<std::string> logit_bias;
+  tern::cli::ModelOptions model;
+  bool no_evict = false, evict = false, chat = false, no_bos = false;
+  unsigned draft_max = 8;
+  tern::cli::GrammarOptions grammar;
+};
+
+// The sampler's flags, but for the penalties --presence-penalty and --frequency-penalty.
+void add_sampler_options(CLI::App& app, RunOptions* o) {
+  tern_sampler_params& sampler = o->sampler;
   app.add_option("--temp", sampler.temperature, "temperature (0 = greedy)");
   app.add_option("--top-k", sampler.top_k, "top-k (0 = off)");
   app.add_option("--top-p", sampler.top_p, "top-p (1 = off)");
@@ -87,199 +91,236 @@ int main(int argc, char** argv) {
   app.add_option("--repeat-penalty", sampler.repeat_penalty, "repetition penalty (1 = off)");
   app.add_option("--repeat-last-n", sampler.repeat_last_n, "tokens the penalty looks back");
   app.add_option("--seed", sampler.seed, "sampler seed");
-  app.add_flag("--greedy", greedy, "same as --temp 0");
-  tern::cli::add_threads_option(app, &model_options.threads);
-  tern::cli::add_memory_budget_option(app, &model_options.memory_budget);
-  tern::cli::add_ctx_option(app, &model_options.ctx);
-  tern::cli::add_batch_option(app, &model_options.batch)->check(CLI::PositiveNumber);
-  tern::cli::add_kv_option(app, &model_options.kv);
-  tern::cli::add_kv_layout_options(app, &model_options.kv_window, &model_options.kv_sinks,
-                                   "32; adaptive: the bundle's", "4; adaptive: the bundle's");
-  app.add_flag("--no-evict", no_evict, "stop at the KV capacity instead of evicting old blocks");
-  app.add_flag("--evict", evict, "evict with f32/fp16 too (a compressed cache of exact heads)");
-  app.add_option("--presence-penalty", sampler.presence_penalty, "subtracted from every token seen (0 = off)");
-  app.add_option("--frequency-penalty", sampler.frequency_penalty, "subtracted per occurrence (0 = off)");
-  std::vector<std::string> bias_text;
-  app.add_option("--logit-bias", bias_text, "ID=BIAS added to a token's logit before sampling, e.g. 13=-100 "
-                                            "(repeatable; -inf bans)");
-  app.add_flag("--chat", chat, "interactive chat on stdin (-p: the system message)");
-  app.add_flag("--no-bos", no_bos, "do not prepend BOS");
-  std::string draft;
-  unsigned draft_max = 8;
-  app.add_option("--draft", draft,
+  app.add_flag("--greedy", o->greedy, "same as --temp 0");
+}
+
+// Every flag, in the order --help lists them.
+void add_run_options(CLI::App& app, RunOptions* o) {
+  app.add_option("BUNDLE", o->bundle, ".tern bundle")->required();
+  app.add_option("-p,--prompt", o->prompt, "prompt text");
+  app.add_option("-n,--n-predict", o->n_new, "new tokens to generate")->check(CLI::NonNegativeNumber);
+  add_sampler_options(app, o);
+  tern::cli::ModelOptions& model = o->model;
+  tern::cli::add_threads_option(app, &model.threads);
+  tern::cli::add_memory_budget_option(app, &model.memory_budget);
+  tern::cli::add_ctx_option(app, &model.ctx);
+  tern::cli::add_batch_option(app, &model.batch)->check(CLI::PositiveNumber);
+  tern::cli::add_kv_option(app, &model.kv);
+  tern::cli::add_kv_layout_options(app, &model.kv_window, &model.kv_sinks, "32; adaptive: the bundle's",
+                                   "4; adaptive: the bundle's");
+  app.add_flag("--no-evict", o->no_evict, "stop at the KV capacity instead of evicting old blocks");
+  app.add_flag("--evict", o->evict, "evict with f32/fp16 too (a compressed cache of exact heads)");
+  app.add_option("--presence-penalty", o->sampler.presence_penalty, "subtracted from every token seen (0 = off)");
+  app.add_option("--frequency-penalty", o->sampler.frequency_penalty, "subtracted per occurrence (0 = off)");
+  app.add_option("--logit-bias", o->logit_bias, "ID=BIAS added to a token's logit before sampling, e.g. 13=-100 "
+                                                "(repeatable; -inf bans)");
+  app.add_flag("--chat", o->chat, "interactive chat on stdin (-p: the system message)");
+  app.add_flag("--no-bos", o->no_bos, "do not prepend BOS");
+  app.add_option("--draft", o->draft,
                  "speculative decoding: 'lookup' drafts by prompt lookup, a bundle path drafts with that smaller "
                  "model (same tokenizer; loaded with the same KV mode, context and threads). Greedy: the same text; "
                  "sampling: speculative sampling (the same distribution)");
-  app.add_option("--draft-max", draft_max, "most drafted tokens per verification pass (1-15, default 8)")
+  app.add_option("--draft-max", o->draft_max, "most drafted tokens per verification pass (1-15, default 8)")
       ->check(CLI::Range(1, 15));
-  tern::cli::GrammarOptions grammar_options;
-  tern::cli::add_grammar_options(app, &grammar_options);
-  CLI11_PARSE(app, argc, argv);
-  std::string grammar;
-  if (!tern::cli::grammar_text(grammar_options, "tern-run", &grammar)) return 2;
-  if (greedy) sampler.temperature = 0.0f;
+  tern::cli::add_grammar_options(app, &o->grammar);
+}
 
-  tern_model_params mp;
-  if (tern::cli::to_model_params(model_options, &mp) != TERN_OK) {
-    std::fprintf(stderr, "tern-run: --memory-budget '%s': %s\n", model_options.memory_budget.c_str(),
-                 tern_last_error_message());
-    return 2;
-  }
-  std::vector<tern_logit_bias> biases;
-  for (const std::string& b : bias_text) {
+// --logit-bias ID=BIAS, each; false with a message on stderr.
+bool parse_logit_biases(const std::vector<std::string>& texts, std::vector<tern_logit_bias>* out) {
+  for (const std::string& b : texts) {
     const size_t eq = b.find('=');
     char* end = nullptr;
     tern_logit_bias e{};
     e.token = eq == std::string::npos ? -1 : static_cast<int32_t>(std::strtol(b.c_str(), &end, 10));
     if (eq == std::string::npos || end != b.c_str() + eq) {
       std::fprintf(stderr, "tern-run: --logit-bias '%s' is not ID=BIAS\n", b.c_str());
-      return 2;
+      return false;
     }
     e.bias = std::strtof(b.c_str() + eq + 1, &end);
     if (end == b.c_str() + eq + 1 || *end != '\0') {
       std::fprintf(stderr, "tern-run: --logit-bias '%s' is not ID=BIAS\n", b.c_str());
-      return 2;
+      return false;
     }
-    biases.push_back(e);
+    out->push_back(e);
   }
-  mp.kv_eviction = no_evict ? 0 : (evict ? 1 : -1);
-  mp.n_draft = draft.empty() ? 0 : draft_max;
-  if (!tern::cli::grammar_memory(grammar_options, "tern-run", &mp.grammar_bytes)) return 2;
+  return true;
+}
+
+// The model, the draft model (--draft BUNDLE) and the session over them; freed together.
+struct Loaded {
   tern_model* model = nullptr;
-  tern_status s = tern_model_load(bundle.c_str(), &mp, &model);
-  if (s != TERN_OK) return die("load", s);
-  tern_model* draft_model = nullptr;
-  if (!draft.empty() && draft != "lookup") {
-    tern_model_params dp = mp;  // its own plan and arena; the same context as the target's
-    dp.n_draft = 0;
-    tern_model_info info;
-    tern_model_get_info(model, &info);
-    dp.n_ctx = info.context_tokens;
-    dp.memory_budget_bytes = 0;
-    if ((s = tern_model_load(draft.c_str(), &dp, &draft_model)) != TERN_OK) {
-      tern_model_free(model);
-      return die("--draft", s);
+  tern_model* draft = nullptr;
+  tern_session* session = nullptr;
+  Loaded() = default;
+  Loaded(const Loaded&) = delete;
+  Loaded& operator=(const Loaded&) = delete;
+  ~Loaded() {
+    tern_session_free(session);
+    tern_model_free(model);
+    tern_model_free(draft);
+  }
+};
+
+// The draft model beside `model`: its own plan and arena, the same context as the target's.
+tern_status load_draft(const tern_model* model, const tern_model_params& mp, const std::string& path,
+                       tern_model** out) {
+  tern_model_params dp = mp;
+  dp.n_draft = 0;
+  tern_model_info info;
+  tern_model_get_info(model, &info);
+  dp.n_ctx = info.context_tokens;
+  dp.memory_budget_bytes = 0;
+  return tern_model_load(path.c_str(), &dp, out);
+}
+
+// The prompt, then what the model adds to it; the exit code.
+int run_prompt(tern_session* session, const std::string& prompt, const tern_generate_params& gp) {
+  std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+  std::fflush(stdout);
+  tern_generate_stats st{};
+  const tern_status s = tern_generate(session, prompt.data(), prompt.size(), &gp, print_piece, nullptr, &st);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  const int rc = s != TERN_OK ? die("generate", s) : 0;
+  print_stats(st);
+  return rc;
+}
+
+// A chat's stats: its turns' summed.
+void add_stats(const tern_generate_stats& st, tern_generate_stats* total) {
+  total->prompt_tokens += st.prompt_tokens;
+  total->decoded_tokens += st.decoded_tokens;
+  total->drafted_tokens += st.drafted_tokens;
+  total->accepted_tokens += st.accepted_tokens;
+  total->verify_steps += st.verify_steps;
+  total->generated_tokens += st.generated_tokens;
+  total->stop_reason = st.stop_reason;
+  total->prefill_seconds += st.prefill_seconds;
+  total->decode_seconds += st.decode_seconds;
+}
+
+// --chat: a conversation on stdin until an empty line or EOF (`system`: the system message);
+// the exit code.
+int run_chat(const tern_model* model, tern_session* session, const std::string& system, tern_generate_params gp) {
+  tern_model_info info;
+  tern_model_get_info(model, &info);
+  // The conversation is rendered whole each turn; only the text past what the session
+  // already holds is fed (the format's rendering of earlier turns does not change).
+  const char* stops[] = {info.chat_stop};
+  if (info.chat_stop != nullptr) {
+    gp.stop_strings = stops;
+    gp.n_stop_strings = 1;
+  }
+  gp.add_bos = 0;         // the rendered text carries the BOS token's text
+  gp.parse_special = 1;
+  std::fprintf(stderr, "chat (%s format); an empty line or EOF ends it\n", info.chat_format);
+  std::vector<std::string> roles, contents;
+  if (!system.empty()) roles.push_back("system"), contents.push_back(system);
+  std::string fed;  // the rendered text the session has run
+  std::vector<char> text(4096);
+  std::string line;
+  tern_generate_stats total{};
+  int rc = 0;
+  while (std::fprintf(stdout, "> "), std::fflush(stdout), std::getline(std::cin, line) && !line.empty()) {
+    roles.push_back("user");
+    contents.push_back(line);
+    std::vector<tern_chat_message> messages;
+    for (size_t i = 0; i < roles.size(); ++i) messages.push_back({roles[i].c_str(), contents[i].c_str()});
+    size_t size = 0;
+    tern_status s = tern_chat_apply(model, messages.data(), messages.size(), 1, text.data(), text.size(), &size);
+    if (s == TERN_OUT_OF_RANGE) {
+      text.resize(size + 1);
+      s = tern_chat_apply(model, messages.data(), messages.size(), 1, text.data(), text.size(), &size);
     }
+    if (s != TERN_OK) {
+      rc = die("chat", s);
+      break;
+    }
+    const std::string rendered(text.data(), size);
+    const std::string turn = rendered.compare(0, fed.size(), fed) == 0 ? rendered.substr(fed.size()) : rendered;
+    if (turn.size() == rendered.size() && !fed.empty()) tern_session_reset(session);
+    std::string reply;
+    auto collect = [](const char* piece, size_t n, void* user) {
+      static_cast<std::string*>(user)->append(piece, n);
+      return print_piece(piece, n, nullptr);
+    };
+    tern_generate_stats st{};
+    s = tern_generate(session, turn.data(), turn.size(), &gp, collect, &reply, &st);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    if (s != TERN_OK) {
+      rc = die("generate", s);
+      break;
+    }
+    roles.push_back("assistant");
+    contents.push_back(reply);
+    // What the session holds now, as text: the reply, and the end-of-turn token when the
+    // model ended its turn with one (the format's message suffix).
+    fed = rendered + reply;
+    if (st.stop_reason == TERN_STOP_END_OF_GENERATION) {
+      messages.push_back({"assistant", contents.back().c_str()});
+      if (tern_chat_apply(model, messages.data(), messages.size(), 0, text.data(), text.size(), &size) == TERN_OK) {
+        fed.assign(text.data(), size);
+      }
+    }
+    add_stats(st, &total);
+  }
+  print_stats(total);
+  return rc;
+}
+
+void print_draft_memory(const tern_model* draft) {
+  tern_memory_report r{};
+  tern_memory_report_get(draft, &r);
+  std::fprintf(stderr, "draft model: planned %.2f MiB (arena %.2f MiB, context %u tokens, kv %s)\n",
+               r.planned_total_bytes / 1048576.0, r.arena_bytes / 1048576.0, r.context_tokens, r.kv_mode);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Generate text with a Tern bundle"};
+  RunOptions o;
+  add_run_options(app, &o);
+  CLI11_PARSE(app, argc, argv);
+  std::string grammar;
+  if (!tern::cli::grammar_text(o.grammar, "tern-run", &grammar)) return 2;
+  if (o.greedy) o.sampler.temperature = 0.0f;
+
+  tern_model_params mp;
+  if (tern::cli::to_model_params(o.model, &mp) != TERN_OK) {
+    std::fprintf(stderr, "tern-run: --memory-budget '%s': %s\n", o.model.memory_budget.c_str(),
+                 tern_last_error_message());
+    return 2;
+  }
+  std::vector<tern_logit_bias> biases;
+  if (!parse_logit_biases(o.logit_bias, &biases)) return 2;
+  mp.kv_eviction = o.no_evict ? 0 : (o.evict ? 1 : -1);
+  mp.n_draft = o.draft.empty() ? 0 : o.draft_max;
+  if (!tern::cli::grammar_memory(o.grammar, "tern-run", &mp.grammar_bytes)) return 2;
+  Loaded m;
+  tern_status s = tern_model_load(o.bundle.c_str(), &mp, &m.model);
+  if (s != TERN_OK) return die("load", s);
+  if (!o.draft.empty() && o.draft != "lookup" && (s = load_draft(m.model, mp, o.draft, &m.draft)) != TERN_OK) {
+    return die("--draft", s);
   }
   tern_session_params sp = tern_session_default_params();
-  sp.sampler = sampler;
+  sp.sampler = o.sampler;
   sp.n_draft = mp.n_draft;
-  sp.draft_model = draft_model;
-  tern_session* session = nullptr;
-  s = tern_session_create(model, &sp, &session);
-  if (s != TERN_OK) {
-    tern_model_free(model);
-    tern_model_free(draft_model);
-    return die("session", s);
+  sp.draft_model = m.draft;
+  if ((s = tern_session_create(m.model, &sp, &m.session)) != TERN_OK) return die("session", s);
+  if (!grammar.empty() && (s = tern_session_set_grammar(m.session, grammar.data(), grammar.size())) != TERN_OK) {
+    return die(o.grammar.grammar_file.empty() ? "--json-schema" : "--grammar", s);
   }
-  if (!grammar.empty() && (s = tern_session_set_grammar(session, grammar.data(), grammar.size())) != TERN_OK) {
-    tern_session_free(session);
-    tern_model_free(model);
-    tern_model_free(draft_model);
-    return die(grammar_options.grammar_file.empty() ? "--json-schema" : "--grammar", s);
-  }
-  if (!biases.empty() && (s = tern_session_set_logit_bias(session, biases.data(), biases.size())) != TERN_OK) {
-    tern_session_free(session);
-    tern_model_free(model);
-    tern_model_free(draft_model);
+  if (!biases.empty() && (s = tern_session_set_logit_bias(m.session, biases.data(), biases.size())) != TERN_OK) {
     return die("--logit-bias", s);
   }
 
   tern_generate_params gp = tern_generate_default_params();
-  gp.max_new_tokens = static_cast<uint32_t>(n_new);
-  gp.add_bos = no_bos ? 0 : 1;
-  int rc = 0;
-  if (!chat) {
-    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
-    std::fflush(stdout);
-    tern_generate_stats st{};
-    s = tern_generate(session, prompt.data(), prompt.size(), &gp, print_piece, nullptr, &st);
-    std::fputc('\n', stdout);
-    std::fflush(stdout);
-    if (s != TERN_OK) rc = die("generate", s);
-    print_stats(st);
-  } else {
-    tern_model_info info;
-    tern_model_get_info(model, &info);
-    // The conversation is rendered whole each turn; only the text past what the session
-    // already holds is fed (the format's rendering of earlier turns does not change).
-    const char* stops[] = {info.chat_stop};
-    if (info.chat_stop != nullptr) {
-      gp.stop_strings = stops;
-      gp.n_stop_strings = 1;
-    }
-    gp.add_bos = 0;         // the rendered text carries the BOS token's text
-    gp.parse_special = 1;
-    std::fprintf(stderr, "chat (%s format); an empty line or EOF ends it\n", info.chat_format);
-    std::vector<std::string> roles, contents;
-    if (!prompt.empty()) roles.push_back("system"), contents.push_back(prompt);
-    std::string fed;  // the rendered text the session has run
-    std::vector<char> text(4096);
-    std::string line;
-    tern_generate_stats total{};
-    while (std::fprintf(stdout, "> "), std::fflush(stdout), std::getline(std::cin, line) && !line.empty()) {
-      roles.push_back("user");
-      contents.push_back(line);
-      std::vector<tern_chat_message> messages;
-      for (size_t i = 0; i < roles.size(); ++i) messages.push_back({roles[i].c_str(), contents[i].c_str()});
-      size_t size = 0;
-      s = tern_chat_apply(model, messages.data(), messages.size(), 1, text.data(), text.size(), &size);
-      if (s == TERN_OUT_OF_RANGE) {
-        text.resize(size + 1);
-        s = tern_chat_apply(model, messages.data(), messages.size(), 1, text.data(), text.size(), &size);
-      }
-      if (s != TERN_OK) {
-        rc = die("chat", s);
-        break;
-      }
-      const std::string rendered(text.data(), size);
-      const std::string turn = rendered.compare(0, fed.size(), fed) == 0 ? rendered.substr(fed.size()) : rendered;
-      if (turn.size() == rendered.size() && !fed.empty()) tern_session_reset(session);
-      std::string reply;
-      auto collect = [](const char* piece, size_t n, void* user) {
-        static_cast<std::string*>(user)->append(piece, n);
-        return print_piece(piece, n, nullptr);
-      };
-      tern_generate_stats st{};
-      s = tern_generate(session, turn.data(), turn.size(), &gp, collect, &reply, &st);
-      std::fputc('\n', stdout);
-      std::fflush(stdout);
-      if (s != TERN_OK) {
-        rc = die("generate", s);
-        break;
-      }
-      roles.push_back("assistant");
-      contents.push_back(reply);
-      // What the session holds now, as text: the reply, and the end-of-turn token when the
-      // model ended its turn with one (the format's message suffix).
-      fed = rendered + reply;
-      if (st.stop_reason == TERN_STOP_END_OF_GENERATION) {
-        messages.push_back({"assistant", contents.back().c_str()});
-        if (tern_chat_apply(model, messages.data(), messages.size(), 0, text.data(), text.size(), &size) == TERN_OK) {
-          fed.assign(text.data(), size);
-        }
-      }
-      total.prompt_tokens += st.prompt_tokens;
-      total.decoded_tokens += st.decoded_tokens;
-      total.drafted_tokens += st.drafted_tokens;
-      total.accepted_tokens += st.accepted_tokens;
-      total.verify_steps += st.verify_steps;
-      total.generated_tokens += st.generated_tokens;
-      total.stop_reason = st.stop_reason;
-      total.prefill_seconds += st.prefill_seconds;
-      total.decode_seconds += st.decode_seconds;
-    }
-    print_stats(total);
-  }
-  print_memory(model);
-  if (draft_model != nullptr) {
-    tern_memory_report r{};
-    tern_memory_report_get(draft_model, &r);
-    std::fprintf(stderr, "draft model: planned %.2f MiB (arena %.2f MiB, context %u tokens, kv %s)\n",
-                 r.planned_total_bytes / 1048576.0, r.arena_bytes / 1048576.0, r.context_tokens, r.kv_mode);
-  }
-  tern_session_free(session);
-  tern_model_free(model);
-  tern_model_free(draft_model);
+  gp.max_new_tokens = static_cast<uint32_t>(o.n_new);
+  gp.add_bos = o.no_bos ? 0 : 1;
+  const int rc = o.chat ? run_chat(m.model, m.session, o.prompt, gp) : run_prompt(m.session, o.prompt, gp);
+  print_memory(m.model);
+  if (m.draft != nullptr) print_draft_memory(m.draft);
   return rc;
 }
