@@ -1,0 +1,353 @@
+// tern-server's routes: every endpoint's handler, registered on the httplib server (routes.h).
+#include "tools/server/routes.h"
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "include/tern.h"
+#include "tools/server/generation.h"
+#include "tools/server/reply_stream.h"
+#include "tools/server/server_api.h"
+
+namespace tern::server {
+
+namespace {
+
+using nlohmann::json;
+
+// JSON text; bytes that are not UTF-8 (say a detokenized byte token) become U+FFFD rather
+// than an exception.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void reply_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(dump(error_body(e)), "application/json");
+}
+
+void log_line(ServerState& s, const httplib::Request& req, int status, uint32_t prompt, uint32_t completion,
+              double seconds, double decode_seconds) {
+  std::lock_guard<std::mutex> lock(s.log_mutex);
+  std::fprintf(stderr, "%s %s %d prompt=%u completion=%u tok/s=%.1f %.3fs\n", req.method.c_str(), req.path.c_str(),
+               status, prompt, completion, decode_seconds > 0 ? completion / decode_seconds : 0.0, seconds);
+}
+
+bool ensure_ready(ServerState& s, httplib::Response& res) {
+  if (s.ready) return true;
+  ApiError e;
+  e.status = 503;
+  e.type = "server_error";
+  e.message = s.failed ? "the model failed to load: " + s.load_error : "the model is loading";
+  reply_error(res, e);
+  res.set_header("Retry-After", "2");
+  return false;
+}
+
+// POST /v1/embeddings: every input through tern_embed in one call on one slot (the texts
+// share forward passes), float32 vectors as numbers or base64.
+void handle_embeddings(ServerState& s, const httplib::Request& req, httplib::Response& res) {
+  const double start = now_s();
+  if (!ensure_ready(s, res)) return;
+  auto refuse = [&](const ApiError& e) {
+    reply_error(res, e);
+    log_line(s, req, res.status, 0, 0, now_s() - start, 0);
+  };
+  if (s.embedding.dimensions == 0) {
+    return refuse(ApiError{400, "'" + s.model_name + "' generates text: it has no embeddings; serve an embedding model",
+                           "invalid_request_error", "model", "model_not_supported"});
+  }
+  if (!valid_utf8(req.body)) {
+    return refuse(ApiError{400, "the request body is not valid UTF-8", "invalid_request_error", "", ""});
+  }
+  ApiError error;
+  auto parsed = parse_embedding_request(req.body, s.model_name, s.embedding.dimensions, &error);
+  if (!parsed) return refuse(error);
+  const EmbeddingRequest& r = *parsed;
+  const uint32_t dims = r.dimensions > 0 ? r.dimensions : s.embedding.dimensions;
+  std::vector<const char*> texts;
+  std::vector<size_t> sizes;
+  for (const std::string& t : r.input) {
+    texts.push_back(t.data());
+    sizes.push_back(t.size());
+  }
+  std::vector<float> vectors(r.input.size() * dims);
+  SlotPool::Refusal why;
+  const auto slot = s.pool->acquire(std::chrono::seconds(s.opt.timeout), &why);
+  if (!slot) {
+    res.set_header("Retry-After", "1");
+    return refuse(ApiError{503, "the server is busy: no session slot became free in time", "server_error", "",
+                           "server_busy"});
+  }
+  tern_embed_params ep = tern_embed_default_params();
+  ep.dimensions = r.dimensions;
+  tern_embed_stats stats{};
+  const tern_status st = tern_embed(s.sessions[*slot], texts.data(), sizes.data(), texts.size(), &ep, vectors.data(),
+                                    vectors.size() * sizeof(float), nullptr, &stats);
+  s.pool->release(*slot);
+  if (st != TERN_OK) {
+    ApiError e = status_error(st, "embedding");
+    e.param = st == TERN_PROMPT_TOO_LONG ? "input" : "";
+    if (st == TERN_PROMPT_TOO_LONG) e.code = "context_length_exceeded";
+    return refuse(e);
+  }
+  res.set_content(dump(embeddings_body(s.model_name, vectors, dims, r.base64, stats.n_tokens)), "application/json");
+  log_line(s, req, 200, static_cast<uint32_t>(stats.n_tokens), 0, now_s() - start, 0);
+}
+
+// One generation request, streamed or not.
+void handle_generation(ServerState& s, const httplib::Request& req, httplib::Response& res, bool chat) {
+  const double start = now_s();
+  if (!ensure_ready(s, res)) return;
+  auto refuse = [&](const ApiError& e) {
+    reply_error(res, e);
+    log_line(s, req, res.status, 0, 0, now_s() - start, 0);
+  };
+  if (!valid_utf8(req.body)) {
+    return refuse(ApiError{400, "the request body is not valid UTF-8", "invalid_request_error", "", ""});
+  }
+  if (s.embedding.dimensions > 0) {
+    return refuse(ApiError{400, "'" + s.model_name + "' is an embedding model: it does not generate text; use /v1/embeddings",
+                           "invalid_request_error", "model", "model_not_supported"});
+  }
+  ApiError error;
+  auto parsed = parse_generation_request(req.body, chat, s.model_name, &error);
+  if (!parsed) return refuse(error);
+  auto request = std::make_shared<GenerationRequest>(std::move(*parsed));
+  auto prepared = std::make_shared<Prepared>(prepare(s, *request));
+  if (!prepared->ok) return refuse(prepared->error);
+  SlotPool::Refusal why;
+  const auto slot = s.pool->acquire(std::chrono::seconds(s.opt.timeout), &why);
+  if (!slot) {
+    res.set_header("Retry-After", "1");
+    return refuse(ApiError{503,
+                           why == SlotPool::Refusal::QueueFull
+                               ? "the server is busy: every session slot is taken and the queue is full"
+                               : "the server is busy: no session slot became free in time",
+                           "server_error", "", "server_busy"});
+  }
+  const std::string id = new_id(chat);
+  const int64_t created = static_cast<int64_t>(std::time(nullptr));
+  const size_t slot_index = *slot;
+  if (!request->stream) {
+    Generation g = generate(s, s.sessions[slot_index], *request, *prepared, nullptr);
+    s.pool->release(slot_index);
+    if (!g.ok) {
+      reply_error(res, g.error);
+    } else {
+      res.set_content(dump(reply_body(chat, id, created, s.model_name, *request, g)), "application/json");
+    }
+    log_line(s, req, g.ok ? 200 : g.error.status, g.prompt_tokens, g.completion_tokens, now_s() - start,
+             g.decode_seconds);
+    return;
+  }
+  // Streamed: the slot is held until the provider has run, and freed as soon as the client
+  // is found gone (a failed write stops the generation) or if the provider never runs.
+  auto released = std::make_shared<std::atomic<bool>>(false);
+  auto release = [&s, slot_index, released] {
+    if (!released->exchange(true)) s.pool->release(slot_index);
+  };
+  const std::string method = req.method, path = req.path;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");  // no buffering by a reverse proxy in front
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [&s, request, prepared, id, created, chat, slot_index, release, start, method, path](size_t,
+                                                                                          httplib::DataSink& sink) {
+        bool gone = false;
+        auto write = [&](const std::string& event) {
+          if (gone || !sink.is_writable() || !sink.write(event.data(), event.size())) gone = true;
+          return !gone;
+        };
+        ReplyStream reply(chat, id, created, s.model_name, offers_tools(*request), write);
+        Generation g = generate(s, s.sessions[slot_index], *request, *prepared,
+                                [&](const std::string& piece) { return reply.piece(piece); });
+        release();
+        int status = 200;
+        if (!g.ok) {
+          status = g.error.status;
+          write("data: " + dump(error_body(g.error)) + "\n\n");
+        } else if (!gone) {
+          reply.finish(&g.finish_reason);
+          if (request->include_usage) {
+            write(stream_usage_chunk(chat, id, created, s.model_name, Usage{g.prompt_tokens, g.completion_tokens, g.reused_tokens}));
+          }
+          write(stream_done());
+        }
+        if (!gone) sink.done();
+        httplib::Request logged;
+        logged.method = method;
+        logged.path = path;
+        // 499: the client closed the stream before its end (nginx's name for it).
+        log_line(s, logged, gone ? 499 : status, g.prompt_tokens, g.completion_tokens, now_s() - start,
+                 g.decode_seconds);
+        return !gone;
+      },
+      [release](bool) { release(); });
+}
+
+// The API key (on every endpoint but /health), and error replies in the API's shape for
+// what no handler answered (404, 413, ...).
+void add_access_handlers(GatedServer& http, ServerState& s) {
+  http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
+    if (s.opt.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    if (equals_secret(req.get_header_value("Authorization"), "Bearer " + s.opt.api_key)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    reply_error(res, ApiError{401, "Incorrect API key provided", "invalid_request_error", "", "invalid_api_key"});
+    log_line(s, req, 401, 0, 0, 0, 0);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http.set_error_handler([&s](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    ApiError e;
+    e.status = res.status;
+    e.message = res.status == 413   ? "the request body is larger than " + std::to_string(s.opt.max_body) + " bytes"
+                : res.status == 404 ? "no such endpoint: " + req.method + " " + req.path
+                                    : "HTTP " + std::to_string(res.status);
+    reply_error(res, e);
+    log_line(s, req, res.status, 0, 0, 0, 0);
+  });
+}
+
+// /health (answered while loading too), /props and /v1/models.
+void add_status_routes(GatedServer& http, ServerState& s, const ConnectionGate& gate) {
+  http.Get("/health", [&s, &gate](const httplib::Request&, httplib::Response& res) {
+    json j;
+    if (!s.ready) {
+      j["status"] = s.failed ? "error" : "loading";
+      if (s.failed) j["error"] = s.load_error;
+      res.status = 503;
+    } else {
+      const size_t idle = s.pool->idle();
+      j["status"] = idle > 0 ? "ok" : "busy";
+      tern_memory_report r{};
+      tern_memory_report_get(s.model, &r);
+      j["slots_idle"] = idle;
+      j["slots_total"] = s.pool->total();
+      j["queue"] = s.pool->waiting();
+      const ConnectionGate::Counts c = gate.counts();
+      j["connections"] = {{"open", c.open}, {"running", c.running}, {"closing", c.lingering},
+                          {"buffered_bytes", c.buffered_bytes}, {"limit", s.opt.max_connections}};
+      j["memory"] = {{"budget_bytes", r.budget_bytes},
+                     {"planned_bytes", r.planned_total_bytes},
+                     {"arena_used_bytes", r.arena_used_bytes},
+                     {"kv_mode", r.kv_mode},
+                     {"context_tokens", r.context_tokens}};
+    }
+    res.set_content(dump(j), "application/json");
+  });
+  // What a client needs to know about the model (llama.cpp's server has the same endpoint).
+  http.Get("/props", [&s](const httplib::Request&, httplib::Response& res) {
+    if (!ensure_ready(s, res)) return;
+    const tern_model_info& i = s.info;
+    json j = {{"model", s.model_name},
+              {"n_ctx", i.context_tokens},
+              {"max_context", i.max_context},
+              {"total_slots", s.pool->total()},
+              {"vocab_size", i.vocab_size},
+              {"bos_id", i.bos_id},
+              {"eos_id", i.eos_id},
+              {"eot_id", i.eot_id},
+              {"chat_format", i.chat_format},
+              {"chat_stop", i.chat_stop ? json(i.chat_stop) : json(nullptr)},
+              {"chat_template", i.chat_template ? json(i.chat_template) : json(nullptr)},
+              {"evicting", s.evicting}};
+    res.set_content(dump(j), "application/json");
+  });
+  http.Get("/v1/models", [&s](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump(models_body(s.model_name, s.created)), "application/json");
+  });
+}
+
+void add_generation_routes(GatedServer& http, ServerState& s) {
+  http.Post("/v1/chat/completions",
+            [&s](const httplib::Request& req, httplib::Response& res) { handle_generation(s, req, res, true); });
+  http.Post("/v1/completions",
+            [&s](const httplib::Request& req, httplib::Response& res) { handle_generation(s, req, res, false); });
+  http.Post("/v1/embeddings",
+            [&s](const httplib::Request& req, httplib::Response& res) { handle_embeddings(s, req, res); });
+}
+
+// /tokenize and /detokenize (llama.cpp's server has the same endpoints).
+void add_token_routes(GatedServer& http, ServerState& s) {
+  http.Post("/tokenize", [&s](const httplib::Request& req, httplib::Response& res) {
+    if (!ensure_ready(s, res)) return;
+    const json j = json::parse(req.body, nullptr, false);
+    if (!valid_utf8(req.body) || j.is_discarded() || !j.is_object() || !j.contains("content") || !j["content"].is_string()) {
+      return reply_error(res, ApiError{400, "expected {\"content\": string, \"add_special\": bool}", "invalid_request_error",
+                                       "content", ""});
+    }
+    const std::string text = j["content"].get<std::string>();
+    const bool add_special = j.value("add_special", false);
+    std::vector<int32_t> ids(text.size() + 2);
+    size_t n = 0;
+    const tern_status st = tern_tokenize(s.model, text.data(), text.size(), add_special, 1, ids.data(), ids.size(), &n);
+    if (st != TERN_OK) return reply_error(res, status_error(st, "tokenize"));
+    ids.resize(n);
+    res.set_content(dump(json{{"tokens", ids}}), "application/json");
+  });
+  http.Post("/detokenize", [&s](const httplib::Request& req, httplib::Response& res) {
+    if (!ensure_ready(s, res)) return;
+    const json j = json::parse(req.body, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) {
+      return reply_error(res, ApiError{400, "expected {\"tokens\": [ids]}", "invalid_request_error", "tokens", ""});
+    }
+    std::vector<int32_t> ids;
+    for (const json& t : j["tokens"]) {
+      if (!t.is_number_integer()) {
+        return reply_error(res, ApiError{400, "token ids must be integers", "invalid_request_error", "tokens", ""});
+      }
+      ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+    std::vector<char> text(64 * ids.size() + 16);
+    size_t size = 0;
+    tern_status st;
+    // Pieces may be longer than 64 bytes (LLaMA-3 has 128-byte ones): grow until the text fits.
+    for (int grow = 0; (st = tern_detokenize(s.model, ids.data(), ids.size(), text.data(), text.size(), &size)) ==
+                           TERN_OUT_OF_RANGE && grow < 8;
+         ++grow) {
+      text.resize(text.size() * 2);
+    }
+    if (st != TERN_OK) return reply_error(res, status_error(st, "detokenize"));
+    res.set_content(dump(json{{"content", std::string(text.data(), size)}}), "application/json");
+  });
+}
+
+}  // namespace
+
+void add_routes(GatedServer& http, ServerState& s, const ConnectionGate& gate) {
+  add_access_handlers(http, s);
+  add_status_routes(http, s, gate);
+  add_generation_routes(http, s);
+  add_token_routes(http, s);
+}
+
+GateHooks gate_hooks(GatedServer& http, ServerState& s) {
+  GateHooks hooks;
+  hooks.serve = [&http](httplib::Stream& stream, bool close_connection, bool& connection_closed) {
+    return http.serve(stream, close_connection, connection_closed);
+  };
+  hooks.error_body = [](int status, const std::string& message) {
+    ApiError e{status, message, status == 503 ? "server_error" : "invalid_request_error", "", ""};
+    if (status == 503) e.code = "server_busy";
+    return dump(error_body(e));
+  };
+  hooks.log = [&s](const std::string& method, const std::string& path, int status, const std::string& message) {
+    std::lock_guard<std::mutex> lock(s.log_mutex);
+    std::fprintf(stderr, "%s %s %d (%s)\n", method.empty() ? "-" : method.c_str(), path.empty() ? "-" : path.c_str(),
+                 status, message.c_str());
+  };
+  return hooks;
+}
+
+}  // namespace tern::server

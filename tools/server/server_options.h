@@ -1,0 +1,40 @@
+// tern-server's command line: its flags into ServerOptions, and what they set up around the
+// model (the connection gate's limits, the open-file limit, the warning for an open server).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstddef>
+#include <string>
+
+#include "tools/common/model_options.h"
+#include "tools/server/connection_gate.h"
+
+namespace tern::server {
+
+struct ServerOptions {
+  std::string bundle, host = "127.0.0.1", api_key, grammar_memory = "8M";
+  cli::ModelOptions model;  // --memory-budget, --kv, --ctx, --threads
+  int port = 8080;
+  unsigned sessions = 1, timeout = 600, queue = 16;
+  size_t max_body = 1 << 20;
+  // Connection limits (ConnectionGate): seconds for a request's head, its body, an idle
+  // keep-alive connection and a stalled write; open connections before a fast 503.
+  double header_timeout = 10, body_timeout = 30, idle_timeout = 5, write_timeout = 30;
+  size_t max_connections = 512;
+};
+
+// Every flag of tern-server, bound to `opt`.
+void add_server_options(CLI::App& app, ServerOptions* opt);
+
+// What the gate allows: the connection flags, and workers for every slot and queue place.
+GateLimits gate_limits(const ServerOptions& opt);
+
+// Every connection is a descriptor: make room for the limit (the soft limit is often 1,024),
+// or lower the limit to what fits, and say so.
+void fit_open_file_limit(ServerOptions* opt);
+
+// Anyone who can reach a non-loopback address can use the server unless a key is required.
+void warn_if_open_to_the_network(const ServerOptions& opt);
+
+}  // namespace tern::server
