@@ -108,6 +108,15 @@ class Tokenizer {
   class Scratch;
 
   static Error plan(const schema::Tokenizer* tokenizer, const TokenizerOptions& options, Layout* layout);
+  // create()'s steps, in order (tokenizer_create.cpp and the files of the parts they build).
+  void read_table(const schema::Tokenizer* tokenizer, uint32_t vocab);
+  Error build_piece_table(ArenaAllocator& arena, uint32_t capacity);
+  Error map_bytes();
+  Error prepare_unigram();
+  Error build_merge_table(ArenaAllocator& arena, uint32_t capacity);
+  Error build_specials(ArenaAllocator& arena, uint32_t count);
+  void find_merge_glue();
+  void check_word_split();
   Error encode_fragment(const uint8_t* text, size_t len, bool first_fragment, Scratch& scratch, int32_t* out,
                         size_t capacity, size_t* count) const;
   Error encode_bpe_fragment(const uint8_t* text, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
@@ -183,14 +192,6 @@ class Tokenizer {
   uint8_t* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
 };
-
-// The LLaMA-3 pre-tokenizer: end of the pre-token starting at byte `pos` (< len) of
-// `text`, matching the Hugging Face split regex
-//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
-//   \s*[\r\n]+|\s+(?!\S)|\s+
-// with an invalid UTF-8 byte counting as one U+FFFD character. Qwen2's (Qwen3's) regex is
-// the same with \p{N} for \p{N}{1,3}: max_digits 1.
-size_t llama3_pretoken_end(const uint8_t* text, size_t len, size_t pos, uint32_t max_digits = 3);
 
 // Turns ids back into text as they are generated: emits only complete UTF-8 characters
 // (a character split over several byte tokens comes out once its last byte arrives),

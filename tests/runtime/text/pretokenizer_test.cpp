@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/text/tokenizer.h"
+#include "runtime/text/pretokenizer.h"
 #include "runtime/text/unicode.h"
 
 namespace tern {
