@@ -18,6 +18,22 @@ struct SpmSymbol {
   uint32_t start, size;  // size 0: merged into its left neighbour
 };
 
+// remove_extra_whitespaces at the fragment's ends: leading spaces go; so does the trailing
+// run of spaces and U+2581 (SentencePiece strips it from the normalized text, where the two
+// look the same).
+void trim_extra_spaces(const uint8_t* text, size_t* pos, size_t* len) {
+  while (*pos < *len && text[*pos] == ' ') ++*pos;
+  for (;;) {
+    if (*len > *pos && text[*len - 1] == ' ') {
+      --*len;
+    } else if (*len >= *pos + 3 && std::memcmp(text + *len - 3, kSpaceMark, 3) == 0) {
+      *len -= 3;
+    } else {
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 Error Tokenizer::encode_spm_fragment(const uint8_t* text, size_t len, bool first_fragment, Scratch& scratch,
@@ -28,18 +44,7 @@ Error Tokenizer::encode_spm_fragment(const uint8_t* text, size_t len, bool first
   // character, and each word goes through BPE on its own (see spm_split_words_).
   size_t pos = 0;
   if (remove_extra_whitespaces_) {
-    // Leading spaces go; so does the trailing run of spaces and U+2581 (SentencePiece
-    // strips it from the normalized text, where the two look the same).
-    while (pos < len && text[pos] == ' ') ++pos;
-    for (;;) {
-      if (len > pos && text[len - 1] == ' ') {
-        --len;
-      } else if (len >= pos + 3 && std::memcmp(text + len - 3, kSpaceMark, 3) == 0) {
-        len -= 3;
-      } else {
-        break;
-      }
-    }
+    trim_extra_spaces(text, &pos, &len);
     if (pos == len) return Error::Ok;
   }
   scratch.prev_unknown = false;
@@ -47,79 +52,15 @@ Error Tokenizer::encode_spm_fragment(const uint8_t* text, size_t len, bool first
   bool dummy = first_fragment && add_dummy_prefix_;
   // Two passes per word: measure, then fill the buffer.
   while (pos < len || dummy) {
-    size_t word_end = pos, word_bytes = dummy ? 3 : 0;
-    bool prev_mark = dummy;
-    uint32_t prev_cp = 0;
-    bool started = dummy;
-    for (size_t i = pos; i < len;) {
-      // BPE: user-defined pieces are frozen symbols: no merge crosses them, so the word ends
-      // before one, and one at the start of a word is emitted as is. (Unigram scores them
-      // in its lattice, as libsentencepiece does.)
-      const Special* user = user_defined_count_ > 0 && kind_ == TokenizerKind::SentencePieceBpe
-                                 ? match_special(text + i, len - i, true)
-                                 : nullptr;
-      if (user != nullptr) {
-        if (word_bytes > 0) break;
-        emit(user->id, out, capacity, count);
-        scratch.prev_unknown = false;
-        i += user->size;
-        pos = word_end = i;
-        continue;
-      }
-      if (text[i] == ' ') {
-        size_t j = i + 1;
-        if (remove_extra_whitespaces_) {
-          while (j < len && text[j] == ' ') ++j;
-          if (j == len) {  // trailing spaces vanish
-            i = j;
-            word_end = j;
-            break;
-          }
-        }
-        if (started && !prev_mark && spm_split_words_ && !(glue_count_ > 0 && is_glue(prev_cp))) break;
-        word_bytes += 3;
-        prev_mark = true;
-        started = true;
-        i = j;
-        word_end = i;
-        continue;
-      }
-      const unicode::Decoded d = unicode::decode_utf8(text + i, len - i);
-      word_bytes += d.valid ? d.length : 3;
-      prev_mark = d.valid && d.length == 3 && std::memcmp(text + i, kSpaceMark, 3) == 0;
-      prev_cp = d.cp;
-      started = true;
-      i += d.length;
-      word_end = i;
-    }
+    size_t word_end = pos;
+    const size_t word_bytes = measure_spm_word(text, len, dummy, &pos, &word_end, scratch, out, capacity, count);
     if (word_bytes == 0) break;
     TERN_CHECK_OR_RETURN(scratch.fits(word_bytes), Error::BudgetTooSmall,
                          "a %zu-byte word needs %zu bytes of tokenizer scratch, have less", word_bytes,
                          Scratch::required(word_bytes));
     uint8_t* buf = scratch.run_buffer();
-    size_t n = 0;
-    if (dummy) {
-      std::memcpy(buf, kSpaceMark, 3);
-      n = 3;
-      dummy = false;
-    }
-    for (size_t i = pos; i < word_end;) {
-      if (text[i] == ' ') {
-        size_t j = i + 1;
-        if (remove_extra_whitespaces_) {
-          while (j < len && text[j] == ' ') ++j;
-          if (j == len) {
-            i = j;
-            continue;
-          }
-        }
-        std::memcpy(buf + n, kSpaceMark, 3);
-        n += 3;
-        i = j;
-        continue;
-      }
-      i += append_char_or_replacement(text + i, len - i, buf, &n);
-    }
+    const size_t n = copy_spm_word(text, pos, word_end, len, dummy, buf);
+    dummy = false;
     if (kind_ == TokenizerKind::SentencePieceUnigram) {
       TERN_RETURN_IF_ERROR(unigram_word(buf, n, scratch, out, capacity, count));
     } else if (spm_ranked_) {
@@ -130,6 +71,83 @@ Error Tokenizer::encode_spm_fragment(const uint8_t* text, size_t len, bool first
     pos = word_end;
   }
   return Error::Ok;
+}
+
+size_t Tokenizer::measure_spm_word(const uint8_t* text, size_t len, bool dummy, size_t* pos, size_t* word_end,
+                                   Scratch& scratch, int32_t* out, size_t capacity, size_t* count) const {
+  size_t word_bytes = dummy ? 3 : 0;
+  bool prev_mark = dummy;
+  uint32_t prev_cp = 0;
+  bool started = dummy;
+  for (size_t i = *pos; i < len;) {
+    // BPE: user-defined pieces are frozen symbols: no merge crosses them, so the word ends
+    // before one, and one at the start of a word is emitted as is. (Unigram scores them
+    // in its lattice, as libsentencepiece does.)
+    const Special* user = user_defined_count_ > 0 && kind_ == TokenizerKind::SentencePieceBpe
+                               ? match_special(text + i, len - i, true)
+                               : nullptr;
+    if (user != nullptr) {
+      if (word_bytes > 0) break;
+      emit(user->id, out, capacity, count);
+      scratch.prev_unknown = false;
+      i += user->size;
+      *pos = *word_end = i;
+      continue;
+    }
+    if (text[i] == ' ') {
+      size_t j = i + 1;
+      if (remove_extra_whitespaces_) {
+        while (j < len && text[j] == ' ') ++j;
+        if (j == len) {  // trailing spaces vanish
+          i = j;
+          *word_end = j;
+          break;
+        }
+      }
+      if (started && !prev_mark && spm_split_words_ && !(glue_count_ > 0 && is_glue(prev_cp))) break;
+      word_bytes += 3;
+      prev_mark = true;
+      started = true;
+      i = j;
+      *word_end = i;
+      continue;
+    }
+    const unicode::Decoded d = unicode::decode_utf8(text + i, len - i);
+    word_bytes += d.valid ? d.length : 3;
+    prev_mark = d.valid && d.length == 3 && std::memcmp(text + i, kSpaceMark, 3) == 0;
+    prev_cp = d.cp;
+    started = true;
+    i += d.length;
+    *word_end = i;
+  }
+  return word_bytes;
+}
+
+size_t Tokenizer::copy_spm_word(const uint8_t* text, size_t pos, size_t word_end, size_t len, bool dummy,
+                                uint8_t* buf) const {
+  size_t n = 0;
+  if (dummy) {
+    std::memcpy(buf, kSpaceMark, 3);
+    n = 3;
+  }
+  for (size_t i = pos; i < word_end;) {
+    if (text[i] == ' ') {
+      size_t j = i + 1;
+      if (remove_extra_whitespaces_) {
+        while (j < len && text[j] == ' ') ++j;
+        if (j == len) {
+          i = j;
+          continue;
+        }
+      }
+      std::memcpy(buf + n, kSpaceMark, 3);
+      n += 3;
+      i = j;
+      continue;
+    }
+    i += append_char_or_replacement(text + i, len - i, buf, &n);
+  }
+  return n;
 }
 
 Error Tokenizer::spm_word(const uint8_t* word, size_t n, Scratch& scratch, int32_t* out, size_t capacity,

@@ -123,6 +123,14 @@ class Tokenizer {
                             size_t* count) const;
   Error encode_spm_fragment(const uint8_t* text, size_t len, bool first_fragment, Scratch& scratch, int32_t* out,
                             size_t capacity, size_t* count) const;
+  // The measuring pass over the SentencePiece word at *pos: its normalized bytes (0: no word
+  // left) and its end. User-defined pieces before it are emitted and skipped (*pos moves).
+  size_t measure_spm_word(const uint8_t* text, size_t len, bool dummy, size_t* pos, size_t* word_end,
+                          Scratch& scratch, int32_t* out, size_t capacity, size_t* count) const;
+  // The filling pass: text[pos, word_end) normalized into buf, after the dummy-prefix mark
+  // when `dummy`; returns the bytes written.
+  size_t copy_spm_word(const uint8_t* text, size_t pos, size_t word_end, size_t len, bool dummy,
+                       uint8_t* buf) const;
   Error bpe_run(const uint8_t* run, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
                 size_t* count) const;
   Error spm_word(const uint8_t* word, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
