@@ -4,34 +4,13 @@
 #include <cmath>
 #include <cstring>
 
-#include "runtime/engine/model.h"
 #include "runtime/base/rope.h"
+#include "runtime/engine/arena_carver.h"
+#include "runtime/engine/model.h"
 
 namespace tern {
 
 namespace {
-
-constexpr size_t kScratchAlignment = 64;
-
-class Carver {
- public:
-  Carver(ArenaAllocator* arena, size_t* bytes) : arena_(arena), bytes_(bytes) {}
-  template <typename T>
-  Error take(T** out, size_t count) {
-    const size_t n = count == 0 ? 1 : count;
-    if (arena_ == nullptr) {
-      *bytes_ += align_up(n * sizeof(T), kScratchAlignment) + kScratchAlignment;
-      *out = nullptr;
-      return Error::Ok;
-    }
-    TERN_ASSIGN_OR_RETURN(*out, arena_->allocate_array<T>(n, ArenaPurpose::Scratch, kScratchAlignment));
-    return Error::Ok;
-  }
-
- private:
-  ArenaAllocator* arena_;
-  size_t* bytes_;
-};
 
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
@@ -186,7 +165,7 @@ Error carve_forward_scratch(const ModelConfig& c, uint32_t batch, size_t scores_
   const size_t hidden = c.hidden, qd = static_cast<size_t>(c.heads) * c.head_dim;
   const size_t kvd = static_cast<size_t>(c.kv_heads) * c.head_dim, ffn = c.ffn_hidden;
   const size_t wide = std::max({hidden, qd, ffn});
-  Carver carve(arena, bytes);
+  ArenaCarver carve(arena, bytes);
   s->batch = batch;
   s->scores_per_head = scores_per_head;
   TERN_RETURN_IF_ERROR(carve.take(&s->x, batch * hidden));
@@ -218,16 +197,201 @@ Error carve_forward_scratch(const ModelConfig& c, uint32_t batch, size_t scores_
   return Error::Ok;
 }
 
+namespace {
+
+// The widths one forward pass works with.
+struct Widths {
+  size_t hidden, hd, half, qd, kvd, ffn, wide;  // wide: the widest matmul input
+};
+
+Widths widths_of(const ModelConfig& c) {
+  Widths d;
+  d.hidden = c.hidden, d.hd = c.head_dim, d.half = d.hd / 2;
+  d.qd = static_cast<size_t>(c.heads) * d.hd, d.kvd = static_cast<size_t>(c.kv_heads) * d.hd;
+  d.ffn = c.ffn_hidden;
+  d.wide = std::max({d.hidden, d.qd, d.ffn});
+  return d;
+}
+
+// The tokens' embedding rows into the residual stream and their positions' RoPE angles.
+void embed_tokens(const Model& model, ForwardScratch& s, const int32_t* tokens, uint32_t n, uint32_t pos0) {
+  const ModelConfig& c = model.config();
+  const size_t hidden = c.hidden, half = c.head_dim / 2;
+  for (uint32_t t = 0; t < n; ++t) {
+    float* row = s.x + t * hidden;
+    dense_row_f32(model.weights().tok_embeddings, static_cast<size_t>(tokens[t]), row);
+    if (c.embedding_scale != 1.0f) {
+      for (size_t i = 0; i < hidden; ++i) row[i] *= c.embedding_scale;
+    }
+    const uint32_t position = pos0 + t - (s.segment_start != nullptr ? s.segment_start[t] : 0);
+    rope_angles(model.rope_inv_freq(), half, position, s.rope_cos + t * half, s.rope_sin + t * half);
+    if (c.sliding_layers != 0) {
+      rope_angles(model.rope_local_inv_freq(), half, position, s.rope_local_cos + t * half,
+                  s.rope_local_sin + t * half);
+    }
+  }
+}
+
+// Layer l's q, k and v of the n rows of the residual stream (normalized, projected, and with
+// the q/k head norms of the families that have them).
+void project_qkv(const Model& model, ForwardScratch& s, uint32_t l, uint32_t n, const Widths& d) {
+  const ModelConfig& c = model.config();
+  const LayerWeights& lw = model.layer(l);
+  const LayerRuntime& lr = model.layer_runtime(l);
+  const size_t hidden = d.hidden, wide = d.wide, qd = d.qd, kvd = d.kvd;
+  if (family_traits(c.family)->projection_norms) {
+    // attn_norm once, then each projection's own norm of that.
+    for (uint32_t t = 0; t < n; ++t) rms_norm(s.x + t * hidden, lr.attn_norm, hidden, c.norm_eps, s.xh + t * hidden);
+    inverse_rms(s.xh, n, hidden, c.norm_eps, s.xh_inv_rms);
+    project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.wq_in_norm, lw.wq, s.q, qd);
+    project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.wk_in_norm, lw.wk, s.k, kvd);
+    project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.wv_in_norm, lw.wv, s.v, kvd);
+  } else {
+    normalize_and_quantize(s, s.x, hidden, n, hidden, wide, norm_kind(c, lr.attn_norm), lr.attn_norm, c.norm_eps);
+    const QuantizedActivations xa = activations(s, n, hidden, wide);
+    const TernaryMatmulOutput qkv[] = {{&lw.wq, s.q, qd}, {&lw.wk, s.k, kvd}, {&lw.wv, s.v, kvd}};
+    ternary_matmul_fused(qkv, 3, xa, model.pool());
+  }
+  if (family_traits(c.family)->qk_norms) {
+    norm_rows(s.q, n * c.heads, d.hd, d.hd, lr.q_norm, c.norm_eps);
+    norm_rows(s.k, n * c.kv_heads, d.hd, d.hd, lr.k_norm, c.norm_eps);
+  }
+}
+
+// Rotates layer l's queries and keys to their positions and writes the keys and values to the cache.
+Error rope_and_cache(const Model& model, KvCache& kv, ForwardScratch& s, uint32_t l, uint32_t n, uint32_t pos0,
+                     const Widths& d) {
+  const ModelConfig& c = model.config();
+  const bool adjacent = c.rope_style == RopeStyle::AdjacentPairs;
+  const bool sliding = layer_is_sliding(c, l);
+  const size_t hd = d.hd, half = d.half, qd = d.qd, kvd = d.kvd;
+  const float* layer_cos = sliding ? s.rope_local_cos : s.rope_cos;
+  const float* layer_sin = sliding ? s.rope_local_sin : s.rope_sin;
+  for (uint32_t t = 0; t < n; ++t) {
+    const float* cs = layer_cos + t * half;
+    const float* sn = layer_sin + t * half;
+    for (uint32_t h = 0; h < c.heads; ++h) {
+      float* head = s.q + t * qd + h * hd;
+      adjacent ? rope_adjacent_pairs(head, hd, cs, sn) : rope_rotate_half(head, hd, cs, sn);
+    }
+    for (uint32_t h = 0; h < c.kv_heads; ++h) {
+      float* head = s.k + t * kvd + h * hd;
+      adjacent ? rope_adjacent_pairs(head, hd, cs, sn) : rope_rotate_half(head, hd, cs, sn);
+      TERN_RETURN_IF_ERROR(kv.write(l, h, pos0 + t, head, s.v + t * kvd + h * hd));
+    }
+  }
+  return Error::Ok;
+}
+
+// Layer l's attention of the n queries over the cache into s.att. `partial_attention`: rows
+// attend from a later first position (packed texts, sliding windows).
+void attend(const Model& model, KvCache& kv, ForwardScratch& s, uint32_t l, uint32_t n, uint32_t pos0,
+            bool partial_attention, const Widths& d) {
+  const ModelConfig& c = model.config();
+  const bool sliding = layer_is_sliding(c, l);
+  const Rope rope{model.rope_inv_freq(), c.rope_style == RopeStyle::AdjacentPairs};
+  if (partial_attention) {
+    for (uint32_t t = 0; t < n; ++t) {
+      const uint32_t p = pos0 + t;
+      uint32_t from = s.segment_start != nullptr ? s.segment_start[t] : 0;
+      if (sliding && p + 1 > c.sliding_window) from = std::max(from, p + 1 - c.sliding_window);
+      s.attend_from[t] = from;
+    }
+  }
+  // StreamingLLM's "positions within the cache": after E non-sink positions were dropped,
+  // the query at position p scores the sinks as if it stood at p - E. Keys are cached after
+  // RoPE at their original positions, so rotating the (already rotated) query by -E
+  // positions gives exactly that; every other kept key keeps its true distance p - j,
+  // which the eviction bounds by the capacity.
+  const uint32_t evicted = s.reposition_sinks ? kv.evicted_positions(l) : 0;
+  if (evicted > 0) {
+    std::memcpy(s.q_sinks, s.q, static_cast<size_t>(n) * d.qd * sizeof(float));
+    rope.rotate_back(s.q_sinks, n * c.heads, c.head_dim, evicted, s.sink_cos, s.sink_sin);
+  }
+  KvAttention attention;
+  attention.q = s.q;
+  attention.q_sinks = evicted > 0 ? s.q_sinks : nullptr;
+  attention.out = s.att;
+  attention.n = n;
+  attention.pos0 = pos0;
+  attention.heads = c.heads;
+  attention.scale = c.attention_scale > 0.0f ? c.attention_scale : 1.0f / std::sqrt(static_cast<float>(d.hd));
+  attention.scores = s.scores;
+  attention.scores_per_head = s.scores_per_head;
+  attention.observer = s.observer;
+  attention.rope = s.reposition_sinks ? &rope : nullptr;
+  attention.first = partial_attention ? s.attend_from : nullptr;
+  kv.attend(l, attention, model.pool());
+  if (s.observer != nullptr && s.observer->on_output != nullptr) {
+    s.observer->on_output(s.observer->user, l, pos0, n, s.att);
+  }
+}
+
+// Layer l's attention block: the residual stream gains the projected attention output.
+Error attention_block(const Model& model, KvCache& kv, ForwardScratch& s, uint32_t l, uint32_t n, uint32_t pos0,
+                      bool partial_attention, const Widths& d) {
+  const ModelConfig& c = model.config();
+  const LayerRuntime& lr = model.layer_runtime(l);
+  const size_t hidden = d.hidden, qd = d.qd;
+  project_qkv(model, s, l, n, d);
+  TERN_RETURN_IF_ERROR(rope_and_cache(model, kv, s, l, n, pos0, d));
+  attend(model, kv, s, l, n, pos0, partial_attention, d);
+  normalize_and_quantize(s, s.att, qd, n, qd, d.wide, norm_kind(c, lr.attn_sub_norm), lr.attn_sub_norm, c.norm_eps);
+  ternary_matmul(model.layer(l).wo, activations(s, n, qd, d.wide), s.proj, hidden, model.pool());
+  if (family_traits(c.family)->post_norms) norm_rows(s.proj, n, hidden, hidden, lr.post_attn_norm, c.norm_eps);
+  for (size_t i = 0; i < n * hidden; ++i) s.x[i] += s.proj[i];
+  return Error::Ok;
+}
+
+// Layer l's feed-forward block: the residual stream gains down(act(gate) * up).
+void ffn_block(const Model& model, ForwardScratch& s, uint32_t l, uint32_t n, const Widths& d) {
+  const ModelConfig& c = model.config();
+  const FamilyTraits& traits = *family_traits(c.family);
+  const LayerWeights& lw = model.layer(l);
+  const LayerRuntime& lr = model.layer_runtime(l);
+  const ThreadPool* pool = model.pool();
+  const size_t hidden = d.hidden, ffn = d.ffn, wide = d.wide;
+  if (traits.projection_norms) {
+    for (uint32_t t = 0; t < n; ++t) rms_norm(s.x + t * hidden, lr.ffn_norm, hidden, c.norm_eps, s.xh + t * hidden);
+    inverse_rms(s.xh, n, hidden, c.norm_eps, s.xh_inv_rms);
+    project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.w_gate_in_norm, lw.w_gate, s.gate, ffn);
+    project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.w_up_in_norm, lw.w_up, s.up, ffn);
+  } else {
+    normalize_and_quantize(s, s.x, hidden, n, hidden, wide, norm_kind(c, lr.ffn_norm), lr.ffn_norm, c.norm_eps);
+    const QuantizedActivations fa = activations(s, n, hidden, wide);
+    const TernaryMatmulOutput gate_up[] = {{&lw.w_gate, s.gate, ffn}, {&lw.w_up, s.up, ffn}};
+    ternary_matmul_fused(gate_up, 2, fa, pool);
+  }
+  // Separate loops, not one with a branch inside, so the relu² one vectorizes (with
+  // -fno-trapping-math, see CMakeLists.txt); as one scalar loop it was ~3 % of a 2B-4T token.
+  if (c.activation == Activation::Relu2) {
+    for (size_t i = 0; i < n * ffn; ++i) {
+      const float g = s.gate[i];
+      s.gate[i] = (g > 0.0f ? g * g : 0.0f) * s.up[i];
+    }
+  } else if (c.activation == Activation::GeluTanh) {
+    gelu_tanh_gate(s.gate, s.up, n * ffn);
+  } else if (traits.projection_norms) {  // the embedding families: no libm call per element
+    silu_gate(s.gate, s.up, n * ffn);
+  } else {
+    for (size_t i = 0; i < n * ffn; ++i) s.gate[i] = silu(s.gate[i]) * s.up[i];
+  }
+  normalize_and_quantize(s, s.gate, ffn, n, ffn, wide, norm_kind(c, lr.ffn_sub_norm), lr.ffn_sub_norm, c.norm_eps);
+  ternary_matmul(lw.w_down, activations(s, n, ffn, wide), s.proj, hidden, pool);
+  if (traits.post_norms) norm_rows(s.proj, n, hidden, hidden, lr.post_ffn_norm, c.norm_eps);
+  for (size_t i = 0; i < n * hidden; ++i) s.x[i] += s.proj[i];
+}
+
+}  // namespace
+
 Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t* tokens, uint32_t n, uint32_t pos0,
               bool want_logits, const std::atomic<int>* abort) {
   const ModelConfig& c = model.config();
-  const ModelWeights& w = model.weights();
-  const FamilyTraits& traits = *family_traits(c.family);
   TERN_CHECK_OR_RETURN(n > 0 && n <= s.batch, Error::InvalidArgument, "forward of %u tokens (batch %u)", n,
                        s.batch);
-  TERN_CHECK_OR_RETURN(s.scores_per_head >= kv.attention_scores_per_head(c.heads / c.kv_heads),
-                       Error::InvalidArgument, "forward scratch holds %zu attention scores per KV head, the cache needs %zu",
-                       s.scores_per_head, kv.attention_scores_per_head(c.heads / c.kv_heads));
+  TERN_CHECK_OR_RETURN(s.scores_per_head >= kv.attention_scores_per_head(c.heads / c.kv_heads), Error::InvalidArgument,
+                       "forward scratch holds %zu attention scores per KV head, the cache needs %zu", s.scores_per_head,
+                       kv.attention_scores_per_head(c.heads / c.kv_heads));
   TERN_CHECK_OR_RETURN(static_cast<uint64_t>(pos0) + n <= UINT32_MAX, Error::ContextFull, "position %u overflows",
                        pos0);
   if (!kv.evicting()) {
@@ -246,139 +410,13 @@ Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t*
     TERN_CHECK_OR_RETURN(s.segment_start == nullptr || s.segment_start[t] <= pos0 + t, Error::InvalidArgument,
                          "token %u's text starts after it (%u > %u)", t, s.segment_start[t], pos0 + t);
   }
-  const ThreadPool* pool = model.pool();
-  const size_t hidden = c.hidden, hd = c.head_dim, half = hd / 2;
-  const size_t qd = static_cast<size_t>(c.heads) * hd, kvd = static_cast<size_t>(c.kv_heads) * hd;
-  const size_t ffn = c.ffn_hidden;
-  const size_t wide = std::max({hidden, qd, ffn});
-  const bool adjacent = c.rope_style == RopeStyle::AdjacentPairs;
-  const Rope rope{model.rope_inv_freq(), adjacent};
-
-  for (uint32_t t = 0; t < n; ++t) {
-    float* row = s.x + t * hidden;
-    dense_row_f32(w.tok_embeddings, static_cast<size_t>(tokens[t]), row);
-    if (c.embedding_scale != 1.0f) {
-      for (size_t i = 0; i < hidden; ++i) row[i] *= c.embedding_scale;
-    }
-    const uint32_t position = pos0 + t - (s.segment_start != nullptr ? s.segment_start[t] : 0);
-    rope_angles(model.rope_inv_freq(), half, position, s.rope_cos + t * half, s.rope_sin + t * half);
-    if (c.sliding_layers != 0) {
-      rope_angles(model.rope_local_inv_freq(), half, position, s.rope_local_cos + t * half,
-                  s.rope_local_sin + t * half);
-    }
-  }
-
+  const Widths d = widths_of(c);
+  embed_tokens(model, s, tokens, n, pos0);
   for (uint32_t l = 0; l < c.layers; ++l) {
     if (aborted(abort)) return fail(Error::Aborted, "aborted at layer %u", l);
-    const LayerWeights& lw = model.layer(l);
-    const LayerRuntime& lr = model.layer_runtime(l);
-    const bool sliding = layer_is_sliding(c, l);
-
-    // Attention block.
-    if (traits.projection_norms) {
-      // attn_norm once, then each projection's own norm of that.
-      for (uint32_t t = 0; t < n; ++t) rms_norm(s.x + t * hidden, lr.attn_norm, hidden, c.norm_eps, s.xh + t * hidden);
-      inverse_rms(s.xh, n, hidden, c.norm_eps, s.xh_inv_rms);
-      project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.wq_in_norm, lw.wq, s.q, qd);
-      project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.wk_in_norm, lw.wk, s.k, kvd);
-      project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.wv_in_norm, lw.wv, s.v, kvd);
-    } else {
-      normalize_and_quantize(s, s.x, hidden, n, hidden, wide, norm_kind(c, lr.attn_norm), lr.attn_norm, c.norm_eps);
-      const QuantizedActivations xa = activations(s, n, hidden, wide);
-      const TernaryMatmulOutput qkv[] = {{&lw.wq, s.q, qd}, {&lw.wk, s.k, kvd}, {&lw.wv, s.v, kvd}};
-      ternary_matmul_fused(qkv, 3, xa, pool);
-    }
-    if (traits.qk_norms) {
-      norm_rows(s.q, n * c.heads, hd, hd, lr.q_norm, c.norm_eps);
-      norm_rows(s.k, n * c.kv_heads, hd, hd, lr.k_norm, c.norm_eps);
-    }
-    const float* layer_cos = sliding ? s.rope_local_cos : s.rope_cos;
-    const float* layer_sin = sliding ? s.rope_local_sin : s.rope_sin;
-    for (uint32_t t = 0; t < n; ++t) {
-      const float* cs = layer_cos + t * half;
-      const float* sn = layer_sin + t * half;
-      for (uint32_t h = 0; h < c.heads; ++h) {
-        float* head = s.q + t * qd + h * hd;
-        adjacent ? rope_adjacent_pairs(head, hd, cs, sn) : rope_rotate_half(head, hd, cs, sn);
-      }
-      for (uint32_t h = 0; h < c.kv_heads; ++h) {
-        float* head = s.k + t * kvd + h * hd;
-        adjacent ? rope_adjacent_pairs(head, hd, cs, sn) : rope_rotate_half(head, hd, cs, sn);
-        TERN_RETURN_IF_ERROR(kv.write(l, h, pos0 + t, head, s.v + t * kvd + h * hd));
-      }
-    }
-    if (partial_attention) {
-      for (uint32_t t = 0; t < n; ++t) {
-        const uint32_t p = pos0 + t;
-        uint32_t from = s.segment_start != nullptr ? s.segment_start[t] : 0;
-        if (sliding && p + 1 > c.sliding_window) from = std::max(from, p + 1 - c.sliding_window);
-        s.attend_from[t] = from;
-      }
-    }
-    // StreamingLLM's "positions within the cache": after E non-sink positions were dropped,
-    // the query at position p scores the sinks as if it stood at p - E. Keys are cached after
-    // RoPE at their original positions, so rotating the (already rotated) query by -E
-    // positions gives exactly that; every other kept key keeps its true distance p - j,
-    // which the eviction bounds by the capacity.
-    const uint32_t evicted = s.reposition_sinks ? kv.evicted_positions(l) : 0;
-    if (evicted > 0) {
-      std::memcpy(s.q_sinks, s.q, static_cast<size_t>(n) * qd * sizeof(float));
-      rope.rotate_back(s.q_sinks, n * c.heads, c.head_dim, evicted, s.sink_cos, s.sink_sin);
-    }
-    KvAttention attention;
-    attention.q = s.q;
-    attention.q_sinks = evicted > 0 ? s.q_sinks : nullptr;
-    attention.out = s.att;
-    attention.n = n;
-    attention.pos0 = pos0;
-    attention.heads = c.heads;
-    attention.scale = c.attention_scale > 0.0f ? c.attention_scale : 1.0f / std::sqrt(static_cast<float>(hd));
-    attention.scores = s.scores;
-    attention.scores_per_head = s.scores_per_head;
-    attention.observer = s.observer;
-    attention.rope = s.reposition_sinks ? &rope : nullptr;
-    attention.first = partial_attention ? s.attend_from : nullptr;
-    kv.attend(l, attention, pool);
-    if (s.observer != nullptr && s.observer->on_output != nullptr) {
-      s.observer->on_output(s.observer->user, l, pos0, n, s.att);
-    }
-    normalize_and_quantize(s, s.att, qd, n, qd, wide, norm_kind(c, lr.attn_sub_norm), lr.attn_sub_norm, c.norm_eps);
-    ternary_matmul(lw.wo, activations(s, n, qd, wide), s.proj, hidden, pool);
-    if (traits.post_norms) norm_rows(s.proj, n, hidden, hidden, lr.post_attn_norm, c.norm_eps);
-    for (size_t i = 0; i < n * hidden; ++i) s.x[i] += s.proj[i];
-
-    // Feed-forward block.
-    if (traits.projection_norms) {
-      for (uint32_t t = 0; t < n; ++t) rms_norm(s.x + t * hidden, lr.ffn_norm, hidden, c.norm_eps, s.xh + t * hidden);
-      inverse_rms(s.xh, n, hidden, c.norm_eps, s.xh_inv_rms);
-      project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.w_gate_in_norm, lw.w_gate, s.gate, ffn);
-      project(model, s, s.xh, s.xh_inv_rms, n, wide, lr.w_up_in_norm, lw.w_up, s.up, ffn);
-    } else {
-      normalize_and_quantize(s, s.x, hidden, n, hidden, wide, norm_kind(c, lr.ffn_norm), lr.ffn_norm, c.norm_eps);
-      const QuantizedActivations fa = activations(s, n, hidden, wide);
-      const TernaryMatmulOutput gate_up[] = {{&lw.w_gate, s.gate, ffn}, {&lw.w_up, s.up, ffn}};
-      ternary_matmul_fused(gate_up, 2, fa, pool);
-    }
-    // Separate loops, not one with a branch inside, so the relu² one vectorizes (with
-    // -fno-trapping-math, see CMakeLists.txt); as one scalar loop it was ~3 % of a 2B-4T token.
-    if (c.activation == Activation::Relu2) {
-      for (size_t i = 0; i < n * ffn; ++i) {
-        const float g = s.gate[i];
-        s.gate[i] = (g > 0.0f ? g * g : 0.0f) * s.up[i];
-      }
-    } else if (c.activation == Activation::GeluTanh) {
-      gelu_tanh_gate(s.gate, s.up, n * ffn);
-    } else if (traits.projection_norms) {  // the embedding families: no libm call per element
-      silu_gate(s.gate, s.up, n * ffn);
-    } else {
-      for (size_t i = 0; i < n * ffn; ++i) s.gate[i] = silu(s.gate[i]) * s.up[i];
-    }
-    normalize_and_quantize(s, s.gate, ffn, n, ffn, wide, norm_kind(c, lr.ffn_sub_norm), lr.ffn_sub_norm, c.norm_eps);
-    ternary_matmul(lw.w_down, activations(s, n, ffn, wide), s.proj, hidden, pool);
-    if (traits.post_norms) norm_rows(s.proj, n, hidden, hidden, lr.post_ffn_norm, c.norm_eps);
-    for (size_t i = 0; i < n * hidden; ++i) s.x[i] += s.proj[i];
+    TERN_RETURN_IF_ERROR(attention_block(model, kv, s, l, n, pos0, partial_attention, d));
+    ffn_block(model, s, l, n, d);
   }
-
   if (want_logits) forward_row_logits(model, s, n - 1, s.logits);
   return Error::Ok;
 }
