@@ -106,28 +106,32 @@ Error Session::embed_run_batch(EmbedBatch& b, bool last_text_complete, const Emb
                                void* out, float* scales) {
   if (b.rows == 0) return Error::Ok;
   const ModelConfig& c = model_->config();
-  scratch_.segment_start = embed_segments_;
-  const Error e = forward(*model_, *kv_, scratch_, embed_tokens_, b.rows, b.position - b.rows, false, &abort_);
+  scratch_.segment_start = buffers_.embed_segments;
+  const Error e = forward(*model_, *kv_, scratch_, buffers_.embed_tokens, b.rows, b.position - b.rows, false, &abort_);
   scratch_.segment_start = nullptr;
   TERN_RETURN_IF_ERROR(e);
   ++b.stats->batches;
   const size_t row_bytes = embed_row_bytes(options.format, dims);
+  float* pool = buffers_.embed_pool;
+  float* row = buffers_.embed_row;
   for (uint32_t r = 0; r < b.rows; ++r) {
-    const uint32_t text = embed_texts_[r];
-    const bool last = r + 1 < b.rows ? embed_texts_[r + 1] != text : last_text_complete;
+    const uint32_t text = buffers_.embed_texts[r];
+    const bool last = r + 1 < b.rows ? buffers_.embed_texts[r + 1] != text : last_text_complete;
     const bool needed = c.pooling == Pooling::Mean || (c.pooling == Pooling::First && b.pooled == 0) || last;
-    if (needed) rms_norm(scratch_.x + static_cast<size_t>(r) * c.hidden, model_->final_norm(), c.hidden, c.norm_eps, embed_row_);
+    if (needed) {
+      rms_norm(scratch_.x + static_cast<size_t>(r) * c.hidden, model_->final_norm(), c.hidden, c.norm_eps, row);
+    }
     if (c.pooling == Pooling::Mean) {
-      for (uint32_t i = 0; i < c.hidden; ++i) embed_pool_[i] = (b.pooled == 0 ? 0.0f : embed_pool_[i]) + embed_row_[i];
+      for (uint32_t i = 0; i < c.hidden; ++i) pool[i] = (b.pooled == 0 ? 0.0f : pool[i]) + row[i];
     } else if (b.pooled == 0 || c.pooling == Pooling::Last) {
-      std::memcpy(embed_pool_, embed_row_, c.hidden * sizeof(float));
+      std::memcpy(pool, row, c.hidden * sizeof(float));
     }
     ++b.pooled;
     if (!last) continue;
     if (c.pooling == Pooling::Mean) {
-      for (uint32_t i = 0; i < c.hidden; ++i) embed_pool_[i] /= static_cast<float>(b.pooled);
+      for (uint32_t i = 0; i < c.hidden; ++i) pool[i] /= static_cast<float>(b.pooled);
     }
-    embed_finish(embed_pool_, c.hidden, dims, c.embedding_normalize, options.format,
+    embed_finish(pool, c.hidden, dims, c.embedding_normalize, options.format,
                  static_cast<uint8_t*>(out) + text * row_bytes, scales != nullptr ? &scales[text] : nullptr);
     b.pooled = 0;
   }
@@ -175,18 +179,18 @@ Error Session::embed(const char* const* texts, const size_t* sizes, size_t count
     const char* text = texts[i] != nullptr ? texts[i] : "";
     size_t size = sizes != nullptr ? sizes[i] : std::strlen(text);
     if (prompt_size > 0) {  // joined first: the tokens at the seam depend on both sides
-      if (prompt_size + size > embed_text_bytes_) {
+      if (prompt_size + size > buffers_.embed_text_bytes) {
         reset();
         return fail(Error::PromptTooLong, "text %zu with its %zu-byte prompt is %zu bytes; at most %zu can be joined", i,
-                    prompt_size, prompt_size + size, embed_text_bytes_);
+                    prompt_size, prompt_size + size, buffers_.embed_text_bytes);
       }
-      std::memcpy(embed_text_, prompt, prompt_size);
-      if (size > 0) std::memcpy(embed_text_ + prompt_size, text, size);
-      text = embed_text_;
+      std::memcpy(buffers_.embed_text, prompt, prompt_size);
+      if (size > 0) std::memcpy(buffers_.embed_text + prompt_size, text, size);
+      text = buffers_.embed_text;
       size += prompt_size;
     }
     size_t needed = 0;
-    auto encoded = model_->encode(text, size, tokenizer->add_bos_default(), true, prompt_, room, &needed);
+    auto encoded = model_->encode(text, size, tokenizer->add_bos_default(), true, buffers_.prompt, room, &needed);
     uint32_t n = 0;
     if (encoded.ok()) {
       n = static_cast<uint32_t>(*encoded);
@@ -201,7 +205,7 @@ Error Session::embed(const char* const* texts, const size_t* sizes, size_t count
       }
       return encoded.error();
     }
-    if (end_token >= 0) prompt_[n++] = end_token;
+    if (end_token >= 0) buffers_.prompt[n++] = end_token;
     if (n == 0) {
       reset();
       return fail(Error::InvalidArgument, "text %zu has no tokens (empty, and the model adds no BOS or EOS)", i);
@@ -217,9 +221,9 @@ Error Session::embed(const char* const* texts, const size_t* sizes, size_t count
     }
     const uint32_t start = b.position;
     for (uint32_t j = 0; j < n; ++j) {
-      embed_tokens_[b.rows] = prompt_[j];
-      embed_segments_[b.rows] = start;
-      embed_texts_[b.rows] = static_cast<uint32_t>(i);
+      buffers_.embed_tokens[b.rows] = buffers_.prompt[j];
+      buffers_.embed_segments[b.rows] = start;
+      buffers_.embed_texts[b.rows] = static_cast<uint32_t>(i);
       ++b.rows;
       ++b.position;
       if (b.rows == scratch_.batch) {

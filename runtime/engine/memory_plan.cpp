@@ -6,52 +6,26 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "runtime/engine/forward.h"
-#include "runtime/engine/sampler.h"
-#include "runtime/engine/session.h"
+#include "runtime/engine/session_layout.h"
 
 namespace tern {
-
-size_t session_draft_bytes(const ModelConfig& config, uint32_t draft_tokens) {
-  if (draft_tokens == 0) return 0;
-  // The verified tokens, and one distribution per draft for speculative sampling with a
-  // draft model (which draft source a session uses is decided after load).
-  return align_up((static_cast<size_t>(draft_tokens) + 1) * sizeof(int32_t), 64) + 64 +
-         align_up(static_cast<size_t>(draft_tokens) * config.vocab * sizeof(float), 64) + 64;
-}
-
-size_t session_embed_bytes(const ModelConfig& config, uint32_t batch, uint32_t context) {
-  if (!config.embedding) return 0;
-  return 3 * (align_up(static_cast<size_t>(batch) * sizeof(int32_t), 64) + 64) +
-         2 * (align_up(static_cast<size_t>(config.hidden) * sizeof(float), 64) + 64) +
-         align_up(embed_text_bytes(context), 64) + 64;
-}
 
 size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, const KvCacheSpec& kv,
                            size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes, uint32_t draft_tokens,
                            size_t grammar_bytes) {
-  size_t scratch = 0;
-  ForwardScratch unused;
-  const size_t scores = kv_cache_scores_per_head(kv, config.heads / config.kv_heads, context);
-  if (carve_forward_scratch(config, batch, scores, nullptr, &unused, &scratch) != Error::Ok) scratch = 0;
-  const uint32_t history = session_history_tokens(context, kv.evicting());
-  scratch += align_up(static_cast<size_t>(history) * sizeof(int32_t), 64) + 64;  // history
-  scratch += align_up(static_cast<size_t>(context) * sizeof(int32_t), 64) + 64;  // generate()'s prompt
-  // An embedding model never decodes: no logits to steer, no sampler, no drafts.
-  const bool decodes = !config.embedding;
-  if (decodes) {
-    scratch += align_up(static_cast<size_t>(config.vocab) * sizeof(float), 64) + 64;  // biased logits
-    scratch += align_up(Session::kMaxLogitBias * sizeof(Session::LogitBias), 64) + 64;  // the bias list
-    scratch += session_draft_bytes(config, draft_tokens);
-  }
-  scratch += session_embed_bytes(config, batch, context);
-  const size_t sampler =
-      decodes ? Sampler::required_arena_bytes(config.vocab) + 64 + session_grammar_bytes(grammar_bytes) : 0;
-  const size_t cache = kv_cache_arena_bytes(kv, context);
-  if (scratch_bytes != nullptr) *scratch_bytes = scratch;
-  if (sampler_bytes != nullptr) *sampler_bytes = sampler;
-  if (kv_bytes != nullptr) *kv_bytes = cache;
-  return align_up(sizeof(Session), 64) + 64 + scratch + sampler + cache;
+  SessionShape shape;
+  shape.config = &config;
+  shape.kv = &kv;
+  shape.context = context;
+  shape.batch = batch;
+  shape.draft_tokens = draft_tokens;
+  shape.grammar_bytes = grammar_bytes;
+  shape.sample_vocab = config.vocab;
+  const SessionBytes b = session_bytes(shape);
+  if (scratch_bytes != nullptr) *scratch_bytes = b.scratch;
+  if (sampler_bytes != nullptr) *sampler_bytes = b.sampler;
+  if (kv_bytes != nullptr) *kv_bytes = b.kv;
+  return b.total();
 }
 
 size_t session_table_bytes(uint32_t sessions) {

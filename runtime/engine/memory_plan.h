@@ -76,25 +76,12 @@ uint32_t sessions_that_fit(const MemoryPlan& plan, uint64_t budget);
 // Bytes the model's arena takes for its slot table of `sessions` entries.
 size_t session_table_bytes(uint32_t sessions);
 
-// Arena bytes of one session (scratch + sampler + KV + bookkeeping) for `context` tokens.
-// `draft_tokens` > 0 adds what verifying that many drafted tokens needs (session_draft_bytes);
-// `grammar_bytes` the session's grammar memory (counted with the sampler).
+// Arena bytes of one session (scratch + sampler + KV + bookkeeping) for `context` tokens, as
+// runtime/engine/session_layout.h lays them out. `draft_tokens` > 0 adds what verifying that
+// many drafted tokens needs; `grammar_bytes` the session's grammar memory (counted with the sampler).
 size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, const KvCacheSpec& kv,
                            size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes,
                            uint32_t draft_tokens = 0, size_t grammar_bytes = 0);
-// The session's grammar memory as it is carved from its slot (0: none).
-inline size_t session_grammar_bytes(size_t requested) { return requested == 0 ? 0 : align_up(requested, 64) + 64; }
-// A verification step's tokens (the drafts and the token before them; its logits are
-// scored one row at a time into the session's logits) and the drafts' distributions
-// (draft_tokens x vocab floats, speculative sampling with a draft model); 0 without drafting.
-size_t session_draft_bytes(const ModelConfig& config, uint32_t draft_tokens);
-// Embedding models: the buffers Session::embed assembles batches and pools in, and the
-// room to join a prompt and a text (embed_text_bytes) before tokenizing; 0 otherwise.
-size_t session_embed_bytes(const ModelConfig& config, uint32_t batch, uint32_t context);
-inline size_t embed_text_bytes(uint32_t context) { return 16384 + 8 * static_cast<size_t>(context); }
-// Token history a session keeps: the context without eviction; twice that with it (a
-// sliding buffer that always holds at least the last `context` tokens).
-inline uint32_t session_history_tokens(uint32_t context, bool evicting) { return evicting ? 2 * context : context; }
 
 // BudgetTooSmall (message states the minimum) when the budget cannot hold min_context.
 Result<MemoryPlan> plan_memory(const MemoryPlanRequest& request);

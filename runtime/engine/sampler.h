@@ -27,6 +27,14 @@ struct SamplerParams {
 // InvalidArgument with the offending field named.
 Error validate(const SamplerParams& params);
 
+// A bias added to one token's logit before sampling (-inf bans it). A session holds up to
+// kMaxLogitBias of them (Session::set_logit_bias; the C API's tern_logit_bias has this layout).
+struct LogitBias {
+  int32_t token;
+  float bias;
+};
+inline constexpr size_t kMaxLogitBias = 1024;
+
 // xoshiro256**: small, fast, and the same sequence on every platform for a seed.
 class Rng {
  public:

@@ -10,9 +10,11 @@
 #include "platform/error.h"
 #include "runtime/engine/embed.h"
 #include "runtime/engine/forward.h"
-#include "runtime/structured/grammar.h"
-#include "runtime/kv/kv_cache.h"
 #include "runtime/engine/sampler.h"
+#include "runtime/engine/session_layout.h"
+#include "runtime/engine/stop_strings.h"
+#include "runtime/kv/kv_cache.h"
+#include "runtime/structured/grammar.h"
 
 namespace tern {
 
@@ -26,9 +28,6 @@ enum class StopReason : int32_t {
   Callback,         // the piece callback asked to stop
   ContextFull,      // no room for another token
 };
-
-inline constexpr size_t kMaxStopStrings = 8;
-inline constexpr size_t kMaxStopStringBytes = 64;
 
 struct GenerateOptions {
   uint32_t max_new_tokens = 128;
@@ -50,9 +49,6 @@ struct GenerateStats {
   uint32_t verify_steps = 0;     // batched verification passes
 };
 
-// Receives UTF-8 text as it is generated (always whole characters). Return false to stop.
-using PieceCallback = bool (*)(const char* text, size_t size, void* user_data);
-
 class Session {
  public:
   // Runs the tokens after the current position, in batches. Without eviction:
@@ -71,11 +67,8 @@ class Session {
   // the logit bias and hook (if set) on a copy of the logits.
   Result<int32_t> sample();
   // Logit bias entries (copied, at most kMaxLogitBias) and a hook, applied before sampling.
-  static constexpr size_t kMaxLogitBias = 1024;
-  struct LogitBias {
-    int32_t token;
-    float bias;
-  };
+  static constexpr size_t kMaxLogitBias = tern::kMaxLogitBias;
+  using LogitBias = tern::LogitBias;
   using LogitHook = void (*)(float* logits, size_t n_vocab, const int32_t* history, size_t n_history, void* user);
   Error set_logit_bias(const LogitBias* entries, size_t count);
   void set_logit_hook(LogitHook hook, void* user) {
@@ -163,7 +156,7 @@ class Session {
   // The most recent tokens, oldest first, history_size() of them: every token without
   // eviction; with eviction a sliding window of at least the last context_tokens() (it
   // feeds the repetition penalty, which looks back repeat_last_n <= that many).
-  const int32_t* history() const { return history_; }
+  const int32_t* history() const { return buffers_.history; }
   uint32_t history_size() const { return history_len_; }
   // Host tools: see attention per layer (null to remove). Attention then runs serially.
   void set_attention_observer(const AttentionObserver* observer) { scratch_.observer = observer; }
@@ -182,18 +175,24 @@ class Session {
   friend class Model;
   Session() = default;
   ~Session();
+  // Carves the session's slot (session_layout.h) after the Session object.
   Error init(Model& model, const SamplerParams& sampler, ArenaAllocator& arena);
-  Error init_embedding(Model& model, const SamplerParams& sampler, ArenaAllocator& arena);
 
   Model* model_ = nullptr;
   KvCache* kv_ = nullptr;
   ForwardScratch scratch_;
   Sampler sampler_;
   void append_history(const int32_t* tokens, uint32_t n);
+  // InvalidState when an earlier failed batch left the cache where rollback cannot reach.
+  Error check_consistent() const;
+  // A batch that started at position `first` failed with `e` (returned): the positions before
+  // it stay valid, the batch is dropped (a compressed cache forgets the positions it wrote, or
+  // the session must be reset) and there are no logits.
+  Error drop_failed_batch(uint32_t first, Error e);
 
   Error refill_logits();  // logits after position_ - 1, from a rolled-back or re-run cache
   // `logits` with the logit bias, the hook and the grammar's mask at `state` (null: its
-  // current state) applied (in biased_logits_), or `logits` itself. InvalidState when the
+  // current state) applied (in buffers_.biased_logits), or `logits` itself. InvalidState when the
   // grammar allows nothing that still has a finite logit.
   Result<const float*> steered_logits(const float* logits, const Grammar::State* state = nullptr);
   // The drafts after the current text that the grammar allows, cut at the first it does not
@@ -207,7 +206,7 @@ class Session {
   // the accepted ones (already in the cache) go to pending_.
   Error decode_drafting(int32_t token, uint32_t max_drafts, GenerateStats& stats);
   // The draft model's proposals after the text so far followed by `token` (at most `max`,
-  // into verify_tokens_ + 1; with `sampling` each one's distribution into draft_probs_).
+  // into verify_tokens + 1; with `sampling` each one's distribution into draft_probs).
   // Drafting is optional: a draft that cannot run (full, out of sync, failing) proposes 0.
   uint32_t draft_model_drafts(int32_t token, uint32_t max, bool sampling);
   // Runs in the draft session what it lacks of our text (and `token` when not null); false
@@ -220,38 +219,29 @@ class Session {
   // cannot be exact.
   void drop_after(uint32_t n);
 
-  // Embedding models: the batch being assembled from several texts and the running pool.
+  // generate()'s steps: the prompt tokenized and prefilled (its token count), the next token
+  // to emit (an accepted draft, a rejected draft's replacement or a sample; -1 when a
+  // grammar is complete and has no end token to say so), and whether a token ends the text.
+  Result<size_t> prefill_prompt(const char* prompt, size_t prompt_size, const GenerateOptions& options);
+  Result<int32_t> next_generated_token(bool* predecoded, uint32_t* decoded_ahead);
+  bool ends_generation(int32_t token) const;
+
+  // Embedding models: assembles and runs batches of several texts (embed.cpp).
   struct EmbedBatch;
   Error embed_run_batch(EmbedBatch& batch, bool last_text_complete, const EmbedOptions& options, uint32_t dims,
                         void* out, float* scales);
-  int32_t* embed_tokens_ = nullptr;     // [batch] token ids of the batch being assembled
-  uint32_t* embed_segments_ = nullptr;  // [batch] the cache position each row's text starts at
-  uint32_t* embed_texts_ = nullptr;     // [batch] the text each row belongs to
-  float* embed_pool_ = nullptr;         // [hidden] the pooled states of the text in progress
-  float* embed_row_ = nullptr;          // [hidden] one row through the final norm
-  char* embed_text_ = nullptr;          // a prompt and a text joined before tokenizing
-  size_t embed_text_bytes_ = 0;
-  int32_t* history_ = nullptr;  // the last history_len_ tokens, history_capacity_ entries
-  float* biased_logits_ = nullptr;  // the copy sampling reads when a bias or hook is set
-  LogitBias* bias_ = nullptr;       // kMaxLogitBias entries
+  SessionBuffers buffers_;  // the history, prompt, steering, drafting and embedding buffers
   size_t bias_count_ = 0;
   LogitHook hook_ = nullptr;
   void* hook_user_ = nullptr;
-  int32_t* prompt_ = nullptr;   // generate()'s tokenized prompt, context_ entries
-  int32_t* verify_tokens_ = nullptr;  // [draft_room_ + 1]: the decoded token, then the drafts
-  uint32_t draft_room_ = 0;      // planned (ModelParams::draft_tokens)
   uint32_t draft_max_ = 0;       // in use (set_draft_tokens)
   uint32_t pending_count_ = 0;   // accepted drafts not yet emitted by generate()
-  uint32_t pending_next_ = 0;    // the next of them: verify_tokens_[1 + pending_next_]
+  uint32_t pending_next_ = 0;    // the next of them: buffers_.verify_tokens[1 + pending_next_]
   int32_t forced_next_ = -1;     // speculative sampling: the token a rejection drew, emitted after pending_
-  float* draft_probs_ = nullptr; // [draft_room_][vocab]: a draft model's distributions when sampling
   Grammar grammar_;
-  void* grammar_memory_ = nullptr;  // ModelParams::grammar_bytes, from the slot
-  size_t grammar_memory_bytes_ = 0;
   uint64_t grammar_hash_ = 0;       // the compiled text's FNV-1a and size, to skip recompiling it
   size_t grammar_size_ = 0;
   Session* draft_ = nullptr;     // the draft model's session (in that model's arena)
-  uint32_t history_capacity_ = 0;
   uint32_t history_len_ = 0;
   uint32_t context_ = 0;
   uint32_t position_ = 0;
