@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
         auto token = s.sample();
         if (!token.ok()) die("sample");
         if (!m.grammar.empty() && is_end(*token)) {  // complete: start another sentence
-          s.set_grammar(m.grammar.data(), m.grammar.size());
+          if (s.set_grammar(m.grammar.data(), m.grammar.size()) != tern::Error::Ok) die("set_grammar");
           ++m.restarts;
         }
         const uint64_t b = tern::monotonic_ns();

@@ -13,7 +13,9 @@
 
 namespace tern {
 
-enum class Error : int32_t {
+// [[nodiscard]]: an Error dropped on the floor does not compile; where ignoring one is right,
+// the call site says so with a (void) cast and a comment.
+enum class [[nodiscard]] Error : int32_t {
 #define TERN_X(name, cname, value, msg) name = value,
   TERN_ERROR_LIST(TERN_X)
 #undef TERN_X

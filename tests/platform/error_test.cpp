@@ -43,18 +43,18 @@ TEST(Error, FailRecordsMessageAndCode) {
 
 TEST(Error, LongMessagesAreTruncatedNotOverflowed) {
   std::string big(4000, 'x');
-  fail(Error::Internal, "%s", big.c_str());
+  EXPECT_EQ(fail(Error::Internal, "%s", big.c_str()), Error::Internal);
   const size_t n = std::strlen(last_error_message());
   EXPECT_GT(n, 100u);
   EXPECT_LT(n, 4000u);
 }
 
 TEST(Error, LastErrorIsPerThread) {
-  fail(Error::NotFound, "main thread");
+  EXPECT_EQ(fail(Error::NotFound, "main thread"), Error::NotFound);
   std::string other;
   std::thread t([&] {
     other = last_error_message();
-    fail(Error::IoError, "worker");
+    EXPECT_EQ(fail(Error::IoError, "worker"), Error::IoError);
   });
   t.join();
   EXPECT_EQ(other, "");
