@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "include/tern.h"
-#include "runtime/base/arena.h"
 #include "runtime/structured/grammar.h"
 #include "runtime/structured/json_schema.h"
+#include "tests/support/byte_vocab.h"
 
 using nlohmann::json;
 
@@ -35,21 +35,12 @@ json refusal(tern::Error e) {
 
 int main(int argc, char** argv) {
   const bool schema_mode = argc > 1 && std::strcmp(argv[1], "--schema") == 0;
-  std::vector<uint8_t> bytes(256);
-  std::vector<uint32_t> offsets(258);
-  for (uint32_t b = 0; b < 256; ++b) {
-    bytes[b] = static_cast<uint8_t>(b);
-    offsets[b] = b;
-  }
-  offsets[256] = offsets[257] = 256;  // token 256: the end token, no bytes
-  std::vector<uint8_t> arena_memory(1 << 20);
-  tern::ArenaAllocator arena(arena_memory.data(), arena_memory.size());
-  tern::GrammarVocab vocab;
-  const int32_t end = 256;
-  if (vocab.build(bytes.data(), offsets.data(), 257, &end, 1, arena) != tern::Error::Ok) {
+  tern::testing::ByteVocab bytes;
+  if (bytes.build() != tern::Error::Ok) {
     std::cerr << "tern-grammar-check: " << tern::last_error_message() << "\n";
     return 1;
   }
+  const tern::GrammarVocab& vocab = bytes.vocab();
   const size_t region_bytes = size_t{64} << 20;
   std::unique_ptr<uint8_t[]> region(new uint8_t[region_bytes]);
   std::string line;

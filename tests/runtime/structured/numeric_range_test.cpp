@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "runtime/base/arena.h"
 #include "runtime/structured/gbnf_writer.h"
 #include "runtime/structured/grammar.h"
 #include "runtime/structured/json_schema.h"
 #include "runtime/structured/numeric_range.h"
+#include "tests/support/byte_vocab.h"
 
 namespace tern {
 namespace {
@@ -28,30 +28,16 @@ constexpr int64_t kTen15 = 1000000000000000LL;
 class NumericRange : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::vector<uint8_t> bytes(256);
-    std::vector<uint32_t> offsets(258);
-    for (uint32_t b = 0; b < 256; ++b) {
-      bytes[b] = static_cast<uint8_t>(b);
-      offsets[b] = b;
-    }
-    offsets[256] = offsets[257] = 256;  // token 256: the end token, no bytes
-    arena_memory_ = new std::vector<uint8_t>(1 << 20);
-    arena_ = new ArenaAllocator(arena_memory_->data(), arena_memory_->size());
-    vocab_ = new GrammarVocab();
-    const int32_t end = 256;
-    ASSERT_EQ(vocab_->build(bytes.data(), offsets.data(), 257, &end, 1, *arena_), Error::Ok) << last_error_message();
+    vocab_ = new testing::ByteVocab();
+    ASSERT_EQ(vocab_->build(), Error::Ok) << last_error_message();
   }
-  static void TearDownTestSuite() {
-    delete vocab_;
-    delete arena_;
-    delete arena_memory_;
-  }
+  static void TearDownTestSuite() { delete vocab_; }
   void SetUp() override { region_.reset(new uint8_t[kRegionBytes]); }
 
   // Compiles `root ::= <expression>`.
   void compile(const std::string& expression) {
     text_ = "root ::= " + expression + "\n";
-    ASSERT_EQ(grammar_.compile(text_.data(), text_.size(), *vocab_, region_.get(), kRegionBytes), Error::Ok)
+    ASSERT_EQ(grammar_.compile(text_.data(), text_.size(), vocab_->vocab(), region_.get(), kRegionBytes), Error::Ok)
         << last_error_message() << "\n" << text_;
   }
   bool accepts(const std::string& s) {
@@ -62,17 +48,13 @@ class NumericRange : public ::testing::Test {
   }
 
   static constexpr size_t kRegionBytes = size_t{32} << 20;
-  static std::vector<uint8_t>* arena_memory_;
-  static ArenaAllocator* arena_;
-  static GrammarVocab* vocab_;
+  static testing::ByteVocab* vocab_;
   std::unique_ptr<uint8_t[]> region_;
   Grammar grammar_;
   std::string text_;
 };
 
-std::vector<uint8_t>* NumericRange::arena_memory_ = nullptr;
-ArenaAllocator* NumericRange::arena_ = nullptr;
-GrammarVocab* NumericRange::vocab_ = nullptr;
+testing::ByteVocab* NumericRange::vocab_ = nullptr;
 
 RangeBound bound(Opt v) {
   RangeBound b;
@@ -266,7 +248,7 @@ TEST_F(NumericRange, SchemaBoundsAgainstArithmetic) {
     ASSERT_EQ(json_schema_to_grammar(schema.data(), schema.size(), text.data(), text.size(), &size), Error::Ok)
         << last_error_message();
     text_.assign(text.data(), size);
-    ASSERT_EQ(grammar_.compile(text_.data(), text_.size(), *vocab_, region_.get(), kRegionBytes), Error::Ok)
+    ASSERT_EQ(grammar_.compile(text_.data(), text_.size(), vocab_->vocab(), region_.get(), kRegionBytes), Error::Ok)
         << last_error_message() << "\n" << text_;
     std::vector<int64_t> values;
     for (int64_t v = -30; v <= 30; ++v) values.push_back(v);
