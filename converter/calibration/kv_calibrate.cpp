@@ -128,18 +128,8 @@ std::string render_report(const std::string& bundle_path, const CalibrationOptio
   return md;
 }
 
-}  // namespace
-
-Result<CalibrationResult> calibrate_kv(const std::string& bundle_path, const CalibrationOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  ModelParams params;
-  params.threads = 1;
-  auto loaded = Model::load(bundle_path.c_str(), params);
-  if (!loaded.ok()) return loaded.error();
-  Model& model = **loaded;
-  const ModelConfig& c = model.config();
-  TERN_CHECK_OR_RETURN(c.heads % c.kv_heads == 0, Error::InvalidArgument, "heads %u not a multiple of KV heads %u",
-                       c.heads, c.kv_heads);
+// The calibration positions: the text's tokens, at most o.tokens, enough that some rows get quantized.
+Result<std::vector<int32_t>> calibration_tokens(Model& model, const CalibrationOptions& o) {
   auto ids_r = kvq::tokenize_text(model, o.text.empty() ? std::string(kBuiltinCalibrationText) : o.text, false);
   if (!ids_r.ok()) return ids_r.error();
   std::vector<int32_t> ids = std::move(ids_r).value();
@@ -148,25 +138,17 @@ Result<CalibrationResult> calibrate_kv(const std::string& bundle_path, const Cal
                        Error::InvalidArgument,
                        "calibration text too short: %zu tokens (quantization starts after %u; give more text)",
                        ids.size(), o.sink_tokens + o.recent_window + o.block_tokens);
+  return ids;
+}
 
-  CalibrationResult r;
-  r.layers = c.layers;
-  r.heads = c.heads;
-  r.kv_heads = c.kv_heads;
-  r.context = std::min<uint32_t>(c.max_context, static_cast<uint32_t>(ids.size()));
-  r.tokens = static_cast<uint32_t>(ids.size());
+// Phase 1: entropies (reference run) and per-head sensitivity, in one lockstep run. The
+// one-head modes keep every other head and the exact rows in f32, so the only difference
+// from the reference is that head's quantization. Fills r's reference, sensitivity and
+// per-query-head entropies.
+Error measure_heads(const Model& model, const kvq::KvSettings& settings, const std::vector<int32_t>& ids,
+                    const CalibrationOptions& o, CalibrationResult* r) {
+  const ModelConfig& c = model.config();
   const size_t n = static_cast<size_t>(c.layers) * c.kv_heads;
-  const uint32_t group = c.heads / c.kv_heads;
-
-  kvq::KvSettings settings;
-  settings.sink_tokens = o.sink_tokens;
-  settings.recent_window = o.recent_window;
-  settings.block_tokens = o.block_tokens;
-  settings.value_group = o.value_group;
-
-  // Phase 1: entropies (reference run) and per-head sensitivity, in one lockstep run. The
-  // one-head modes keep every other head and the exact rows in f32, so the only difference
-  // from the reference is that head's quantization.
   std::vector<kvcal::HeadEntropy> entropy(static_cast<size_t>(c.layers) * c.heads);
   std::vector<kvq::KvMode> probes;
   kvq::KvSettings probe_settings = settings;
@@ -180,7 +162,7 @@ Result<CalibrationResult> calibrate_kv(const std::string& bundle_path, const Cal
     }
   }
   kvq::RunOptions run;
-  run.context = r.context;
+  run.context = r->context;
   run.attention_cosine = false;
   run.threads = o.threads;
   run.on_probs = [&](uint32_t layer, uint32_t qh, uint32_t pos, const float* p, uint32_t len) {
@@ -189,36 +171,57 @@ Result<CalibrationResult> calibrate_kv(const std::string& bundle_path, const Cal
   if (o.progress) run.progress = [&](uint64_t d, uint64_t t) { o.progress("sensitivity", d, t); };
   auto phase1 = kvq::run_modes(model, probes, ids, run);
   if (!phase1.ok()) return phase1.error();
-  r.reference = phase1->reference;
+  r->reference = phase1->reference;
 
-  r.sensitivity.resize(n);
+  r->sensitivity.resize(n);
   for (size_t h = 0; h < n; ++h)
-    for (size_t w = 0; w < 4; ++w) r.sensitivity[h][w] = phase1->modes[h * 4 + w].mean_kl();
+    for (size_t w = 0; w < 4; ++w) r->sensitivity[h][w] = phase1->modes[h * 4 + w].mean_kl();
   for (const kvcal::HeadEntropy& e : entropy) {
-    r.query_shannon.push_back(e.mean_shannon());
-    r.query_renyi2.push_back(e.mean_renyi2());
+    r->query_shannon.push_back(e.mean_shannon());
+    r->query_renyi2.push_back(e.mean_renyi2());
   }
-  const std::vector<double> h_kv = kvcal::combine_gqa(r.query_shannon, group, o.combine);
-  const std::vector<double> h2_kv = kvcal::combine_gqa(r.query_renyi2, group, o.combine);
-  {
-    std::vector<double> s2(n);
-    for (size_t h = 0; h < n; ++h) s2[h] = r.sensitivity[h][0];
-    r.rank_corr_min = spearman(kvcal::combine_gqa(r.query_shannon, group, kvcal::GqaCombine::Min), s2);
-    r.rank_corr_mean = spearman(kvcal::combine_gqa(r.query_shannon, group, kvcal::GqaCombine::Mean), s2);
-  }
-  std::vector<bool> exact(n);
+  return Error::Ok;
+}
+
+// What the allocation works from: each KV head's entropies (its query heads combined), which
+// heads stay exact (sinks), and the quantized heads' costs and Rényi entropies.
+struct HeadClasses {
+  std::vector<double> h_kv, h2_kv;
+  std::vector<bool> exact;
   std::vector<std::array<double, 4>> cost;  // quantized heads only, non-increasing in width
   std::vector<double> h2_quantized;
-  for (size_t h = 0; h < n; ++h) {
-    exact[h] = kvcal::classify_entropy(h_kv[h]) == kvcal::HeadClass::Sink;
-    if (exact[h]) continue;
-    std::array<double, 4> e = r.sensitivity[h];
-    for (size_t w = 1; w < 4; ++w) e[w] = std::min(e[w], e[w - 1]);  // more bits never cost more than fewer
-    cost.push_back(e);
-    h2_quantized.push_back(h2_kv[h]);
-  }
+};
 
-  // Phase 2: candidates at every average, evaluated as deployed (exact rows f16).
+// Combines phase 1's measurements per KV head, records how entropy ranks against 2-bit
+// sensitivity, and sets the sink heads apart.
+HeadClasses classify_heads(const CalibrationOptions& o, CalibrationResult* r) {
+  const size_t n = static_cast<size_t>(r->layers) * r->kv_heads;
+  const uint32_t group = r->heads / r->kv_heads;
+  HeadClasses heads;
+  heads.h_kv = kvcal::combine_gqa(r->query_shannon, group, o.combine);
+  heads.h2_kv = kvcal::combine_gqa(r->query_renyi2, group, o.combine);
+  {
+    std::vector<double> s2(n);
+    for (size_t h = 0; h < n; ++h) s2[h] = r->sensitivity[h][0];
+    r->rank_corr_min = spearman(kvcal::combine_gqa(r->query_shannon, group, kvcal::GqaCombine::Min), s2);
+    r->rank_corr_mean = spearman(kvcal::combine_gqa(r->query_shannon, group, kvcal::GqaCombine::Mean), s2);
+  }
+  heads.exact.resize(n);
+  for (size_t h = 0; h < n; ++h) {
+    heads.exact[h] = kvcal::classify_entropy(heads.h_kv[h]) == kvcal::HeadClass::Sink;
+    if (heads.exact[h]) continue;
+    std::array<double, 4> e = r->sensitivity[h];
+    for (size_t w = 1; w < 4; ++w) e[w] = std::min(e[w], e[w - 1]);  // more bits never cost more than fewer
+    heads.cost.push_back(e);
+    heads.h2_quantized.push_back(heads.h2_kv[h]);
+  }
+  return heads;
+}
+
+// Phase 2: candidates at every average, evaluated as deployed (exact rows f16).
+Error evaluate_candidates(const Model& model, const kvq::KvSettings& settings, const std::vector<int32_t>& ids,
+                          const CalibrationOptions& o, const HeadClasses& heads, CalibrationResult* r) {
+  const ModelConfig& c = model.config();
   std::vector<double> averages = o.averages;
   if (std::none_of(averages.begin(), averages.end(), [&](double a) { return std::fabs(a - o.average_bits) < 1e-6; }))
     averages.push_back(o.average_bits);
@@ -228,10 +231,10 @@ Result<CalibrationResult> calibrate_kv(const std::string& bundle_path, const Cal
   for (double avg : averages) {
     AverageResult a;
     a.average_bits = avg;
-    const size_t quantized = cost.size();
+    const size_t quantized = heads.cost.size();
     auto add = [&](const char* rule, const kvcal::Allocation& alloc) {
       if (quantized > 0 && alloc.bits.size() != quantized) return;
-      const std::vector<uint8_t> bits = scatter(alloc, exact);
+      const std::vector<uint8_t> bits = scatter(alloc, heads.exact);
       for (const CandidateResult& prior : a.candidates)
         if (prior.bits == bits) return;  // identical allocation: evaluated once, under the first rule
       CandidateResult cr;
@@ -240,33 +243,36 @@ Result<CalibrationResult> calibrate_kv(const std::string& bundle_path, const Cal
       a.candidates.push_back(cr);
     };
     add("uniform", kvcal::allocate_uniform(quantized, avg));
-    add("sensitivity", kvcal::allocate_by_sensitivity(cost, avg));
-    add("entropy", kvcal::allocate_entropy_rule(h2_quantized, avg, o.entropy_alpha));
+    add("sensitivity", kvcal::allocate_by_sensitivity(heads.cost, avg));
+    add("entropy", kvcal::allocate_entropy_rule(heads.h2_quantized, avg, o.entropy_alpha));
     for (size_t ci = 0; ci < a.candidates.size(); ++ci) {
       std::vector<KvHeadBits> bits;
       for (uint8_t b : a.candidates[ci].bits) bits.push_back(KvHeadBits{b, b});
       modes.push_back(kvq::compressed_mode(fmt("%g %s", avg, a.candidates[ci].rule.c_str()), c, settings, std::move(bits)));
       a.candidates[ci].bytes_per_token = modes.back().bytes_per_token();
-      mode_of.emplace_back(r.averages.size(), ci);
+      mode_of.emplace_back(r->averages.size(), ci);
     }
-    r.averages.push_back(std::move(a));
+    r->averages.push_back(std::move(a));
   }
   kvq::RunOptions eval;
-  eval.context = r.context;
+  eval.context = r->context;
   eval.attention_cosine = false;
   eval.threads = o.threads;
   if (o.progress) eval.progress = [&](uint64_t d, uint64_t t) { o.progress("evaluate", d, t); };
   auto phase2 = kvq::run_modes(model, modes, ids, eval);
   if (!phase2.ok()) return phase2.error();
   for (size_t m = 0; m < modes.size(); ++m)
-    r.averages[mode_of[m].first].candidates[mode_of[m].second].stats = phase2->modes[m];
+    r->averages[mode_of[m].first].candidates[mode_of[m].second].stats = phase2->modes[m];
+  return Error::Ok;
+}
 
-  // Choose: the least KL(exact || mode) among candidates not worse than uniform in KL and in
-  // greedy agreement. KL, not the PPL of the observed tokens: on a few hundred calibration
-  // positions the PPL moves by +-1 % from noise alone (uniform 2.5 bits scored -1.05 % on
-  // bitllama2c-3M while its KL was twice the sensitivity allocation's), which made the rule
-  // keep uniform where the allocation clearly helps.
-  for (AverageResult& a : r.averages) {
+// Choose: the least KL(exact || mode) among candidates not worse than uniform in KL and in
+// greedy agreement. KL, not the PPL of the observed tokens: on a few hundred calibration
+// positions the PPL moves by +-1 % from noise alone (uniform 2.5 bits scored -1.05 % on
+// bitllama2c-3M while its KL was twice the sensitivity allocation's), which made the rule
+// keep uniform where the allocation clearly helps.
+void choose_allocations(CalibrationResult* r) {
+  for (AverageResult& a : r->averages) {
     const kvq::ModeStats& u = a.candidates[0].stats;
     a.chosen = 0;
     for (size_t ci = 1; ci < a.candidates.size(); ++ci) {
@@ -274,18 +280,22 @@ Result<CalibrationResult> calibrate_kv(const std::string& bundle_path, const Cal
       if (s.kl <= u.kl && s.agree >= u.agree && s.kl < a.candidates[a.chosen].stats.kl) a.chosen = ci;
     }
   }
+}
 
-  // The profile.
-  KvProfileIR& p = r.profile;
+// The profile: the chosen allocation at every average, and each KV head at the primary one.
+void fill_profile(const CalibrationOptions& o, const ModelConfig& c, const HeadClasses& heads, CalibrationResult* r) {
+  const size_t n = static_cast<size_t>(c.layers) * c.kv_heads;
+  const uint32_t group = c.heads / c.kv_heads;
+  KvProfileIR& p = r->profile;
   p.sink_tokens = o.sink_tokens;
   p.recent_window = o.recent_window;
   p.group_size = o.block_tokens;
   p.value_group = std::min(o.value_group, c.head_dim);
   p.average_bits = static_cast<float>(o.average_bits);
   p.sensitivity_widths.assign(kvcal::kWidths.begin(), kvcal::kWidths.end());
-  p.sensitivity_tokens = r.tokens;
+  p.sensitivity_tokens = r->tokens;
   const AverageResult* primary = nullptr;
-  for (const AverageResult& a : r.averages) {
+  for (const AverageResult& a : r->averages) {
     KvAllocationIR ai;
     ai.average_bits = static_cast<float>(a.average_bits);
     ai.key_bits = a.candidates[a.chosen].bits;
@@ -298,23 +308,57 @@ Result<CalibrationResult> calibrate_kv(const std::string& bundle_path, const Cal
     KvHeadProfileIR hp;
     hp.layer = static_cast<uint32_t>(h / c.kv_heads);
     hp.kv_head = static_cast<uint32_t>(h % c.kv_heads);
-    hp.shannon_entropy = static_cast<float>(h_kv[h]);
-    hp.renyi2_entropy = static_cast<float>(h2_kv[h]);
-    hp.kv_class = static_cast<uint8_t>(kvcal::classify_entropy(h_kv[h]));
-    hp.sink = exact[h];
+    hp.shannon_entropy = static_cast<float>(heads.h_kv[h]);
+    hp.renyi2_entropy = static_cast<float>(heads.h2_kv[h]);
+    hp.kv_class = static_cast<uint8_t>(kvcal::classify_entropy(heads.h_kv[h]));
+    hp.sink = heads.exact[h];
     const uint8_t b = primary->candidates[primary->chosen].bits[h];
-    hp.key_bits = hp.value_bits = exact[h] ? 16 : b;
-    for (double s : r.sensitivity[h]) hp.sensitivity.push_back(static_cast<float>(s));
+    hp.key_bits = hp.value_bits = heads.exact[h] ? 16 : b;
+    for (double s : r->sensitivity[h]) hp.sensitivity.push_back(static_cast<float>(s));
     for (uint32_t q = 0; q < group; ++q)
       hp.query_shannon_entropy.push_back(
-          static_cast<float>(r.query_shannon[hp.layer * c.heads + hp.kv_head * group + q]));
+          static_cast<float>(r->query_shannon[hp.layer * c.heads + hp.kv_head * group + q]));
     p.heads.push_back(std::move(hp));
   }
+}
+
+}  // namespace
+
+Result<CalibrationResult> calibrate_kv(const std::string& bundle_path, const CalibrationOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ModelParams params;
+  params.threads = 1;
+  auto loaded = Model::load(bundle_path.c_str(), params);
+  if (!loaded.ok()) return loaded.error();
+  Model& model = **loaded;
+  const ModelConfig& c = model.config();
+  TERN_CHECK_OR_RETURN(c.heads % c.kv_heads == 0, Error::InvalidArgument, "heads %u not a multiple of KV heads %u",
+                       c.heads, c.kv_heads);
+  TERN_ASSIGN_OR_RETURN(const std::vector<int32_t> ids, calibration_tokens(model, o));
+
+  CalibrationResult r;
+  r.layers = c.layers;
+  r.heads = c.heads;
+  r.kv_heads = c.kv_heads;
+  r.context = std::min<uint32_t>(c.max_context, static_cast<uint32_t>(ids.size()));
+  r.tokens = static_cast<uint32_t>(ids.size());
+
+  kvq::KvSettings settings;
+  settings.sink_tokens = o.sink_tokens;
+  settings.recent_window = o.recent_window;
+  settings.block_tokens = o.block_tokens;
+  settings.value_group = o.value_group;
+
+  TERN_RETURN_IF_ERROR(measure_heads(model, settings, ids, o, &r));
+  const HeadClasses heads = classify_heads(o, &r);
+  TERN_RETURN_IF_ERROR(evaluate_candidates(model, settings, ids, o, heads, &r));
+  choose_allocations(&r);
+  fill_profile(o, c, heads, &r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  p.provenance = fmt("tern-convert --calibrate: text %s, %u positions (window %u), sensitivity KL at 2/3/4/8 bits, "
-                     "GQA %s, rules uniform/sensitivity/entropy(alpha %.2f), %.1f s",
-                     o.text_label.c_str(), r.tokens, r.context, o.combine == kvcal::GqaCombine::Min ? "min" : "mean",
-                     o.entropy_alpha, r.seconds);
+  r.profile.provenance = fmt("tern-convert --calibrate: text %s, %u positions (window %u), sensitivity KL at 2/3/4/8 "
+                             "bits, GQA %s, rules uniform/sensitivity/entropy(alpha %.2f), %.1f s",
+                             o.text_label.c_str(), r.tokens, r.context,
+                             o.combine == kvcal::GqaCombine::Min ? "min" : "mean", o.entropy_alpha, r.seconds);
   r.report = render_report(bundle_path, o, r);
   return r;
 }
