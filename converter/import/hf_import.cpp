@@ -429,84 +429,89 @@ Error read_sentence_transformers(const fs::path& dir, bool has_tokenizer, ModelI
   return Error::Ok;
 }
 
-}  // namespace
+// Qwen3 and Gemma3 BitNet checkpoints: embedding models, with their own config fields and files.
+bool is_embedding_family(ModelFamily family) {
+  return family == ModelFamily::Qwen3Bitnet || family == ModelFamily::Gemma3Bitnet;
+}
 
-Result<ModelIR> import_hf(const std::string& dir_str, const ConvertOptions& options) {
-  const fs::path dir(dir_str);
-  const fs::path config_path = dir / "config.json";
-  TERN_ASSIGN_OR_RETURN(json cj, read_json(config_path, true));
-  const char* cp = config_path.c_str();
-
+// The model family config.json names (architectures, else model_type). Qwen3 and Gemma3 are
+// embedding models only.
+Error read_family(const json& cj, const char* cp, ModelConfig* c) {
   std::string arch;
   if (cj.contains("architectures") && cj["architectures"].is_array() && !cj["architectures"].empty() &&
       cj["architectures"][0].is_string()) {
     arch = cj["architectures"][0].get<std::string>();
   }
-  ModelIR ir;
-  ModelConfig& c = ir.config;
   const std::string model_type = cj.contains("model_type") && cj["model_type"].is_string()
                                      ? cj["model_type"].get<std::string>() : "";
   if (arch == "BitNetForCausalLM") {
-    c.family = ModelFamily::Bitnet2B4T;
+    c->family = ModelFamily::Bitnet2B4T;
   } else if (arch == "BitnetForCausalLM" || arch == "LlamaForCausalLM") {
-    c.family = ModelFamily::LlamaBitnet;
+    c->family = ModelFamily::LlamaBitnet;
   } else if (model_type == "qwen3" || arch == "Qwen3Model") {
-    c.family = ModelFamily::Qwen3Bitnet;
+    c->family = ModelFamily::Qwen3Bitnet;
   } else if (model_type == "gemma3_text" || arch == "Gemma3TextModel") {
-    c.family = ModelFamily::Gemma3Bitnet;
+    c->family = ModelFamily::Gemma3Bitnet;
   } else {
     return fail(Error::UnsupportedModel, "%s: unsupported architecture '%s' (expected BitNetForCausalLM, "
                 "BitnetForCausalLM, LlamaForCausalLM, or a BitNet embedding model: model_type qwen3 or gemma3_text)",
                 cp, arch.empty() ? model_type.c_str() : arch.c_str());
   }
-  const bool is_2b4t = c.family == ModelFamily::Bitnet2B4T;
-  const bool embedding_family = c.family == ModelFamily::Qwen3Bitnet || c.family == ModelFamily::Gemma3Bitnet;
-  if (embedding_family && arch.size() > 9 && arch.compare(arch.size() - 9, 9, "ForCausalLM") == 0) {
+  if (is_embedding_family(c->family) && arch.size() > 9 && arch.compare(arch.size() - 9, 9, "ForCausalLM") == 0) {
     return fail(Error::UnsupportedModel, "%s: %s is a text generator; Tern runs Qwen3 and Gemma3 BitNet models as "
                 "embedding models only (architectures Qwen3Model / Gemma3TextModel)", cp, arch.c_str());
   }
+  return Error::Ok;
+}
 
-  TERN_ASSIGN_OR_RETURN(c.hidden, get_field<uint32_t>(cj, "hidden_size", config_path, nullptr));
-  TERN_ASSIGN_OR_RETURN(c.ffn_hidden, get_field<uint32_t>(cj, "intermediate_size", config_path, nullptr));
-  TERN_ASSIGN_OR_RETURN(c.layers, get_field<uint32_t>(cj, "num_hidden_layers", config_path, nullptr));
-  TERN_ASSIGN_OR_RETURN(c.heads, get_field<uint32_t>(cj, "num_attention_heads", config_path, nullptr));
-  TERN_ASSIGN_OR_RETURN(c.kv_heads, get_field<uint32_t>(cj, "num_key_value_heads", config_path, &c.heads));
-  TERN_ASSIGN_OR_RETURN(c.vocab, get_field<uint32_t>(cj, "vocab_size", config_path, nullptr));
-  if (c.hidden == 0 || c.heads == 0 || c.kv_heads == 0 || c.layers == 0 || c.vocab == 0 || c.ffn_hidden == 0 ||
-      c.heads % c.kv_heads != 0) {
+// The shapes, RoPE, norms and activation of config.json, with each family's defaults.
+Error read_dimensions(const json& cj, const fs::path& config_path, ModelConfig* c) {
+  const char* cp = config_path.c_str();
+  const bool is_2b4t = c->family == ModelFamily::Bitnet2B4T;
+  TERN_ASSIGN_OR_RETURN(c->hidden, get_field<uint32_t>(cj, "hidden_size", config_path, nullptr));
+  TERN_ASSIGN_OR_RETURN(c->ffn_hidden, get_field<uint32_t>(cj, "intermediate_size", config_path, nullptr));
+  TERN_ASSIGN_OR_RETURN(c->layers, get_field<uint32_t>(cj, "num_hidden_layers", config_path, nullptr));
+  TERN_ASSIGN_OR_RETURN(c->heads, get_field<uint32_t>(cj, "num_attention_heads", config_path, nullptr));
+  TERN_ASSIGN_OR_RETURN(c->kv_heads, get_field<uint32_t>(cj, "num_key_value_heads", config_path, &c->heads));
+  TERN_ASSIGN_OR_RETURN(c->vocab, get_field<uint32_t>(cj, "vocab_size", config_path, nullptr));
+  if (c->hidden == 0 || c->heads == 0 || c->kv_heads == 0 || c->layers == 0 || c->vocab == 0 || c->ffn_hidden == 0 ||
+      c->heads % c->kv_heads != 0) {
     return fail(Error::CorruptFile, "%s: inconsistent dimensions (hidden %u, heads %u, kv heads %u, layers %u)", cp,
-                c.hidden, c.heads, c.kv_heads, c.layers);
+                c->hidden, c->heads, c->kv_heads, c->layers);
   }
-  const uint32_t default_head_dim = c.hidden / c.heads;
-  TERN_ASSIGN_OR_RETURN(c.head_dim, get_field<uint32_t>(cj, "head_dim", config_path, &default_head_dim));
+  const uint32_t default_head_dim = c->hidden / c->heads;
+  TERN_ASSIGN_OR_RETURN(c->head_dim, get_field<uint32_t>(cj, "head_dim", config_path, &default_head_dim));
   const uint32_t default_ctx = 2048;
-  TERN_ASSIGN_OR_RETURN(c.max_context, get_field<uint32_t>(cj, "max_position_embeddings", config_path, &default_ctx));
+  TERN_ASSIGN_OR_RETURN(c->max_context, get_field<uint32_t>(cj, "max_position_embeddings", config_path, &default_ctx));
   const float default_theta = 10000.0f, default_eps = is_2b4t ? 1e-5f : 1e-6f;
-  TERN_ASSIGN_OR_RETURN(c.rope_theta, get_field<float>(cj, "rope_theta", config_path, &default_theta));
-  TERN_ASSIGN_OR_RETURN(c.norm_eps, get_field<float>(cj, "rms_norm_eps", config_path, &default_eps));
+  TERN_ASSIGN_OR_RETURN(c->rope_theta, get_field<float>(cj, "rope_theta", config_path, &default_theta));
+  TERN_ASSIGN_OR_RETURN(c->norm_eps, get_field<float>(cj, "rms_norm_eps", config_path, &default_eps));
   const bool default_tied = is_2b4t;
-  TERN_ASSIGN_OR_RETURN(c.tied_embeddings, get_field<bool>(cj, "tie_word_embeddings", config_path, &default_tied));
-  const bool gemma = c.family == ModelFamily::Gemma3Bitnet;
+  TERN_ASSIGN_OR_RETURN(c->tied_embeddings, get_field<bool>(cj, "tie_word_embeddings", config_path, &default_tied));
+  const bool gemma = c->family == ModelFamily::Gemma3Bitnet;
   const std::string default_act = is_2b4t ? "relu2" : gemma ? "gelu_pytorch_tanh" : "silu";
   const char* act_key = gemma && cj.contains("hidden_activation") ? "hidden_activation" : "hidden_act";
   TERN_ASSIGN_OR_RETURN(std::string act, get_field<std::string>(cj, act_key, config_path, &default_act));
   if (act == "relu2") {
-    c.activation = Activation::Relu2;
+    c->activation = Activation::Relu2;
   } else if (act == "silu") {
-    c.activation = Activation::Silu;
+    c->activation = Activation::Silu;
   } else if (act == "gelu_pytorch_tanh") {
-    c.activation = Activation::GeluTanh;
+    c->activation = Activation::GeluTanh;
   } else {
     return fail(Error::UnsupportedModel, "%s: unsupported %s '%s' (relu2, silu or gelu_pytorch_tanh)", cp, act_key,
                 act.c_str());
   }
-  c.rope_style = RopeStyle::RotateHalf;
-  c.has_sub_norms = is_2b4t || embedding_family;  // the embedding families' o_proj / down_proj norms
+  c->rope_style = RopeStyle::RotateHalf;
+  c->has_sub_norms = is_2b4t || is_embedding_family(c->family);  // the embedding families' o_proj / down_proj norms
   if (cj.contains("rope_scaling") && !cj["rope_scaling"].is_null()) {
     return fail(Error::NotSupported, "%s: rope_scaling is not supported", cp);
   }
-  if (embedding_family) TERN_RETURN_IF_ERROR(read_embedding_family_config(cj, config_path, &c));
+  return Error::Ok;
+}
 
+// How packed weights' scales are meant (config.json's bitnet quantization_config), None without one.
+Result<Convention> read_convention(const json& cj, const char* cp) {
   Convention convention = Convention::None;
   if (cj.contains("quantization_config") && !cj["quantization_config"].is_null()) {
     const json& q = cj["quantization_config"];
@@ -532,7 +537,11 @@ Result<ModelIR> import_hf(const std::string& dir_str, const ConvertOptions& opti
       return fail(Error::NotSupported, "%s: unsupported quantization_config.quantization_mode '%s'", cp, mode.c_str());
     }
   }
+  return convention;
+}
 
+// BOS, EOS and end-of-turn ids from config.json and generation_config.json.
+Error read_special_tokens(const json& cj, const fs::path& dir, ModelConfig* c) {
   TERN_ASSIGN_OR_RETURN(json gen, read_json(dir / "generation_config.json", false));
   auto bos = token_ids(cj, "bos_token_id"), eos = token_ids(cj, "eos_token_id");
   const auto gen_bos = token_ids(gen, "bos_token_id"), gen_eos = token_ids(gen, "eos_token_id");
@@ -540,16 +549,22 @@ Result<ModelIR> import_hf(const std::string& dir_str, const ConvertOptions& opti
   if (!eos.empty() || !gen_eos.empty()) {
     if (eos.empty()) eos = gen_eos;
     for (int32_t id : gen_eos) {
-      if (id != eos[0]) c.eot_id = id;  // generation stops at the end-of-turn token too
+      if (id != eos[0]) c->eot_id = id;  // generation stops at the end-of-turn token too
     }
   }
-  if (!bos.empty()) c.bos_id = bos[0];
-  if (!eos.empty()) c.eos_id = eos[0];
+  if (!bos.empty()) c->bos_id = bos[0];
+  if (!eos.empty()) c->eos_id = eos[0];
+  return Error::Ok;
+}
 
+// Every tensor from the safetensors shards into ir->tensors, in the bundle's order, and the
+// source format they were stored in.
+Error import_weights(const fs::path& dir, Convention convention, const ConvertOptions& options, ModelIR* ir) {
+  ModelConfig& c = ir->config;
   TERN_ASSIGN_OR_RETURN(Source src, open_weights(dir));
   Importer im{dir, src, convention, false, {}};
   // Sentence-transformers save the bare model: "layers.0...." instead of "model.layers.0....".
-  const bool bare = embedding_family && src.by_name.count("model.embed_tokens.weight") == 0 &&
+  const bool bare = is_embedding_family(c.family) && src.by_name.count("model.embed_tokens.weight") == 0 &&
                     src.by_name.count("embed_tokens.weight") != 0;
   auto model_name = [&](const std::string& name) {
     return bare && name.compare(0, 6, "model.") == 0 ? name.substr(6) : name;
@@ -563,7 +578,7 @@ Result<ModelIR> import_hf(const std::string& dir_str, const ConvertOptions& opti
   const uint64_t hidden = c.hidden, vocab = c.vocab;
   {
     TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float(model_name(global_tensor(tensor_names::kTokEmbeddings).hf), tensor_names::kTokEmbeddings, {vocab, hidden}));
-    ir.tensors.push_back(std::move(t));
+    ir->tensors.push_back(std::move(t));
   }
   for (uint32_t l = 0; l < c.layers; ++l) {
     const std::string hf = model_name("model.layers." + std::to_string(l) + ".");
@@ -575,31 +590,52 @@ Result<ModelIR> import_hf(const std::string& dir_str, const ConvertOptions& opti
       TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float(hf + hf_tensor_name(spec, c.family), tn + spec.name,
                                                       {tensor_dim(spec.rows, c)}));
       if (plus_one && !spec.linear_input_norm) add_one(t);
-      ir.tensors.push_back(std::move(t));
+      ir->tensors.push_back(std::move(t));
     }
     for (size_t k = 0; k < kLayerTensorCount; ++k) {
       const WeightSpec& spec = kLayerTensors[k];
       if (!spec.ternary) continue;
       TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_ternary(hf + hf_tensor_name(spec, c.family), tn + spec.name,
                                                         tensor_dim(spec.rows, c), tensor_dim(spec.cols, c)));
-      ir.tensors.push_back(std::move(t));
+      ir->tensors.push_back(std::move(t));
     }
     if (options.on_progress) options.on_progress("importing", l + 1, c.layers);
   }
   {
     TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float(model_name(global_tensor(tensor_names::kFinalNorm).hf), tensor_names::kFinalNorm, {hidden}));
     if (plus_one) add_one(t);
-    ir.tensors.push_back(std::move(t));
+    ir->tensors.push_back(std::move(t));
   }
   if (!c.tied_embeddings && !c.embedding) {
     TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float(global_tensor(tensor_names::kLmHead).hf, tensor_names::kLmHead, {vocab, hidden}));
-    ir.tensors.push_back(std::move(t));
+    ir->tensors.push_back(std::move(t));
   }
   if (c.embedding) c.tied_embeddings = true;  // no lm_head: nothing reads one
 
-  ir.source_format = im.any_packed ? "hf-safetensors-packed"
-                                   : "hf-safetensors-" + (im.master_dtype.empty() ? std::string("master") : im.master_dtype);
-  for (auto& ch : ir.source_format) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  ir->source_format = im.any_packed ? "hf-safetensors-packed"
+                                    : "hf-safetensors-" +
+                                          (im.master_dtype.empty() ? std::string("master") : im.master_dtype);
+  for (auto& ch : ir->source_format) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return Error::Ok;
+}
+
+}  // namespace
+
+Result<ModelIR> import_hf(const std::string& dir_str, const ConvertOptions& options) {
+  const fs::path dir(dir_str);
+  const fs::path config_path = dir / "config.json";
+  TERN_ASSIGN_OR_RETURN(json cj, read_json(config_path, true));
+  const char* cp = config_path.c_str();
+
+  ModelIR ir;
+  ModelConfig& c = ir.config;
+  TERN_RETURN_IF_ERROR(read_family(cj, cp, &c));
+  const bool embedding_family = is_embedding_family(c.family);
+  TERN_RETURN_IF_ERROR(read_dimensions(cj, config_path, &c));
+  if (embedding_family) TERN_RETURN_IF_ERROR(read_embedding_family_config(cj, config_path, &c));
+  TERN_ASSIGN_OR_RETURN(const Convention convention, read_convention(cj, cp));
+  TERN_RETURN_IF_ERROR(read_special_tokens(cj, dir, &c));
+  TERN_RETURN_IF_ERROR(import_weights(dir, convention, options, &ir));
   ir.source_path = dir_str;
 
   const std::string tok_path = options.tokenizer_path.empty() ? dir_str : options.tokenizer_path;
