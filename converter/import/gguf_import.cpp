@@ -595,6 +595,190 @@ Result<TensorIR> convert_tensor(const gguf::File& file, const TensorInfo& t, con
   return ir;
 }
 
+// The shapes, RoPE and norm epsilon under the architecture's key prefix `p` ("bitnet." ...).
+Error read_dimensions(const gguf::File& file, const std::string& p, ModelConfig* c) {
+  const char* fname = file.name().c_str();
+  TERN_ASSIGN_OR_RETURN(c->hidden, get_u32(file, p + "embedding_length"));
+  TERN_ASSIGN_OR_RETURN(c->ffn_hidden, get_u32(file, p + "feed_forward_length"));
+  TERN_ASSIGN_OR_RETURN(c->layers, get_u32(file, p + "block_count"));
+  TERN_ASSIGN_OR_RETURN(c->heads, get_u32(file, p + "attention.head_count"));
+  c->kv_heads = c->heads;
+  if (file.find(p + "attention.head_count_kv") != nullptr) {
+    TERN_ASSIGN_OR_RETURN(c->kv_heads, get_u32(file, p + "attention.head_count_kv"));
+  }
+  if (c->heads % c->kv_heads != 0) {
+    return fail(Error::UnsupportedModel, "%s: %u query heads are not a multiple of %u KV heads", fname, c->heads,
+                c->kv_heads);
+  }
+  if (file.find(p + "attention.key_length") != nullptr) {
+    TERN_ASSIGN_OR_RETURN(c->head_dim, get_u32(file, p + "attention.key_length"));
+  } else {
+    if (c->hidden % c->heads != 0) {
+      return fail(Error::UnsupportedModel, "%s: hidden size %u is not a multiple of %u heads", fname, c->hidden,
+                  c->heads);
+    }
+    c->head_dim = c->hidden / c->heads;
+  }
+  if (file.find(p + "rope.dimension_count") != nullptr) {
+    TERN_ASSIGN_OR_RETURN(uint32_t rot, get_u32(file, p + "rope.dimension_count"));
+    if (rot != c->head_dim) {
+      return fail(Error::NotSupported, "%s: partial RoPE (%u of %u head dims) is not supported", fname, rot,
+                  c->head_dim);
+    }
+  }
+  c->max_context = 0;
+  if (file.find(p + "context_length") != nullptr) {
+    TERN_ASSIGN_OR_RETURN(c->max_context, get_u32(file, p + "context_length"));
+  }
+  if (file.find(p + "rope.freq_base") != nullptr) {
+    TERN_ASSIGN_OR_RETURN(double theta, file.get_float(p + "rope.freq_base"));
+    if (!(theta > 0.0 && theta < 1e12)) {
+      return fail(Error::OutOfRange, "%s: rope.freq_base %g is out of range", fname, theta);
+    }
+    c->rope_theta = static_cast<float>(theta);
+  }
+  // llama.cpp runs arch `bitnet` with NEOX RoPE and its converter does not permute q/k.
+  c->rope_style = RopeStyle::RotateHalf;
+  TERN_ASSIGN_OR_RETURN(double eps, file.get_float(p + "attention.layer_norm_rms_epsilon"));
+  if (!(eps > 0.0 && eps < 1.0)) return fail(Error::OutOfRange, "%s: rms epsilon %g is out of range", fname, eps);
+  c->norm_eps = static_cast<float>(eps);
+  return Error::Ok;
+}
+
+// The model family and FFN activation: the embedding architectures' own, else by activation.
+Error read_family(const gguf::File& file, const std::string& arch, ModelConfig* c) {
+  const std::string p = arch + ".";
+  // The FFN activation: explicit `hidden_activation` when present; otherwise bitnet.cpp's
+  // bitnet-b1.58 (2B-4T) is relu², and upstream llama.cpp's `bitnet` (1bitLLM) is SiLU.
+  std::string act = arch == "bitnet" ? "silu" : "relu2";
+  if (file.find(p + "hidden_activation") != nullptr) {
+    TERN_ASSIGN_OR_RETURN(act, file.get_string(p + "hidden_activation"));
+  }
+  if (arch == "qwen3" || arch == "gemma3") {
+    c->family = arch == "qwen3" ? ModelFamily::Qwen3Bitnet : ModelFamily::Gemma3Bitnet;
+    TERN_RETURN_IF_ERROR(read_embedding_gguf(file, p, c));
+  } else if (act == "relu2") {
+    c->family = ModelFamily::Bitnet2B4T;
+    c->activation = Activation::Relu2;
+  } else if (act == "silu") {
+    c->family = ModelFamily::LlamaBitnet;
+    c->activation = Activation::Silu;
+  } else {
+    return fail(Error::UnsupportedModel, "%s: hidden activation '%s' is not supported (relu2, silu)",
+                file.name().c_str(), act.c_str());
+  }
+  return Error::Ok;
+}
+
+// Every GGUF tensor must map to a canonical name: nothing is silently dropped.
+Error check_tensor_names(const gguf::File& file, const std::string& arch, const ModelConfig& c) {
+  const char* fname = file.name().c_str();
+  const std::string p = arch + ".";
+  // Every layer has at least 9 tensors; a block_count the file cannot hold is corrupt
+  // (and must not drive any work).
+  if (c.layers > file.tensors().size() / 9) {
+    return fail(Error::CorruptFile, "%s: %sblock_count is %u but the file has only %zu tensors", fname, p.c_str(),
+                c.layers, file.tensors().size());
+  }
+  for (const auto& t : file.tensors()) {
+    if (!is_known_tensor(t.name, c.layers, c.family)) {
+      return fail(Error::UnknownTensor, "%s: unexpected tensor '%s' for arch %s with %u layers", fname, t.name.c_str(),
+                  arch.c_str(), c.layers);
+    }
+  }
+  return Error::Ok;
+}
+
+// token_embd.weight, whose rows give the vocabulary size (checked against `p`vocab_size).
+Result<const TensorInfo*> find_embeddings(const gguf::File& file, const std::string& p, ModelConfig* c) {
+  const char* fname = file.name().c_str();
+  const TensorInfo* embd = file.find_tensor("token_embd.weight");
+  if (embd == nullptr) return fail(Error::UnknownTensor, "%s: tensor 'token_embd.weight' is missing", fname);
+  if (embd->dims.size() != 2 || embd->dims[0] != c->hidden || embd->dims[1] == 0 || embd->dims[1] > (1u << 30)) {
+    return fail(Error::ShapeMismatch, "%s: token_embd.weight has shape %s, expected [vocab, %u]", fname,
+                shape_string(tern_shape(*embd)).c_str(), c->hidden);
+  }
+  c->vocab = static_cast<uint32_t>(embd->dims[1]);
+  if (file.find(p + "vocab_size") != nullptr) {
+    TERN_ASSIGN_OR_RETURN(uint64_t vs, file.get_uint(p + "vocab_size"));
+    if (vs != c->vocab) {
+      return fail(Error::ShapeMismatch, "%s: %svocab_size is %llu but token_embd has %u rows", fname, p.c_str(),
+                  static_cast<unsigned long long>(vs), c->vocab);
+    }
+  }
+  return embd;
+}
+
+// Every tensor into ir->tensors in the bundle's order: embeddings, each layer's, final norm, lm_head.
+Error convert_tensors(const gguf::File& file, const TensorInfo& embd, ModelIR* ir) {
+  const char* fname = file.name().c_str();
+  const ModelConfig& c = ir->config;
+  const std::vector<uint64_t> embed_shape = {c.vocab, c.hidden};
+  TERN_ASSIGN_OR_RETURN(TensorIR embeddings,
+                        convert_tensor(file, embd, tensor_names::kTokEmbeddings, false, embed_shape));
+  ir->tensors.push_back(std::move(embeddings));
+  for (uint32_t l = 0; l < c.layers; ++l) {
+    for (size_t k = 0; k < kLayerTensorCount; ++k) {
+      const WeightSpec& spec = kLayerTensors[k];
+      const std::string gname = "blk." + std::to_string(l) + "." + gguf_tensor_name(spec, c.family) + ".weight";
+      const TensorInfo* t = file.find_tensor(gname);
+      if (t == nullptr) {
+        if (!tensor_required(spec, c)) continue;
+        return fail(Error::UnknownTensor, "%s: tensor '%s' is missing", fname, gname.c_str());
+      }
+      TERN_ASSIGN_OR_RETURN(TensorIR tensor, convert_tensor(file, *t, "layers." + std::to_string(l) + "." + spec.name,
+                                                            spec.ternary, expected_shape(c, spec)));
+      ir->tensors.push_back(std::move(tensor));
+    }
+  }
+  const TensorInfo* norm = file.find_tensor("output_norm.weight");
+  if (norm == nullptr) return fail(Error::UnknownTensor, "%s: tensor 'output_norm.weight' is missing", fname);
+  TERN_ASSIGN_OR_RETURN(TensorIR final_norm, convert_tensor(file, *norm, tensor_names::kFinalNorm, false, {c.hidden}));
+  ir->tensors.push_back(std::move(final_norm));
+  if (const TensorInfo* out = file.find_tensor("output.weight")) {
+    TERN_ASSIGN_OR_RETURN(TensorIR lm_head, convert_tensor(file, *out, tensor_names::kLmHead, false, embed_shape));
+    ir->tensors.push_back(std::move(lm_head));
+  }
+  return Error::Ok;
+}
+
+// Tokenizer: an explicit path wins; else the GGUF's own. Its special ids go into the config.
+Error read_tokenizer(const gguf::File& file, const ConvertOptions& options, ModelIR* ir) {
+  const char* fname = file.name().c_str();
+  ModelConfig& c = ir->config;
+  if (!options.tokenizer_path.empty()) {
+    TERN_ASSIGN_OR_RETURN(ir->tokenizer, import_tokenizer(options.tokenizer_path));
+  } else if (file.find("tokenizer.ggml.model") != nullptr) {
+    TERN_ASSIGN_OR_RETURN(ir->tokenizer, gguf_import_tokenizer(file));
+  } else if (options.require_tokenizer) {
+    return fail(Error::NotFound, "%s: no tokenizer.ggml.* metadata and no tokenizer given", fname);
+  }
+  if (ir->tokenizer.type != TokenizerType::Unknown) {
+    // Embedding tables may be padded past the tokenizer, never the other way round.
+    if (ir->tokenizer.pieces.size() > c.vocab) {
+      return fail(Error::ShapeMismatch, "%s: tokenizer has %zu tokens but token_embd only %u rows", fname,
+                  ir->tokenizer.pieces.size(), c.vocab);
+    }
+    c.bos_id = ir->tokenizer.bos_id;
+    c.eos_id = ir->tokenizer.eos_id;
+    c.eot_id = ir->tokenizer.eot_id;
+    c.embedding_append_eos = c.embedding && ir->tokenizer.add_eos && ir->tokenizer.eos_id >= 0;
+  }
+  return Error::Ok;
+}
+
+// "gguf-" and the type of the first query projection (f16 without one).
+std::string source_format(const gguf::File& file) {
+  std::string kind = "f16";
+  for (const auto& t : file.tensors()) {
+    if (t.name.find("attn_q.weight") != std::string::npos) {
+      kind = type_name(t);
+      break;
+    }
+  }
+  return "gguf-" + kind;
+}
+
 }  // namespace
 
 Result<ModelIR> import_gguf(const gguf::File& file, const ConvertOptions& options) {
@@ -610,157 +794,18 @@ Result<ModelIR> import_gguf(const gguf::File& file, const ConvertOptions& option
   }
   const std::string p = arch + ".";
   ModelConfig& c = ir.config;
-  TERN_ASSIGN_OR_RETURN(c.hidden, get_u32(file, p + "embedding_length"));
-  TERN_ASSIGN_OR_RETURN(c.ffn_hidden, get_u32(file, p + "feed_forward_length"));
-  TERN_ASSIGN_OR_RETURN(c.layers, get_u32(file, p + "block_count"));
-  TERN_ASSIGN_OR_RETURN(c.heads, get_u32(file, p + "attention.head_count"));
-  c.kv_heads = c.heads;
-  if (file.find(p + "attention.head_count_kv") != nullptr) {
-    TERN_ASSIGN_OR_RETURN(c.kv_heads, get_u32(file, p + "attention.head_count_kv"));
-  }
-  if (c.heads % c.kv_heads != 0) {
-    return fail(Error::UnsupportedModel, "%s: %u query heads are not a multiple of %u KV heads", fname, c.heads,
-                c.kv_heads);
-  }
-  if (file.find(p + "attention.key_length") != nullptr) {
-    TERN_ASSIGN_OR_RETURN(c.head_dim, get_u32(file, p + "attention.key_length"));
-  } else {
-    if (c.hidden % c.heads != 0) {
-      return fail(Error::UnsupportedModel, "%s: hidden size %u is not a multiple of %u heads", fname, c.hidden, c.heads);
-    }
-    c.head_dim = c.hidden / c.heads;
-  }
-  if (file.find(p + "rope.dimension_count") != nullptr) {
-    TERN_ASSIGN_OR_RETURN(uint32_t rot, get_u32(file, p + "rope.dimension_count"));
-    if (rot != c.head_dim) {
-      return fail(Error::NotSupported, "%s: partial RoPE (%u of %u head dims) is not supported", fname, rot, c.head_dim);
-    }
-  }
-  c.max_context = 0;
-  if (file.find(p + "context_length") != nullptr) {
-    TERN_ASSIGN_OR_RETURN(c.max_context, get_u32(file, p + "context_length"));
-  }
-  if (file.find(p + "rope.freq_base") != nullptr) {
-    TERN_ASSIGN_OR_RETURN(double theta, file.get_float(p + "rope.freq_base"));
-    if (!(theta > 0.0 && theta < 1e12)) {
-      return fail(Error::OutOfRange, "%s: rope.freq_base %g is out of range", fname, theta);
-    }
-    c.rope_theta = static_cast<float>(theta);
-  }
-  // llama.cpp runs arch `bitnet` with NEOX RoPE and its converter does not permute q/k.
-  c.rope_style = RopeStyle::RotateHalf;
-  TERN_ASSIGN_OR_RETURN(double eps, file.get_float(p + "attention.layer_norm_rms_epsilon"));
-  if (!(eps > 0.0 && eps < 1.0)) return fail(Error::OutOfRange, "%s: rms epsilon %g is out of range", fname, eps);
-  c.norm_eps = static_cast<float>(eps);
-
-  // The FFN activation: explicit `hidden_activation` when present; otherwise bitnet.cpp's
-  // bitnet-b1.58 (2B-4T) is relu², and upstream llama.cpp's `bitnet` (1bitLLM) is SiLU.
-  std::string act = arch == "bitnet" ? "silu" : "relu2";
-  if (file.find(p + "hidden_activation") != nullptr) {
-    TERN_ASSIGN_OR_RETURN(act, file.get_string(p + "hidden_activation"));
-  }
-  if (embedding) {
-    c.family = arch == "qwen3" ? ModelFamily::Qwen3Bitnet : ModelFamily::Gemma3Bitnet;
-    TERN_RETURN_IF_ERROR(read_embedding_gguf(file, p, &c));
-  } else if (act == "relu2") {
-    c.family = ModelFamily::Bitnet2B4T;
-    c.activation = Activation::Relu2;
-  } else if (act == "silu") {
-    c.family = ModelFamily::LlamaBitnet;
-    c.activation = Activation::Silu;
-  } else {
-    return fail(Error::UnsupportedModel, "%s: hidden activation '%s' is not supported (relu2, silu)", fname, act.c_str());
-  }
-
-  // Every layer has at least 9 tensors; a block_count the file cannot hold is corrupt
-  // (and must not drive any work).
-  if (c.layers > file.tensors().size() / 9) {
-    return fail(Error::CorruptFile, "%s: %sblock_count is %u but the file has only %zu tensors", fname, p.c_str(),
-                c.layers, file.tensors().size());
-  }
-  // Every GGUF tensor must map to a canonical name: nothing is silently dropped.
-  for (const auto& t : file.tensors()) {
-    if (!is_known_tensor(t.name, c.layers, c.family)) {
-      return fail(Error::UnknownTensor, "%s: unexpected tensor '%s' for arch %s with %u layers", fname, t.name.c_str(),
-                  arch.c_str(), c.layers);
-    }
-  }
-
-  const TensorInfo* embd = file.find_tensor("token_embd.weight");
-  if (embd == nullptr) return fail(Error::UnknownTensor, "%s: tensor 'token_embd.weight' is missing", fname);
-  if (embd->dims.size() != 2 || embd->dims[0] != c.hidden || embd->dims[1] == 0 || embd->dims[1] > (1u << 30)) {
-    return fail(Error::ShapeMismatch, "%s: token_embd.weight has shape %s, expected [vocab, %u]", fname,
-                shape_string(tern_shape(*embd)).c_str(), c.hidden);
-  }
-  c.vocab = static_cast<uint32_t>(embd->dims[1]);
-  if (file.find(p + "vocab_size") != nullptr) {
-    TERN_ASSIGN_OR_RETURN(uint64_t vs, file.get_uint(p + "vocab_size"));
-    if (vs != c.vocab) {
-      return fail(Error::ShapeMismatch, "%s: %svocab_size is %llu but token_embd has %u rows", fname, p.c_str(),
-                  static_cast<unsigned long long>(vs), c.vocab);
-    }
-  }
+  TERN_RETURN_IF_ERROR(read_dimensions(file, p, &c));
+  TERN_RETURN_IF_ERROR(read_family(file, arch, &c));
+  TERN_RETURN_IF_ERROR(check_tensor_names(file, arch, c));
+  TERN_ASSIGN_OR_RETURN(const TensorInfo* embd, find_embeddings(file, p, &c));
   if (!embedding) c.has_sub_norms = file.find_tensor("blk.0.attn_sub_norm.weight") != nullptr;
   c.tied_embeddings = file.find_tensor("output.weight") == nullptr;
   if (embedding && !c.tied_embeddings) {
     return fail(Error::UnsupportedModel, "%s: an embedding model has no output.weight", fname);
   }
-
-  const std::vector<uint64_t> embed_shape = {c.vocab, c.hidden};
-  TERN_ASSIGN_OR_RETURN(TensorIR embeddings,
-                        convert_tensor(file, *embd, tensor_names::kTokEmbeddings, false, embed_shape));
-  ir.tensors.push_back(std::move(embeddings));
-  for (uint32_t l = 0; l < c.layers; ++l) {
-    for (size_t k = 0; k < kLayerTensorCount; ++k) {
-      const WeightSpec& spec = kLayerTensors[k];
-      const std::string gname = "blk." + std::to_string(l) + "." + gguf_tensor_name(spec, c.family) + ".weight";
-      const TensorInfo* t = file.find_tensor(gname);
-      if (t == nullptr) {
-        if (!tensor_required(spec, c)) continue;
-        return fail(Error::UnknownTensor, "%s: tensor '%s' is missing", fname, gname.c_str());
-      }
-      TERN_ASSIGN_OR_RETURN(TensorIR tensor, convert_tensor(file, *t, "layers." + std::to_string(l) + "." + spec.name,
-                                                            spec.ternary, expected_shape(c, spec)));
-      ir.tensors.push_back(std::move(tensor));
-    }
-  }
-  const TensorInfo* norm = file.find_tensor("output_norm.weight");
-  if (norm == nullptr) return fail(Error::UnknownTensor, "%s: tensor 'output_norm.weight' is missing", fname);
-  TERN_ASSIGN_OR_RETURN(TensorIR final_norm, convert_tensor(file, *norm, tensor_names::kFinalNorm, false, {c.hidden}));
-  ir.tensors.push_back(std::move(final_norm));
-  if (const TensorInfo* out = file.find_tensor("output.weight")) {
-    TERN_ASSIGN_OR_RETURN(TensorIR lm_head, convert_tensor(file, *out, tensor_names::kLmHead, false, embed_shape));
-    ir.tensors.push_back(std::move(lm_head));
-  }
-
-  // Tokenizer: an explicit path wins; else the GGUF's own.
-  if (!options.tokenizer_path.empty()) {
-    TERN_ASSIGN_OR_RETURN(ir.tokenizer, import_tokenizer(options.tokenizer_path));
-  } else if (file.find("tokenizer.ggml.model") != nullptr) {
-    TERN_ASSIGN_OR_RETURN(ir.tokenizer, gguf_import_tokenizer(file));
-  } else if (options.require_tokenizer) {
-    return fail(Error::NotFound, "%s: no tokenizer.ggml.* metadata and no tokenizer given", fname);
-  }
-  if (ir.tokenizer.type != TokenizerType::Unknown) {
-    // Embedding tables may be padded past the tokenizer, never the other way round.
-    if (ir.tokenizer.pieces.size() > c.vocab) {
-      return fail(Error::ShapeMismatch, "%s: tokenizer has %zu tokens but token_embd only %u rows", fname,
-                  ir.tokenizer.pieces.size(), c.vocab);
-    }
-    c.bos_id = ir.tokenizer.bos_id;
-    c.eos_id = ir.tokenizer.eos_id;
-    c.eot_id = ir.tokenizer.eot_id;
-    c.embedding_append_eos = embedding && ir.tokenizer.add_eos && ir.tokenizer.eos_id >= 0;
-  }
-
-  std::string kind = "f16";
-  for (const auto& t : file.tensors()) {
-    if (t.name.find("attn_q.weight") != std::string::npos) {
-      kind = type_name(t);
-      break;
-    }
-  }
-  ir.source_format = "gguf-" + kind;
+  TERN_RETURN_IF_ERROR(convert_tensors(file, *embd, &ir));
+  TERN_RETURN_IF_ERROR(read_tokenizer(file, options, &ir));
+  ir.source_format = source_format(file);
   return ir;
 }
 
