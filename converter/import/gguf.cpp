@@ -340,38 +340,39 @@ double Value::number_at(uint64_t index) const {
   return 0.0;
 }
 
-Result<File> File::parse(const uint8_t* data, size_t size, const std::string& name) {
-  File file;
-  file.data_ = data;
-  file.size_ = size;
-  file.name_ = name;
-  const std::string& fname = file.name_;
-  Cursor in(data, size, fname);
+namespace {
 
+// The fixed header: the magic, a little-endian version 2 or 3, and the tensor and metadata counts.
+Error read_header(Cursor& in, const std::string& fname, uint32_t* version, uint64_t* tensor_count,
+                  uint64_t* kv_count) {
   uint32_t magic = 0;
   TERN_RETURN_IF_ERROR(in.scalar(&magic, "the magic"));
   if (magic != kMagic) {
     return fail(Error::BadMagic, "%s: not a GGUF file (magic 0x%08x, expected 'GGUF')", fname.c_str(), magic);
   }
-  TERN_RETURN_IF_ERROR(in.scalar(&file.version_, "the version"));
-  const uint32_t swapped = __builtin_bswap32(file.version_);
+  TERN_RETURN_IF_ERROR(in.scalar(version, "the version"));
+  const uint32_t swapped = __builtin_bswap32(*version);
   if (swapped == 2 || swapped == 3) {
     return fail(Error::NotSupported, "%s: big-endian GGUF (version %u) is not supported", fname.c_str(), swapped);
   }
-  if (file.version_ != 2 && file.version_ != 3) {
+  if (*version != 2 && *version != 3) {
     return fail(Error::VersionMismatch, "%s: GGUF version %u is not supported (only 2 and 3)", fname.c_str(),
-                file.version_);
+                *version);
   }
-  uint64_t tensor_count = 0, kv_count = 0;
-  TERN_RETURN_IF_ERROR(in.scalar(&tensor_count, "the tensor count"));
-  TERN_RETURN_IF_ERROR(in.scalar(&kv_count, "the metadata count"));
+  TERN_RETURN_IF_ERROR(in.scalar(tensor_count, "the tensor count"));
+  TERN_RETURN_IF_ERROR(in.scalar(kv_count, "the metadata count"));
+  return Error::Ok;
+}
+
+// `kv_count` metadata key/value pairs, no key twice.
+Error read_metadata(Cursor& in, uint64_t kv_count, const std::string& fname, std::vector<KeyValue>* metadata) {
   if (kv_count > in.remaining() / kMinKeyValueBytes) {
     return fail(Error::Truncated, "%s: %llu metadata entries cannot fit in the %llu bytes left", fname.c_str(),
                 static_cast<unsigned long long>(kv_count), static_cast<unsigned long long>(in.remaining()));
   }
 
   std::unordered_set<std::string> seen;
-  file.metadata_.reserve(static_cast<size_t>(kv_count));
+  metadata->reserve(static_cast<size_t>(kv_count));
   for (uint64_t k = 0; k < kv_count; ++k) {
     KeyValue kv;
     TERN_RETURN_IF_ERROR(in.string(&kv.key, "a metadata key"));
@@ -385,27 +386,34 @@ Result<File> File::parse(const uint8_t* data, size_t size, const std::string& na
                   type);
     }
     TERN_RETURN_IF_ERROR(read_value(in, static_cast<ValueType>(type), &kv.value, 0, fname, kv.key));
-    file.metadata_.push_back(std::move(kv));
+    metadata->push_back(std::move(kv));
   }
+  return Error::Ok;
+}
 
-  if (const Value* a = file.find("general.alignment")) {
-    if (a->type != ValueType::U32) {
-      return fail(Error::CorruptFile, "%s: general.alignment must be a u32, found %s", fname.c_str(),
-                  value_type_name(a->type));
-    }
-    if (a->u == 0 || (a->u & (a->u - 1)) != 0) {
-      return fail(Error::CorruptFile, "%s: general.alignment %llu is not a power of two", fname.c_str(),
-                  static_cast<unsigned long long>(a->u));
-    }
-    file.alignment_ = a->u;
+// general.alignment: a u32 power of two.
+Error check_alignment(const Value& a, const std::string& fname) {
+  if (a.type != ValueType::U32) {
+    return fail(Error::CorruptFile, "%s: general.alignment must be a u32, found %s", fname.c_str(),
+                value_type_name(a.type));
   }
+  if (a.u == 0 || (a.u & (a.u - 1)) != 0) {
+    return fail(Error::CorruptFile, "%s: general.alignment %llu is not a power of two", fname.c_str(),
+                static_cast<unsigned long long>(a.u));
+  }
+  return Error::Ok;
+}
 
+// `tensor_count` tensor infos, no name twice, each a whole number of its type's blocks per row
+// at an offset that is a multiple of `alignment`.
+Error read_tensor_infos(Cursor& in, uint64_t tensor_count, uint64_t alignment, const std::string& fname,
+                        std::vector<TensorInfo>* tensors) {
   if (tensor_count > in.remaining() / kMinTensorInfoBytes) {
     return fail(Error::Truncated, "%s: %llu tensor infos cannot fit in the %llu bytes left", fname.c_str(),
                 static_cast<unsigned long long>(tensor_count), static_cast<unsigned long long>(in.remaining()));
   }
-  seen.clear();
-  file.tensors_.reserve(static_cast<size_t>(tensor_count));
+  std::unordered_set<std::string> seen;
+  tensors->reserve(static_cast<size_t>(tensor_count));
   for (uint64_t t = 0; t < tensor_count; ++t) {
     TensorInfo info;
     TERN_RETURN_IF_ERROR(in.string(&info.name, "a tensor name"));
@@ -439,32 +447,60 @@ Result<File> File::parse(const uint8_t* data, size_t size, const std::string& na
                   fname.c_str(), info.name.c_str(), traits->name, static_cast<unsigned long long>(info.dims[0]),
                   traits->block_elements);
     }
-    if (info.offset % file.alignment_ != 0) {
+    if (info.offset % alignment != 0) {
       return fail(Error::CorruptFile, "%s: tensor '%s' offset %llu is not a multiple of the alignment %llu",
                   fname.c_str(), info.name.c_str(), static_cast<unsigned long long>(info.offset),
-                  static_cast<unsigned long long>(file.alignment_));
+                  static_cast<unsigned long long>(alignment));
     }
-    file.tensors_.push_back(std::move(info));
+    tensors->push_back(std::move(info));
   }
+  return Error::Ok;
+}
 
-  // The data section starts at the next multiple of the alignment after the infos.
-  const uint64_t end_of_infos = in.pos();
-  const uint64_t padding = (file.alignment_ - end_of_infos % file.alignment_) % file.alignment_;
-  file.data_offset_ = end_of_infos + padding;
-  if (!file.tensors_.empty() && file.data_offset_ > size) {
+// Points each tensor at its bytes in the data section [data_offset, size), which they must not run past.
+Error place_tensor_data(const uint8_t* data, size_t size, uint64_t data_offset, const std::string& fname,
+                        std::vector<TensorInfo>* tensors) {
+  if (!tensors->empty() && data_offset > size) {
     return fail(Error::Truncated, "%s: data section starts at byte %llu, past the end of the %zu-byte file",
-                fname.c_str(), static_cast<unsigned long long>(file.data_offset_), size);
+                fname.c_str(), static_cast<unsigned long long>(data_offset), size);
   }
-  const uint64_t data_bytes = file.data_offset_ <= size ? size - file.data_offset_ : 0;
-  for (auto& info : file.tensors_) {
+  const uint64_t data_bytes = data_offset <= size ? size - data_offset : 0;
+  for (auto& info : *tensors) {
     if (info.offset > data_bytes || info.bytes > data_bytes - info.offset) {
       return fail(Error::Truncated,
                   "%s: tensor '%s' data (%llu bytes at data offset %llu) runs past the end of the file (%llu data bytes)",
                   fname.c_str(), info.name.c_str(), static_cast<unsigned long long>(info.bytes),
                   static_cast<unsigned long long>(info.offset), static_cast<unsigned long long>(data_bytes));
     }
-    info.data = data + file.data_offset_ + info.offset;
+    info.data = data + data_offset + info.offset;
   }
+  return Error::Ok;
+}
+
+}  // namespace
+
+Result<File> File::parse(const uint8_t* data, size_t size, const std::string& name) {
+  File file;
+  file.data_ = data;
+  file.size_ = size;
+  file.name_ = name;
+  const std::string& fname = file.name_;
+  Cursor in(data, size, fname);
+
+  uint64_t tensor_count = 0, kv_count = 0;
+  TERN_RETURN_IF_ERROR(read_header(in, fname, &file.version_, &tensor_count, &kv_count));
+  TERN_RETURN_IF_ERROR(read_metadata(in, kv_count, fname, &file.metadata_));
+  if (const Value* a = file.find("general.alignment")) {
+    TERN_RETURN_IF_ERROR(check_alignment(*a, fname));
+    file.alignment_ = a->u;
+  }
+  TERN_RETURN_IF_ERROR(read_tensor_infos(in, tensor_count, file.alignment_, fname, &file.tensors_));
+
+  // The data section starts at the next multiple of the alignment after the infos.
+  const uint64_t end_of_infos = in.pos();
+  const uint64_t padding = (file.alignment_ - end_of_infos % file.alignment_) % file.alignment_;
+  file.data_offset_ = end_of_infos + padding;
+  TERN_RETURN_IF_ERROR(place_tensor_data(data, size, file.data_offset_, fname, &file.tensors_));
   return file;
 }
 
