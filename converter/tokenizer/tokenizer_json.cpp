@@ -181,6 +181,119 @@ void scan_template(const json& p, const json& added, TokenizerIR* ir) {
   }
 }
 
+// The tokenizer's kind from its normalizer, pre-tokenizer and decoder: byte-level BPE with
+// the LLaMA-3 or Qwen2 split, or SentencePiece-style BPE; anything else is refused.
+Error read_kind(const std::string& path, const json& model, const json& pre, const json& norm, bool byte_level,
+                TokenizerIR* ir) {
+  if (byte_level) {
+    ir->type = TokenizerType::ByteLevelBpe;
+    if (norm.is_object() && norm.value("type", "") == "NFC") {
+      ir->nfc = true;
+    } else {
+      TERN_CHECK_OR_RETURN(norm.is_null(), Error::NotSupported,
+                           "%s: tokenizer.json normalizer %s is not supported (none or NFC)", path.c_str(),
+                           norm.value("type", "?").c_str());
+    }
+    if (has_split(pre, kLlama3Pattern)) {
+      ir->pretokenizer = PreTokenizer::Llama3;
+    } else if (has_split(pre, kQwen2Pattern)) {
+      ir->pretokenizer = PreTokenizer::Qwen2;
+    } else {
+      // Byte-level with GPT-2's own regex or another split would tokenize differently.
+      TERN_CHECK_OR_RETURN(!has_type(pre, "Split", "pretokenizers") && !pre.is_object(), Error::NotSupported,
+                           "%s: pre-tokenizer is not the LLaMA-3 or Qwen2 split (not supported)", path.c_str());
+    }
+  } else {
+    // SentencePiece-style BPE (Gemma, LLaMA-2): spaces become U+2581, pieces are stored as
+    // such, unknown characters fall back to <0xXX> bytes, merges by rank.
+    bool prefix = false;
+    TERN_CHECK_OR_RETURN(spm_style_normalizer(norm, &prefix) && spm_style_pretokenizer(pre), Error::NotSupported,
+                         "%s: only byte-level BPE or SentencePiece-style BPE (spaces replaced by U+2581) "
+                         "tokenizer.json is supported", path.c_str());
+    ir->type = TokenizerType::SentencePieceBpe;
+    ir->add_dummy_prefix = prefix;
+    ir->byte_fallback = model.value("byte_fallback", false);
+  }
+  ir->ignore_merges = model.value("ignore_merges", false);
+  return Error::Ok;
+}
+
+using Vocab = std::map<std::string, int32_t>;  // piece string as in the file -> id
+
+// The model's vocab; *max_id: the largest id.
+Result<Vocab> read_vocab(const std::string& path, const json& model, int64_t* max_id) {
+  Vocab vocab;
+  for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
+    TERN_CHECK_OR_RETURN(it.value().is_number_integer(), Error::InvalidArgument, "%s: vocab id is not an integer",
+                         path.c_str());
+    const int64_t id = it.value().get<int64_t>();
+    TERN_CHECK_OR_RETURN(id >= 0 && id < (1 << 24), Error::InvalidArgument, "%s: vocab id %lld out of range",
+                         path.c_str(), static_cast<long long>(id));
+    vocab[it.key()] = static_cast<int32_t>(id);
+    *max_id = std::max(*max_id, id);
+  }
+  return vocab;
+}
+
+// Every id's piece and attribute: the vocab's (byte-level pieces decoded to raw bytes), then
+// the added tokens'.
+Error fill_pieces(const std::string& path, const json& model, const Vocab& vocab,
+                  const json& added, bool byte_level, TokenizerIR* ir) {
+  const auto map = unicode_to_byte();
+  const std::string unk = model.contains("unk_token") && model["unk_token"].is_string() ? model["unk_token"].get<std::string>() : "";
+  for (const auto& [text, id] : vocab) {
+    if (byte_level) {
+      std::string raw;
+      TERN_CHECK_OR_RETURN(unmap_piece(text, map, &raw), Error::InvalidArgument,
+                           "%s: vocab piece %d is not byte-level encoded", path.c_str(), id);
+      ir->pieces[id] = raw;
+      ir->attrs[id] = TokenAttr::Normal;
+      continue;
+    }
+    ir->pieces[id] = text;
+    const bool byte_piece = text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>';
+    ir->attrs[id] = byte_piece ? TokenAttr::Byte : text == unk ? TokenAttr::Unknown : TokenAttr::Normal;
+    if (text == unk) ir->unk_id = id;
+  }
+  for (const auto& t : added) {
+    const int64_t id = t.value("id", -1);
+    const std::string content = t.value("content", "");
+    TERN_CHECK_OR_RETURN(id >= 0 && !content.empty(), Error::InvalidArgument, "%s: malformed added token", path.c_str());
+    if (!byte_level && content == unk) continue;  // <unk> stays the unknown piece
+    ir->pieces[id] = content;
+    ir->attrs[id] = t.value("special", false) ? TokenAttr::Control : TokenAttr::UserDefined;
+  }
+  return Error::Ok;
+}
+
+// The merges ("a b" strings or ["a", "b"] pairs) as pairs of vocab ids, by rank.
+Error read_merges(const std::string& path, const json& model, const Vocab& vocab,
+                  TokenizerIR* ir) {
+  if (!model.contains("merges") || !model["merges"].is_array()) return Error::Ok;
+  ir->merges.reserve(model["merges"].size());
+  for (const auto& m : model["merges"]) {
+    std::string a, b;
+    if (m.is_string()) {  // "a b"
+      const std::string s = m.get<std::string>();
+      const size_t space = s.find(' ');
+      TERN_CHECK_OR_RETURN(space != std::string::npos, Error::InvalidArgument, "%s: merge '%s' has no space",
+                           path.c_str(), s.c_str());
+      a = s.substr(0, space);
+      b = s.substr(space + 1);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {  // ["a", "b"]
+      a = m[0].get<std::string>();
+      b = m[1].get<std::string>();
+    } else {
+      return fail(Error::InvalidArgument, "%s: malformed merge entry", path.c_str());
+    }
+    auto ia = vocab.find(a), ib = vocab.find(b), ic = vocab.find(a + b);
+    TERN_CHECK_OR_RETURN(ia != vocab.end() && ib != vocab.end() && ic != vocab.end(), Error::InvalidArgument,
+                         "%s: merge '%s %s' uses pieces not in the vocab", path.c_str(), a.c_str(), b.c_str());
+    ir->merges.emplace_back(static_cast<uint32_t>(ia->second), static_cast<uint32_t>(ib->second));
+  }
+  return Error::Ok;
+}
+
 }  // namespace
 
 Result<TokenizerIR> import_tokenizer_json(const std::string& path, const std::string& config_path) {
@@ -198,100 +311,15 @@ Result<TokenizerIR> import_tokenizer_json(const std::string& path, const std::st
                        "%s: model has no vocab", path.c_str());
 
   TokenizerIR ir;
-  if (byte_level) {
-    ir.type = TokenizerType::ByteLevelBpe;
-    if (norm.is_object() && norm.value("type", "") == "NFC") {
-      ir.nfc = true;
-    } else {
-      TERN_CHECK_OR_RETURN(norm.is_null(), Error::NotSupported,
-                           "%s: tokenizer.json normalizer %s is not supported (none or NFC)", path.c_str(),
-                           norm.value("type", "?").c_str());
-    }
-    if (has_split(pre, kLlama3Pattern)) {
-      ir.pretokenizer = PreTokenizer::Llama3;
-    } else if (has_split(pre, kQwen2Pattern)) {
-      ir.pretokenizer = PreTokenizer::Qwen2;
-    } else {
-      // Byte-level with GPT-2's own regex or another split would tokenize differently.
-      TERN_CHECK_OR_RETURN(!has_type(pre, "Split", "pretokenizers") && !pre.is_object(), Error::NotSupported,
-                           "%s: pre-tokenizer is not the LLaMA-3 or Qwen2 split (not supported)", path.c_str());
-    }
-  } else {
-    // SentencePiece-style BPE (Gemma, LLaMA-2): spaces become U+2581, pieces are stored as
-    // such, unknown characters fall back to <0xXX> bytes, merges by rank.
-    bool prefix = false;
-    TERN_CHECK_OR_RETURN(spm_style_normalizer(norm, &prefix) && spm_style_pretokenizer(pre), Error::NotSupported,
-                         "%s: only byte-level BPE or SentencePiece-style BPE (spaces replaced by U+2581) "
-                         "tokenizer.json is supported", path.c_str());
-    ir.type = TokenizerType::SentencePieceBpe;
-    ir.add_dummy_prefix = prefix;
-    ir.byte_fallback = model.value("byte_fallback", false);
-  }
-  ir.ignore_merges = model.value("ignore_merges", false);
-
-  const auto map = unicode_to_byte();
-  std::map<std::string, int32_t> vocab;  // piece string as in the file -> id
+  TERN_RETURN_IF_ERROR(read_kind(path, model, pre, norm, byte_level, &ir));
   int64_t max_id = -1;
-  for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
-    TERN_CHECK_OR_RETURN(it.value().is_number_integer(), Error::InvalidArgument, "%s: vocab id is not an integer",
-                         path.c_str());
-    const int64_t id = it.value().get<int64_t>();
-    TERN_CHECK_OR_RETURN(id >= 0 && id < (1 << 24), Error::InvalidArgument, "%s: vocab id %lld out of range",
-                         path.c_str(), static_cast<long long>(id));
-    vocab[it.key()] = static_cast<int32_t>(id);
-    max_id = std::max(max_id, id);
-  }
+  TERN_ASSIGN_OR_RETURN(const Vocab vocab, read_vocab(path, model, &max_id));
   const json added = j.contains("added_tokens") && j["added_tokens"].is_array() ? j["added_tokens"] : json::array();
   for (const auto& t : added) max_id = std::max<int64_t>(max_id, t.value("id", -1));
   ir.pieces.assign(static_cast<size_t>(max_id + 1), std::string());
   ir.attrs.assign(static_cast<size_t>(max_id + 1), TokenAttr::Unused);  // ids nobody names
-  const std::string unk = model.contains("unk_token") && model["unk_token"].is_string() ? model["unk_token"].get<std::string>() : "";
-  for (const auto& [text, id] : vocab) {
-    if (byte_level) {
-      std::string raw;
-      TERN_CHECK_OR_RETURN(unmap_piece(text, map, &raw), Error::InvalidArgument,
-                           "%s: vocab piece %d is not byte-level encoded", path.c_str(), id);
-      ir.pieces[id] = raw;
-      ir.attrs[id] = TokenAttr::Normal;
-      continue;
-    }
-    ir.pieces[id] = text;
-    const bool byte_piece = text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>';
-    ir.attrs[id] = byte_piece ? TokenAttr::Byte : text == unk ? TokenAttr::Unknown : TokenAttr::Normal;
-    if (text == unk) ir.unk_id = id;
-  }
-  for (const auto& t : added) {
-    const int64_t id = t.value("id", -1);
-    const std::string content = t.value("content", "");
-    TERN_CHECK_OR_RETURN(id >= 0 && !content.empty(), Error::InvalidArgument, "%s: malformed added token", path.c_str());
-    if (!byte_level && content == unk) continue;  // <unk> stays the unknown piece
-    ir.pieces[id] = content;
-    ir.attrs[id] = t.value("special", false) ? TokenAttr::Control : TokenAttr::UserDefined;
-  }
-
-  if (model.contains("merges") && model["merges"].is_array()) {
-    ir.merges.reserve(model["merges"].size());
-    for (const auto& m : model["merges"]) {
-      std::string a, b;
-      if (m.is_string()) {  // "a b"
-        const std::string s = m.get<std::string>();
-        const size_t space = s.find(' ');
-        TERN_CHECK_OR_RETURN(space != std::string::npos, Error::InvalidArgument, "%s: merge '%s' has no space",
-                             path.c_str(), s.c_str());
-        a = s.substr(0, space);
-        b = s.substr(space + 1);
-      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {  // ["a", "b"]
-        a = m[0].get<std::string>();
-        b = m[1].get<std::string>();
-      } else {
-        return fail(Error::InvalidArgument, "%s: malformed merge entry", path.c_str());
-      }
-      auto ia = vocab.find(a), ib = vocab.find(b), ic = vocab.find(a + b);
-      TERN_CHECK_OR_RETURN(ia != vocab.end() && ib != vocab.end() && ic != vocab.end(), Error::InvalidArgument,
-                           "%s: merge '%s %s' uses pieces not in the vocab", path.c_str(), a.c_str(), b.c_str());
-      ir.merges.emplace_back(static_cast<uint32_t>(ia->second), static_cast<uint32_t>(ib->second));
-    }
-  }
+  TERN_RETURN_IF_ERROR(fill_pieces(path, model, vocab, added, byte_level, &ir));
+  TERN_RETURN_IF_ERROR(read_merges(path, model, vocab, &ir));
 
   // Specials by the names the LLaMA-3 family uses; tokenizer_config.json overrides.
   auto find_added = [&](const char* content) -> int32_t {
