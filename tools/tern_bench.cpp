@@ -194,42 +194,191 @@ int embedding_bench(const std::string& bundle, const std::vector<unsigned>& thre
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"Prefill and decode throughput of a Tern bundle"};
+// The command line.
+struct BenchOptions {
   std::string bundle;
   unsigned pp = 128, tg = 64, reps = 2;
   std::vector<unsigned> threads = {1, 2};
   std::string kv = "f32";
-  app.add_option("BUNDLE", bundle, ".tern bundle")->required();
-  app.add_option("-p,--pp", pp, "prompt tokens per prefill")->check(CLI::PositiveNumber);
-  app.add_option("-n,--tg", tg, "generated tokens per run")->check(CLI::PositiveNumber);
-  app.add_option("-r,--reps", reps, "repetitions (after one warm-up)")->check(CLI::PositiveNumber);
-  app.add_option("-t,--threads", threads, "thread counts")->expected(1, -1);
-  tern::cli::add_kv_option(app, &kv);
   std::vector<unsigned> verify;
-  app.add_option("--verify", verify, "draft counts k: time a verification pass of k drafts against a decode step")
+  unsigned texts = 32, text_tokens = 128, embed_batch = 256;
+};
+
+void add_bench_options(CLI::App& app, BenchOptions* o) {
+  app.add_option("BUNDLE", o->bundle, ".tern bundle")->required();
+  app.add_option("-p,--pp", o->pp, "prompt tokens per prefill")->check(CLI::PositiveNumber);
+  app.add_option("-n,--tg", o->tg, "generated tokens per run")->check(CLI::PositiveNumber);
+  app.add_option("-r,--reps", o->reps, "repetitions (after one warm-up)")->check(CLI::PositiveNumber);
+  app.add_option("-t,--threads", o->threads, "thread counts")->expected(1, -1);
+  tern::cli::add_kv_option(app, &o->kv);
+  app.add_option("--verify", o->verify, "draft counts k: time a verification pass of k drafts against a decode step")
       ->check(CLI::Range(1u, tern::kMaxDraftTokens))
       ->delimiter(',');
-  unsigned texts = 32, text_tokens = 128, embed_batch = 256;
-  app.add_option("--texts", texts, "embedding bundles: texts per embed call")->check(CLI::PositiveNumber);
-  app.add_option("--text-tokens", text_tokens, "embedding bundles: tokens per text")->check(CLI::Range(4u, 1u << 20));
-  app.add_option("--embed-batch", embed_batch, "embedding bundles: tokens per forward pass")->check(CLI::PositiveNumber);
+  app.add_option("--texts", o->texts, "embedding bundles: texts per embed call")->check(CLI::PositiveNumber);
+  app.add_option("--text-tokens", o->text_tokens, "embedding bundles: tokens per text")
+      ->check(CLI::Range(4u, 1u << 20));
+  app.add_option("--embed-batch", o->embed_batch, "embedding bundles: tokens per forward pass")
+      ->check(CLI::PositiveNumber);
+}
+
+// --verify: the decode step and verification rows; 0, or the exit code.
+int print_verify_rows(tern::Session& s, const BenchOptions& o, const std::vector<int32_t>& tokens,
+                      unsigned max_draft, const std::string& name, unsigned t) {
+  const unsigned pp = o.pp;
+  // One decode step, then each verification, from the same position pp (rolled back
+  // between timings, untimed). Random drafts: nearly all rejected, the whole pass paid.
+  if (s.set_draft_tokens(max_draft) != tern::Error::Ok) {
+    std::fprintf(stderr, "tern-bench: %s\n", tern::last_error_message());
+    return 1;
+  }
+  const unsigned steps = 12;
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  auto timed = [&](unsigned k) {
+    std::vector<double> ms;
+    for (unsigned r = 0; r <= steps; ++r) {
+      const uint64_t t0 = tern::monotonic_ns();
+      const tern::Error e = k == 0 ? s.decode(tokens[pp])
+                                   : s.verify_drafts(tokens[pp], tokens.data() + pp + 1, k).error();
+      const uint64_t t1 = tern::monotonic_ns();
+      if (e != tern::Error::Ok || s.truncate(pp) != tern::Error::Ok) {
+        std::fprintf(stderr, "tern-bench: verify: %s\n", tern::last_error_message());
+        std::exit(1);
+      }
+      if (r > 0) ms.push_back(1e3 * tern::seconds_between(t0, t1));
+    }
+    return median(ms);
+  };
+  s.reset();
+  if (s.prefill(tokens.data(), pp) != tern::Error::Ok) return 1;
+  const double decode_ms = timed(0);
+  std::printf("| %s | %u | decode step at %u | %.2f ms (1.00x) |\n", name.c_str(), t, pp, decode_ms);
+  for (unsigned k : o.verify) {
+    const double v = timed(k);
+    std::printf("| %s | %u | verify %u drafts | %.2f ms (%.2fx) |\n", name.c_str(), t, k, v, v / decode_ms);
+  }
+  return 0;
+}
+
+// The bounds rows beside the measured prefill (`a`) and decode (`b`) rates; 0, or the exit code.
+int print_bound_rows(const tern::Model& m, const BenchOptions& o, const std::string& name, unsigned t,
+                     const Sample& a, const Sample& b) {
+  const unsigned pp = o.pp, tg = o.tg;
+  // The bounds. Decode at the middle of the generated run reads the weights once and the
+  // KV rows of about pp + tg/2 positions.
+  const tern::TernaryLayout layout = m.weights().layers[0].wq.layout;
+  auto work = tern::cli::bundle_decode_work(*m.bundle(), layout);
+  if (!work.ok()) {
+    std::fprintf(stderr, "tern-bench: %s\n", tern::last_error_message());
+    return 1;
+  }
+  const double bw = read_bandwidth(t);
+  const double bytes = work->ternary_bytes + work->other_bytes + m.plan().kv_bytes_per_token * (pp + tg / 2.0);
+  const double peak = int8_peak_macs(m, t);
+  const double macs = work->ternary_weights;  // ternary weight-MACs per token
+  std::printf("| %s | %u | ternary layout (block kernel) | %s (%s) |\n", name.c_str(), t, tern::to_string(layout),
+              tern::to_string(tern::ternary_active_isa(layout)));
+  std::printf("| %s | %u | read bandwidth | %.2f GB/s |\n", name.c_str(), t, bw / 1e9);
+  std::printf("| %s | %u | bytes per decoded token | %.1f MB (bound %.2f tok/s) |\n", name.c_str(), t, bytes / 1e6,
+              bw / bytes);
+  std::printf("| %s | %u | decode / bandwidth bound | %.0f %% |\n", name.c_str(), t, 100.0 * b.mean * bytes / bw);
+  const double huge = huge_page_bytes(m.bundle()->data(), m.bundle()->file_size());
+  if (huge >= 0) {
+    std::printf("| %s | %u | bundle in 2 MB pages | %.0f %% |\n", name.c_str(), t,
+                100.0 * huge / static_cast<double>(m.bundle()->file_size()));
+  }
+  std::printf("| %s | %u | int8 peak (ternary kernel in cache) | %.1f G weight-MACs/s (bound %.1f tok/s) |\n",
+              name.c_str(), t, peak / 1e9, peak / macs);
+  std::printf("| %s | %u | prefill / int8 peak | %.0f %% |\n", name.c_str(), t, 100.0 * a.mean * macs / peak);
+  return 0;
+}
+
+// The table rows at `t` threads: pp and tg rates, --verify, the bounds. `tokens` gets fresh
+// pseudo-random ids from `state` for this model's vocabulary. 0, or the exit code.
+int bench_threads(const BenchOptions& o, unsigned t, unsigned max_draft, std::vector<int32_t>& tokens,
+                  uint32_t& state) {
+  const unsigned pp = o.pp, tg = o.tg;
+  tern::ModelParams params;
+  params.threads = t;
+  params.context_tokens = pp + tg;
+  params.batch_tokens = pp;
+  params.kv_mode = o.kv.c_str();
+  params.draft_tokens = max_draft;
+  if (max_draft + 1 > params.batch_tokens) params.batch_tokens = max_draft + 1;
+  auto model = tern::Model::load(o.bundle.c_str(), params);
+  if (!model.ok()) {
+    std::fprintf(stderr, "tern-bench: %s\n", tern::last_error_message());
+    return 1;
+  }
+  const uint32_t vocab = (*model)->config().vocab;
+  for (auto& id : tokens) {
+    state = state * 1664525u + 1013904223u;
+    id = static_cast<int32_t>((state >> 8) % vocab);
+  }
+  auto session = (*model)->create_session(tern::SamplerParams{});
+  if (!session.ok()) {
+    std::fprintf(stderr, "tern-bench: %s\n", tern::last_error_message());
+    return 1;
+  }
+  tern::Session& s = **session;
+  std::vector<double> pp_rates, tg_rates;
+  for (unsigned r = 0; r <= o.reps; ++r) {  // r == 0 warms up (pages in the weights)
+    s.reset();
+    const uint64_t t0 = tern::monotonic_ns();
+    if (s.prefill(tokens.data(), pp) != tern::Error::Ok) {
+      std::fprintf(stderr, "tern-bench: prefill: %s\n", tern::last_error_message());
+      return 1;
+    }
+    const uint64_t t1 = tern::monotonic_ns();
+    for (unsigned i = 0; i < tg; ++i) {
+      if (s.decode(tokens[pp + i]) != tern::Error::Ok) {
+        std::fprintf(stderr, "tern-bench: decode: %s\n", tern::last_error_message());
+        return 1;
+      }
+    }
+    const uint64_t t2 = tern::monotonic_ns();
+    if (r == 0) continue;
+    pp_rates.push_back(pp / tern::seconds_between(t0, t1));
+    tg_rates.push_back(tg / tern::seconds_between(t1, t2));
+  }
+  const std::string name = o.bundle.substr(o.bundle.find_last_of('/') + 1);
+  const Sample a = summarize(pp_rates), b = summarize(tg_rates);
+  double load[3] = {0, 0, 0};
+  getloadavg(load, 3);
+  std::printf("| %s | %u | pp%u | %.2f ± %.2f |\n", name.c_str(), t, pp, a.mean, a.stddev);
+  std::printf("| %s | %u | tg%u | %.2f ± %.2f |\n", name.c_str(), t, tg, b.mean, b.stddev);
+  if (!o.verify.empty()) {
+    if (const int code = print_verify_rows(s, o, tokens, max_draft, name, t)) return code;
+  }
+  if (const int code = print_bound_rows(**model, o, name, t, a, b)) return code;
+  std::fprintf(stderr, "load average %.2f after %u thread(s)\n", load[0], t);
+  std::fflush(stdout);
+  (*model)->destroy_session(&s);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Prefill and decode throughput of a Tern bundle"};
+  BenchOptions o;
+  add_bench_options(app, &o);
   CLI11_PARSE(app, argc, argv);
   {
-    auto opened = tern::Bundle::open(bundle.c_str());
+    auto opened = tern::Bundle::open(o.bundle.c_str());
     if (opened.ok() && opened->config().embedding) {
       double load[3] = {0, 0, 0};
       getloadavg(load, 3);
       std::printf("kernels %s, load average %.2f at start\n\n", tern::to_string(tern::active_isa_level()), load[0]);
-      return embedding_bench(bundle, threads, texts, text_tokens, embed_batch, reps, kv);
+      return embedding_bench(o.bundle, o.threads, o.texts, o.text_tokens, o.embed_batch, o.reps, o.kv);
     }
   }
-  const unsigned max_draft = verify.empty() ? 0u : *std::max_element(verify.begin(), verify.end());
+  const unsigned max_draft = o.verify.empty() ? 0u : *std::max_element(o.verify.begin(), o.verify.end());
 
-  if (tg < max_draft + 1) tg = max_draft + 1;  // the verified tokens follow the prompt
-  std::vector<int32_t> tokens(pp + tg);
+  if (o.tg < max_draft + 1) o.tg = max_draft + 1;  // the verified tokens follow the prompt
+  std::vector<int32_t> tokens(o.pp + o.tg);
   uint32_t state = 12345;
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
@@ -237,123 +386,8 @@ int main(int argc, char** argv) {
   std::printf("kernels %s, load average %.2f at start\n\n", tern::to_string(tern::active_isa_level()), load[0]);
   std::printf("| model | threads | test | tokens/s |\n| --- | ---: | --- | ---: |\n");
   std::fflush(stdout);
-  for (unsigned t : threads) {
-    tern::ModelParams params;
-    params.threads = t;
-    params.context_tokens = pp + tg;
-    params.batch_tokens = pp;
-    params.kv_mode = kv.c_str();
-    params.draft_tokens = max_draft;
-    if (max_draft + 1 > params.batch_tokens) params.batch_tokens = max_draft + 1;
-    auto model = tern::Model::load(bundle.c_str(), params);
-    if (!model.ok()) {
-      std::fprintf(stderr, "tern-bench: %s\n", tern::last_error_message());
-      return 1;
-    }
-    const uint32_t vocab = (*model)->config().vocab;
-    for (auto& id : tokens) {
-      state = state * 1664525u + 1013904223u;
-      id = static_cast<int32_t>((state >> 8) % vocab);
-    }
-    auto session = (*model)->create_session(tern::SamplerParams{});
-    if (!session.ok()) {
-      std::fprintf(stderr, "tern-bench: %s\n", tern::last_error_message());
-      return 1;
-    }
-    tern::Session& s = **session;
-    std::vector<double> pp_rates, tg_rates;
-    for (unsigned r = 0; r <= reps; ++r) {  // r == 0 warms up (pages in the weights)
-      s.reset();
-      const uint64_t t0 = tern::monotonic_ns();
-      if (s.prefill(tokens.data(), pp) != tern::Error::Ok) {
-        std::fprintf(stderr, "tern-bench: prefill: %s\n", tern::last_error_message());
-        return 1;
-      }
-      const uint64_t t1 = tern::monotonic_ns();
-      for (unsigned i = 0; i < tg; ++i) {
-        if (s.decode(tokens[pp + i]) != tern::Error::Ok) {
-          std::fprintf(stderr, "tern-bench: decode: %s\n", tern::last_error_message());
-          return 1;
-        }
-      }
-      const uint64_t t2 = tern::monotonic_ns();
-      if (r == 0) continue;
-      pp_rates.push_back(pp / tern::seconds_between(t0, t1));
-      tg_rates.push_back(tg / tern::seconds_between(t1, t2));
-    }
-    const std::string name = bundle.substr(bundle.find_last_of('/') + 1);
-    const Sample a = summarize(pp_rates), b = summarize(tg_rates);
-    getloadavg(load, 3);
-    std::printf("| %s | %u | pp%u | %.2f ± %.2f |\n", name.c_str(), t, pp, a.mean, a.stddev);
-    std::printf("| %s | %u | tg%u | %.2f ± %.2f |\n", name.c_str(), t, tg, b.mean, b.stddev);
-    if (!verify.empty()) {
-      // One decode step, then each verification, from the same position pp (rolled back
-      // between timings, untimed). Random drafts: nearly all rejected, the whole pass paid.
-      if (s.set_draft_tokens(max_draft) != tern::Error::Ok) {
-        std::fprintf(stderr, "tern-bench: %s\n", tern::last_error_message());
-        return 1;
-      }
-      const unsigned steps = 12;
-      auto median = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        return v[v.size() / 2];
-      };
-      auto timed = [&](unsigned k) {
-        std::vector<double> ms;
-        for (unsigned r = 0; r <= steps; ++r) {
-          const uint64_t t0 = tern::monotonic_ns();
-          const tern::Error e = k == 0 ? s.decode(tokens[pp])
-                                       : s.verify_drafts(tokens[pp], tokens.data() + pp + 1, k).error();
-          const uint64_t t1 = tern::monotonic_ns();
-          if (e != tern::Error::Ok || s.truncate(pp) != tern::Error::Ok) {
-            std::fprintf(stderr, "tern-bench: verify: %s\n", tern::last_error_message());
-            std::exit(1);
-          }
-          if (r > 0) ms.push_back(1e3 * tern::seconds_between(t0, t1));
-        }
-        return median(ms);
-      };
-      s.reset();
-      if (s.prefill(tokens.data(), pp) != tern::Error::Ok) return 1;
-      const double decode_ms = timed(0);
-      std::printf("| %s | %u | decode step at %u | %.2f ms (1.00x) |\n", name.c_str(), t, pp, decode_ms);
-      for (unsigned k : verify) {
-        const double v = timed(k);
-        std::printf("| %s | %u | verify %u drafts | %.2f ms (%.2fx) |\n", name.c_str(), t, k, v, v / decode_ms);
-      }
-    }
-    {
-      // The bounds. Decode at the middle of the generated run reads the weights once and the
-      // KV rows of about pp + tg/2 positions.
-      const tern::Model& m = **model;
-      const tern::TernaryLayout layout = m.weights().layers[0].wq.layout;
-      auto work = tern::cli::bundle_decode_work(*m.bundle(), layout);
-      if (!work.ok()) {
-        std::fprintf(stderr, "tern-bench: %s\n", tern::last_error_message());
-        return 1;
-      }
-      const double bw = read_bandwidth(t);
-      const double bytes = work->ternary_bytes + work->other_bytes + m.plan().kv_bytes_per_token * (pp + tg / 2.0);
-      const double peak = int8_peak_macs(m, t);
-      const double macs = work->ternary_weights;  // ternary weight-MACs per token
-      std::printf("| %s | %u | ternary layout (block kernel) | %s (%s) |\n", name.c_str(), t, tern::to_string(layout),
-                  tern::to_string(tern::ternary_active_isa(layout)));
-      std::printf("| %s | %u | read bandwidth | %.2f GB/s |\n", name.c_str(), t, bw / 1e9);
-      std::printf("| %s | %u | bytes per decoded token | %.1f MB (bound %.2f tok/s) |\n", name.c_str(), t, bytes / 1e6,
-                  bw / bytes);
-      std::printf("| %s | %u | decode / bandwidth bound | %.0f %% |\n", name.c_str(), t, 100.0 * b.mean * bytes / bw);
-      const double huge = huge_page_bytes(m.bundle()->data(), m.bundle()->file_size());
-      if (huge >= 0) {
-        std::printf("| %s | %u | bundle in 2 MB pages | %.0f %% |\n", name.c_str(), t,
-                    100.0 * huge / static_cast<double>(m.bundle()->file_size()));
-      }
-      std::printf("| %s | %u | int8 peak (ternary kernel in cache) | %.1f G weight-MACs/s (bound %.1f tok/s) |\n",
-                  name.c_str(), t, peak / 1e9, peak / macs);
-      std::printf("| %s | %u | prefill / int8 peak | %.0f %% |\n", name.c_str(), t, 100.0 * a.mean * macs / peak);
-    }
-    std::fprintf(stderr, "load average %.2f after %u thread(s)\n", load[0], t);
-    std::fflush(stdout);
-    (*model)->destroy_session(&s);
+  for (unsigned t : o.threads) {
+    if (const int code = bench_threads(o, t, max_draft, tokens, state)) return code;
   }
   return 0;
 }
