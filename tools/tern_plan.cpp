@@ -205,74 +205,85 @@ void print_decode_prediction(const BundleDecodeWork& w, const char* device_name)
   std::printf("\n");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"Plan a Tern bundle's memory per KV mode"};
+// The command line.
+struct PlanOptions {
   std::string bundle, budget_text, device;
   unsigned context = 0, batch = 0;
   int sinks = -1, window = -1;
   bool json = false, no_evict = false;
   std::vector<std::string> modes;
-  app.add_option("BUNDLE", bundle, ".tern bundle")->required();
-  app.add_option("--budget", budget_text,
-                 "memory budget, e.g. 2G or available-25%: the largest context per mode (with --context: how many "
-                 "sessions of that context fit)");
   unsigned sessions = 1;
-  app.add_option("--sessions", sessions, "sessions the model holds at once (default 1)")->check(CLI::PositiveNumber);
-  app.add_option("--context", context, "context tokens: the budget each mode needs");
-  app.add_option("--device", device, "pi4, pi5, android6g, iphone4g or all (budget = the app's share of RAM)")
-      ->check(CLI::IsMember({"pi4", "pi5", "android6g", "iphone4g", "all"}));
-  app.add_option("--kv", modes, "KV modes to plan (default: fp16 q8 q4 q2 and every calibrated adaptive:B; aging tiers: "
-                 "q4>2@96 = blocks more than 96 tokens past the exact window at 2 bits; per-head budgets: q4/hh)");
-  tern::cli::add_batch_option(app, &batch);  // 0: the default
-  tern::cli::add_kv_layout_options(app, &window, &sinks, "32; adaptive: the bundle's", "4; adaptive: the bundle's");
-  app.add_flag("--no-evict", no_evict, "plan without eviction");
   std::string draft;
   unsigned draft_max = 0;
-  app.add_option("--draft-max", draft_max, "room for speculative decoding: drafted tokens per step (0-15)")
+};
+
+void add_plan_options(CLI::App& app, PlanOptions* o) {
+  app.add_option("BUNDLE", o->bundle, ".tern bundle")->required();
+  app.add_option("--budget", o->budget_text,
+                 "memory budget, e.g. 2G or available-25%: the largest context per mode (with --context: how many "
+                 "sessions of that context fit)");
+  app.add_option("--sessions", o->sessions, "sessions the model holds at once (default 1)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--context", o->context, "context tokens: the budget each mode needs");
+  app.add_option("--device", o->device, "pi4, pi5, android6g, iphone4g or all (budget = the app's share of RAM)")
+      ->check(CLI::IsMember({"pi4", "pi5", "android6g", "iphone4g", "all"}));
+  app.add_option("--kv", o->modes,
+                 "KV modes to plan (default: fp16 q8 q4 q2 and every calibrated adaptive:B; aging tiers: "
+                 "q4>2@96 = blocks more than 96 tokens past the exact window at 2 bits; per-head budgets: q4/hh)");
+  tern::cli::add_batch_option(app, &o->batch);  // 0: the default
+  tern::cli::add_kv_layout_options(app, &o->window, &o->sinks, "32; adaptive: the bundle's",
+                                   "4; adaptive: the bundle's");
+  app.add_flag("--no-evict", o->no_evict, "plan without eviction");
+  app.add_option("--draft-max", o->draft_max, "room for speculative decoding: drafted tokens per step (0-15)")
       ->check(CLI::Range(0, 15));
-  app.add_option("--draft", draft, "a draft model's bundle: its plan beside each mode's (with --context)");
-  app.add_flag("--json", json, "JSON output");
-  CLI11_PARSE(app, argc, argv);
-  const bool budget_and_context = !budget_text.empty() && context > 0 && device.empty();
-  const int choices = !budget_text.empty() + (context > 0) + !device.empty();
+  app.add_option("--draft", o->draft, "a draft model's bundle: its plan beside each mode's (with --context)");
+  app.add_flag("--json", o->json, "JSON output");
+}
+
+// Which question was asked (--budget, --context, --device, or --budget with --context); 0, or the exit code.
+int check_question(PlanOptions* o) {
+  const bool budget_and_context = !o->budget_text.empty() && o->context > 0 && o->device.empty();
+  const int choices = !o->budget_text.empty() + (o->context > 0) + !o->device.empty();
   if (choices != 1 && !budget_and_context) {
     std::fprintf(stderr, "tern-plan: give one of --budget, --context, --device (or --budget with --context)\n");
     return 2;
   }
-  if (!draft.empty() && (context == 0 || !budget_text.empty())) {
+  if (!o->draft.empty() && (o->context == 0 || !o->budget_text.empty())) {
     std::fprintf(stderr, "tern-plan: --draft plans with --context (a budget would have to be split between the models)\n");
     return 2;
   }
-  if (!draft.empty() && draft_max == 0) draft_max = 4;
+  if (!o->draft.empty() && o->draft_max == 0) o->draft_max = 4;
+  return 0;
+}
 
-  std::vector<Table> tables;
-  if (!budget_text.empty()) {
+// One table for the budget or the context, or one per device; 0, or the exit code.
+int make_tables(const PlanOptions& o, std::vector<Table>* tables) {
+  const unsigned context = o.context;
+  if (!o.budget_text.empty()) {
     Table t;
-    if (tern_parse_memory_budget(budget_text.c_str(), &t.budget) != TERN_OK || t.budget == 0) {
-      std::fprintf(stderr, "tern-plan: --budget '%s': %s\n", budget_text.c_str(), tern_last_error_message());
+    if (tern_parse_memory_budget(o.budget_text.c_str(), &t.budget) != TERN_OK || t.budget == 0) {
+      std::fprintf(stderr, "tern-plan: --budget '%s': %s\n", o.budget_text.c_str(), tern_last_error_message());
       return 2;
     }
     t.context = context;
     char label[160];
     if (context > 0) {
       std::snprintf(label, sizeof label, "budget %.2f MiB (%s): how many sessions of %u tokens fit", mib(t.budget),
-                    budget_text.c_str(), context);
+                    o.budget_text.c_str(), context);
     } else {
       std::snprintf(label, sizeof label, "budget %.2f MiB (%s): the largest context per KV mode", mib(t.budget),
-                    budget_text.c_str());
+                    o.budget_text.c_str());
     }
     t.label = label;
-    tables.push_back(t);
+    tables->push_back(t);
   } else if (context > 0) {
     Table t;
     t.context = context;
     t.label = "context " + std::to_string(context) + " tokens (or the model's, if smaller): the budget it needs";
-    tables.push_back(t);
+    tables->push_back(t);
   } else {
     for (const Device& d : kDevices) {
-      if (device != "all" && device != d.name) continue;
+      if (o.device != "all" && o.device != d.name) continue;
       Table t;
       t.device = d.name;
       t.budget = static_cast<uint64_t>(d.ram_gib * d.app_share * 1024.0 * 1024.0 * 1024.0);
@@ -280,88 +291,115 @@ int main(int argc, char** argv) {
       std::snprintf(label, sizeof label, "%s (%s): %.0f %% of RAM for the app = %.2f GiB", d.name, d.description,
                     d.app_share * 100.0, static_cast<double>(t.budget) / (1024.0 * 1024.0 * 1024.0));
       t.label = label;
-      tables.push_back(t);
+      tables->push_back(t);
     }
   }
+  return 0;
+}
+
+// The table's rows from tern_plan(), with "auto" under a budget and the draft's rows; 0, or the exit code.
+int plan_table(const PlanOptions& o, const std::vector<const char*>& mode_ptrs, Table* table) {
+  Table& t = *table;
+  const std::string& bundle = o.bundle;
+  tern_model_params p = tern_model_default_params();
+  p.memory_budget_bytes = t.budget;
+  p.n_ctx = t.context;
+  p.n_sessions = o.sessions;
+  if (o.batch > 0) p.n_batch = o.batch;
+  p.kv_sink_tokens = o.sinks;
+  p.kv_recent_window = o.window;
+  p.kv_eviction = o.no_evict ? 0 : -1;
+  p.n_draft = o.draft_max;
+  const char* const* kv_modes = mode_ptrs.empty() ? nullptr : mode_ptrs.data();
+  size_t count = 0;
+  tern_status s = tern_plan(bundle.c_str(), &p, kv_modes, mode_ptrs.size(), nullptr, 0, &count);
+  if (s != TERN_OK && s != TERN_OUT_OF_RANGE) {
+    std::fprintf(stderr, "tern-plan: %s (%s)\n", tern_last_error_message(), tern_status_string(s));
+    return 1;
+  }
+  t.rows.resize(count);
+  s = tern_plan(bundle.c_str(), &p, kv_modes, mode_ptrs.size(), t.rows.data(), t.rows.size(), &count);
+  if (s != TERN_OK) {
+    std::fprintf(stderr, "tern-plan: %s (%s)\n", tern_last_error_message(), tern_status_string(s));
+    return 1;
+  }
+  if (t.budget > 0) plan_auto(bundle, p, &t);
+  for (const tern_plan_row& r : o.draft.empty() ? std::vector<tern_plan_row>{} : t.rows) {
+    tern_model_params dp = p;
+    dp.n_draft = 0;
+    dp.n_ctx = r.context_tokens > 0 ? r.context_tokens : t.context;
+    const char* mode[] = {r.kv_mode};
+    tern_plan_row d{};
+    size_t n = 0;
+    const tern_status ds = tern_plan(o.draft.c_str(), &dp, mode, 1, &d, 1, &n);
+    if (ds != TERN_OK) d.status = ds;
+    t.draft_rows.push_back(d);
+  }
+  return 0;
+}
+
+void print_json(const std::string& bundle, const std::vector<Table>& tables, const BundleDecodeWork& work) {
+  std::printf("{\n  \"bundle\": \"%s\",\n  \"plans\": [\n", bundle.c_str());
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const Table& t = tables[i];
+    std::printf("    {\"device\": \"%s\", \"budget_bytes\": %llu, \"context_tokens\": %u, \"rows\": [\n",
+                t.device.c_str(), static_cast<unsigned long long>(t.budget), t.context);
+    for (size_t j = 0; j < t.rows.size(); ++j) print_json_row(t.rows[j], j + 1 == t.rows.size());
+    std::printf("    ]");
+    if (t.budget > 0)
+      std::printf(", \"auto\": {\"kv_mode\": \"%s\", \"status\": \"%s\", \"context_tokens\": %u}",
+                  t.auto_row.status == TERN_OK ? t.auto_row.kv_mode : "", tern_status_string(t.auto_row.status),
+                  t.auto_row.context_tokens);
+    const tern::DecodeDevice* d = tern::find_decode_device(t.device.c_str());
+    if (d != nullptr && work.ok) {
+      std::printf(", \"decode_tok_s\": {\"bundle_layout\": \"%s\"", tern::to_string(work.layout));
+      for (const tern::TernaryLayout l : {tern::TernaryLayout::T2Interleaved16, tern::TernaryLayout::T3Interleaved16}) {
+        const tern::DecodeWork& dw = l == tern::TernaryLayout::T2Interleaved16 ? work.t2i16 : work.t3i16;
+        std::printf(", \"%s\": {\"bytes_per_token\": %.0f, \"threads_1\": %.3f, \"threads_4\": %.3f}",
+                    tern::to_string(l), dw.ternary_bytes + dw.other_bytes, tern::predict_decode_tok_s(*d, l, dw, 1),
+                    tern::predict_decode_tok_s(*d, l, dw, 4));
+      }
+      std::printf("}");
+    }
+    std::printf("}%s\n", i + 1 == tables.size() ? "" : ",");
+  }
+  std::printf("  ]\n}\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Plan a Tern bundle's memory per KV mode"};
+  PlanOptions o;
+  add_plan_options(app, &o);
+  CLI11_PARSE(app, argc, argv);
+  if (const int code = check_question(&o)) return code;
+
+  std::vector<Table> tables;
+  if (const int code = make_tables(o, &tables)) return code;
 
   // An embedding bundle: only the dense modes; its context is the longest input, and it
   // never decodes.
   bool embedding = false;
-  if (auto opened = tern::Bundle::open(bundle.c_str()); opened.ok()) embedding = opened->config().embedding;
-  if (embedding && modes.empty()) modes = {"f32", "fp16"};
-  if (embedding && !json) {
+  if (auto opened = tern::Bundle::open(o.bundle.c_str()); opened.ok()) embedding = opened->config().embedding;
+  if (embedding && o.modes.empty()) o.modes = {"f32", "fp16"};
+  if (embedding && !o.json) {
     std::printf("embedding model: the context is the longest input (in tokens) one session embeds; several shorter\n"
                 "texts share it in a batch. No decode: no logits, sampler or decode speed.\n\n");
   }
   std::vector<const char*> mode_ptrs;
-  for (const std::string& m : modes) mode_ptrs.push_back(m.c_str());
+  for (const std::string& m : o.modes) mode_ptrs.push_back(m.c_str());
   for (Table& t : tables) {
-    tern_model_params p = tern_model_default_params();
-    p.memory_budget_bytes = t.budget;
-    p.n_ctx = t.context;
-    p.n_sessions = sessions;
-    if (batch > 0) p.n_batch = batch;
-    p.kv_sink_tokens = sinks;
-    p.kv_recent_window = window;
-    p.kv_eviction = no_evict ? 0 : -1;
-    p.n_draft = draft_max;
-    const char* const* kv_modes = mode_ptrs.empty() ? nullptr : mode_ptrs.data();
-    size_t count = 0;
-    tern_status s = tern_plan(bundle.c_str(), &p, kv_modes, mode_ptrs.size(), nullptr, 0, &count);
-    if (s != TERN_OK && s != TERN_OUT_OF_RANGE) {
-      std::fprintf(stderr, "tern-plan: %s (%s)\n", tern_last_error_message(), tern_status_string(s));
-      return 1;
-    }
-    t.rows.resize(count);
-    s = tern_plan(bundle.c_str(), &p, kv_modes, mode_ptrs.size(), t.rows.data(), t.rows.size(), &count);
-    if (s != TERN_OK) {
-      std::fprintf(stderr, "tern-plan: %s (%s)\n", tern_last_error_message(), tern_status_string(s));
-      return 1;
-    }
-    if (t.budget > 0) plan_auto(bundle, p, &t);
-    for (const tern_plan_row& r : draft.empty() ? std::vector<tern_plan_row>{} : t.rows) {
-      tern_model_params dp = p;
-      dp.n_draft = 0;
-      dp.n_ctx = r.context_tokens > 0 ? r.context_tokens : t.context;
-      const char* mode[] = {r.kv_mode};
-      tern_plan_row d{};
-      size_t n = 0;
-      const tern_status ds = tern_plan(draft.c_str(), &dp, mode, 1, &d, 1, &n);
-      if (ds != TERN_OK) d.status = ds;
-      t.draft_rows.push_back(d);
-    }
+    if (const int code = plan_table(o, mode_ptrs, &t)) return code;
   }
 
-  const BundleDecodeWork work = device.empty() || embedding ? BundleDecodeWork{} : decode_work_per_layout(bundle);
-  if (json) {
-    std::printf("{\n  \"bundle\": \"%s\",\n  \"plans\": [\n", bundle.c_str());
-    for (size_t i = 0; i < tables.size(); ++i) {
-      const Table& t = tables[i];
-      std::printf("    {\"device\": \"%s\", \"budget_bytes\": %llu, \"context_tokens\": %u, \"rows\": [\n",
-                  t.device.c_str(), static_cast<unsigned long long>(t.budget), t.context);
-      for (size_t j = 0; j < t.rows.size(); ++j) print_json_row(t.rows[j], j + 1 == t.rows.size());
-      std::printf("    ]");
-      if (t.budget > 0)
-        std::printf(", \"auto\": {\"kv_mode\": \"%s\", \"status\": \"%s\", \"context_tokens\": %u}",
-                    t.auto_row.status == TERN_OK ? t.auto_row.kv_mode : "", tern_status_string(t.auto_row.status),
-                    t.auto_row.context_tokens);
-      const tern::DecodeDevice* d = tern::find_decode_device(t.device.c_str());
-      if (d != nullptr && work.ok) {
-        std::printf(", \"decode_tok_s\": {\"bundle_layout\": \"%s\"", tern::to_string(work.layout));
-        for (const tern::TernaryLayout l : {tern::TernaryLayout::T2Interleaved16, tern::TernaryLayout::T3Interleaved16}) {
-          const tern::DecodeWork& dw = l == tern::TernaryLayout::T2Interleaved16 ? work.t2i16 : work.t3i16;
-          std::printf(", \"%s\": {\"bytes_per_token\": %.0f, \"threads_1\": %.3f, \"threads_4\": %.3f}",
-                      tern::to_string(l), dw.ternary_bytes + dw.other_bytes, tern::predict_decode_tok_s(*d, l, dw, 1),
-                      tern::predict_decode_tok_s(*d, l, dw, 4));
-        }
-        std::printf("}");
-      }
-      std::printf("}%s\n", i + 1 == tables.size() ? "" : ",");
-    }
-    std::printf("  ]\n}\n");
+  const BundleDecodeWork work =
+      o.device.empty() || embedding ? BundleDecodeWork{} : decode_work_per_layout(o.bundle);
+  if (o.json) {
+    print_json(o.bundle, tables, work);
   } else {
     for (const Table& t : tables) {
-      print_text(t), print_auto(t), print_draft(t, draft);
+      print_text(t), print_auto(t), print_draft(t, o.draft);
       if (!t.device.empty() && !embedding) print_decode_prediction(work, t.device.c_str());
     }
   }
