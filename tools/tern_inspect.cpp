@@ -36,25 +36,16 @@ std::string printable_piece(const schema::Tokenizer* t, uint32_t i) {
   return out;
 }
 
-}  // namespace
+// The bytes of each kind of tensor, for the sizes at the end.
+struct TensorTotals {
+  uint64_t ternary_bytes = 0, ternary_weights = 0, dense_bytes = 0;
+  std::string ternary_layouts;  // each layout the bundle uses, in order of first use
+};
 
-int main(int argc, char** argv) {
-  CLI::App app{"tern-inspect: print what a .tern bundle holds"};
-  std::string path;
-  bool no_tensors = false;
-  app.add_option("bundle", path, "bundle file")->required();
-  app.add_flag("--no-tensors", no_tensors, "skip the per-tensor table");
-  CLI11_PARSE(app, argc, argv);
-
-  auto opened = Bundle::open(path.c_str());
-  if (!opened.ok()) {
-    std::fprintf(stderr, "tern-inspect: %s\n", last_error_message());
-    return 1;
-  }
-  const Bundle& b = *opened;
+// Where the bundle came from and its model config.
+void print_config(const std::string& path, const Bundle& b) {
   const schema::Bundle* root = b.root();
   const ModelConfig& c = b.config();
-
   std::printf("bundle     %s (format version %u, %zu bytes)\n", path.c_str(), b.format_version(), b.file_size());
   if (const auto* p = root->provenance()) {
     std::printf("source     %s  %s\n", str(p->source_format()), str(p->source_path()));
@@ -71,9 +62,12 @@ int main(int argc, char** argv) {
               c.tied_embeddings ? "yes" : "no", c.bos_id, c.eos_id, c.eot_id);
   const std::string chat = str(root->config()->chat_template());
   std::printf("  chat template: %s\n", chat.empty() ? "(none)" : (std::to_string(chat.size()) + " bytes").c_str());
+}
 
-  uint64_t ternary_bytes = 0, ternary_weights = 0, dense_bytes = 0;
-  std::string ternary_layouts;  // each layout the bundle uses, in order of first use
+// The per-tensor table (unless `no_tensors`); the totals either way.
+TensorTotals print_tensors(const Bundle& b, bool no_tensors) {
+  TensorTotals totals;
+  const schema::Bundle* root = b.root();
   if (!no_tensors) {
     std::printf("\ntensors (%zu)\n  %-28s %-8s %-12s %-14s %12s %12s %10s\n", b.tensor_count(), "name", "type", "format",
                 "shape", "offset", "bytes", "scale");
@@ -95,13 +89,13 @@ int main(int argc, char** argv) {
     if (!ternary && v->group) format += "/g" + std::to_string(v->group);
     if (ternary) {
       const std::string layout = to_string(v->layout);
-      if ((" " + ternary_layouts + " ").find(" " + layout + " ") == std::string::npos) {
-        ternary_layouts += (ternary_layouts.empty() ? "" : " ") + layout;
+      if ((" " + totals.ternary_layouts + " ").find(" " + layout + " ") == std::string::npos) {
+        totals.ternary_layouts += (totals.ternary_layouts.empty() ? "" : " ") + layout;
       }
-      ternary_bytes += bytes;
-      ternary_weights += n;
+      totals.ternary_bytes += bytes;
+      totals.ternary_weights += n;
     } else {
-      dense_bytes += bytes;
+      totals.dense_bytes += bytes;
     }
     if (!no_tensors) {
       char scale[32] = "";
@@ -111,7 +105,10 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(bytes), scale);
     }
   }
+  return totals;
+}
 
+void print_tokenizer(const Bundle& b) {
   const schema::Tokenizer* tok = b.tokenizer();
   const uint32_t pieces = tok->piece_offsets() && tok->piece_offsets()->size() ? tok->piece_offsets()->size() - 1 : 0;
   std::printf("\ntokenizer\n");
@@ -133,7 +130,10 @@ int main(int argc, char** argv) {
     std::printf("  add_bos %s, add_dummy_prefix %s, byte_fallback %s\n", tok->add_bos() ? "yes" : "no",
                 tok->add_dummy_prefix() ? "yes" : "no", tok->byte_fallback() ? "yes" : "no");
   }
+}
 
+void print_kv_profile(const Bundle& b) {
+  const ModelConfig& c = b.config();
   std::printf("\nKV profile\n");
   if (const schema::KvProfile* kv = b.kv_profile()) {
     const char* classes[] = {"sink", "focused", "moderate", "mixed", "diffuse"};
@@ -182,14 +182,41 @@ int main(int argc, char** argv) {
   } else {
     std::printf("  (not calibrated)\n");
   }
+}
 
+void print_sizes(const Bundle& b, const TensorTotals& totals) {
   uint32_t fb_size;
   std::memcpy(&fb_size, b.data(), 4);
   std::printf("\nsizes\n  header (FlatBuffer) %12u bytes\n  ternary             %12llu bytes (%.3f bits/weight, %s)\n"
               "  dense               %12llu bytes\n  file                %12zu bytes (%.1f MB)\n",
-              fb_size + 4, static_cast<unsigned long long>(ternary_bytes),
-              ternary_weights ? 8.0 * static_cast<double>(ternary_bytes) / static_cast<double>(ternary_weights) : 0.0,
-              ternary_layouts.empty() ? "no ternary tensors" : ternary_layouts.c_str(),
-              static_cast<unsigned long long>(dense_bytes), b.file_size(), b.file_size() / 1e6);
+              fb_size + 4, static_cast<unsigned long long>(totals.ternary_bytes),
+              totals.ternary_weights
+                  ? 8.0 * static_cast<double>(totals.ternary_bytes) / static_cast<double>(totals.ternary_weights)
+                  : 0.0,
+              totals.ternary_layouts.empty() ? "no ternary tensors" : totals.ternary_layouts.c_str(),
+              static_cast<unsigned long long>(totals.dense_bytes), b.file_size(), b.file_size() / 1e6);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tern-inspect: print what a .tern bundle holds"};
+  std::string path;
+  bool no_tensors = false;
+  app.add_option("bundle", path, "bundle file")->required();
+  app.add_flag("--no-tensors", no_tensors, "skip the per-tensor table");
+  CLI11_PARSE(app, argc, argv);
+
+  auto opened = Bundle::open(path.c_str());
+  if (!opened.ok()) {
+    std::fprintf(stderr, "tern-inspect: %s\n", last_error_message());
+    return 1;
+  }
+  const Bundle& b = *opened;
+  print_config(path, b);
+  const TensorTotals totals = print_tensors(b, no_tensors);
+  print_tokenizer(b);
+  print_kv_profile(b);
+  print_sizes(b, totals);
   return 0;
 }
