@@ -108,6 +108,142 @@ nlohmann::json summary_json(const kvq::StreamSummary& s) {
           {"evicted_fraction", s.evicted_fraction}};
 }
 
+// A stream run's facts beside its traces, for the plot, the JSON and the tables.
+struct StreamReport {
+  std::string bundle_path, text_path;
+  size_t text_tokens = 0;
+  size_t predictions = 0;
+  uint32_t segment = 0;
+  double seconds = 0;
+  uint64_t budget_bytes = 0;
+  size_t full_bytes = 0;  // the full-context fp16 dense cache
+};
+
+// --plot: each mode's bytes per token against its ΔPPL; false after printing why.
+bool plot_stream(const std::vector<kvq::KvMode>& modes, const kvq::StreamResult& r, const StreamReport& rep,
+                 const std::string& plot_path) {
+  // Stream: ΔPPL against the full-context exact stream (what each mode's cache costs in all).
+  std::vector<chart::ParetoPoint> points;
+  for (size_t i = 0; i < modes.size(); ++i) {
+    const kvq::StreamSummary f = kvq::summarize(r.modes[i], r.full, 0, rep.predictions, true);
+    points.push_back({modes[i].name, modes[i].bytes_per_token(), f.delta_ppl_percent, f.delta_ppl_se_percent, false});
+  }
+  char sub[256];
+  std::snprintf(sub, sizeof sub,
+                "one stream of %zu tokens of %s, evicting caches%s; against the full-context exact stream",
+                rep.text_tokens, basename_of(rep.text_path).c_str(), rep.budget_bytes ? " in one byte budget" : "");
+  return write_plot(points, basename_of(rep.bundle_path) + ": KV modes, PPL change against bytes", sub, plot_path);
+}
+
+void print_stream_json(const std::vector<kvq::KvMode>& modes, const kvq::StreamResult& r, const StreamReport& rep) {
+  const size_t n = rep.predictions;
+  const uint32_t segment = rep.segment;
+  nlohmann::json out;
+  out["bundle"] = rep.bundle_path;
+  out["text"] = rep.text_path;
+  out["text_tokens"] = rep.text_tokens;
+  out["predictions"] = rep.predictions;
+  out["segment"] = rep.segment;
+  out["seconds"] = rep.seconds;
+  out["budget_bytes"] = rep.budget_bytes;
+  out["full_context_fp16_dense_bytes"] = rep.full_bytes;
+  out["full_context_exact"] = {{"capacity", r.full.capacity},
+                               {"ppl", kvq::summarize(r.full, r.full, 0, n, true).ppl}};
+  out["modes"] = nlohmann::json::array();
+  for (size_t i = 0; i < modes.size(); ++i) {
+    const kvq::StreamTrace& t = r.modes[i];
+    const kvq::StreamTrace& same = r.same[t.same_reference];
+    nlohmann::json m;
+    m["mode"] = t.name;
+    m["capacity"] = t.capacity;
+    m["kv_cache_bytes"] = t.cache_bytes;
+    m["kv_bytes_per_token"] = modes[i].bytes_per_token();
+    m["vs_same_eviction_exact"] = summary_json(kvq::summarize(t, same, 0, n, false));
+    m["vs_full_context_exact"] = summary_json(kvq::summarize(t, r.full, 0, n, true));
+    m["segments"] = nlohmann::json::array();
+    for (size_t b = 0; b < n; b += segment)
+      m["segments"].push_back(
+          {{"vs_same_eviction_exact", summary_json(kvq::summarize(t, same, b, b + segment, false))},
+           {"vs_full_context_exact", summary_json(kvq::summarize(t, r.full, b, b + segment, true))}});
+    if (t.name.find('>') != std::string::npos) {
+      // Aging modes against every single-tier mode, paired per position.
+      m["vs_single_tier_modes"] = nlohmann::json::array();
+      for (size_t j = 0; j < modes.size(); ++j) {
+        if (r.modes[j].name.find('>') != std::string::npos) continue;
+        const kvq::StreamSummary d = kvq::summarize(t, r.modes[j], 0, n, false);
+        m["vs_single_tier_modes"].push_back({{"mode", r.modes[j].name},
+                                             {"delta_ppl_percent", d.delta_ppl_percent},
+                                             {"delta_ppl_se_percent", d.delta_ppl_se_percent}});
+      }
+    }
+    out["modes"].push_back(m);
+  }
+  std::printf("%s\n", out.dump(2).c_str());
+}
+
+void print_aging_pairs(const std::vector<kvq::KvMode>& modes, const kvq::StreamResult& r, size_t n) {
+  // Aging modes ("q4>2@96") against every single-tier mode, position by position: the paired
+  // difference of the two streams' NLL (each the other's reference).
+  bool aging_header = false;
+  for (size_t i = 0; i < modes.size(); ++i) {
+    if (modes[i].name.find('>') == std::string::npos) continue;
+    for (size_t j = 0; j < modes.size(); ++j) {
+      if (modes[j].name.find('>') != std::string::npos) continue;
+      if (!aging_header) {
+        std::printf("\n| aging mode | vs | KV bytes (aging / other) | positions (aging / other) | ΔPPL aging vs other "
+                    "(paired) |\n| --- | --- | ---: | ---: | ---: |\n");
+        aging_header = true;
+      }
+      const kvq::StreamSummary d = kvq::summarize(r.modes[i], r.modes[j], 0, n, false);
+      std::printf("| %s | %s | %zu / %zu | %u / %u | %+.3f ± %.3f %% |\n", modes[i].name.c_str(), modes[j].name.c_str(),
+                  r.modes[i].cache_bytes, r.modes[j].cache_bytes, r.modes[i].capacity, r.modes[j].capacity,
+                  d.delta_ppl_percent, d.delta_ppl_se_percent);
+    }
+  }
+}
+
+void print_stream_tables(const std::vector<kvq::KvMode>& modes, const kvq::StreamResult& r, const StreamReport& rep) {
+  const size_t n = rep.predictions;
+  const kvq::StreamSummary full = kvq::summarize(r.full, r.full, 0, n, true);
+  std::printf("%s on %s: one stream of %zu tokens (%zu predictions), %.1f s; full-context exact stream (f32, %u "
+              "positions) PPL %.4f\n",
+              rep.bundle_path.c_str(), rep.text_path.c_str(), rep.text_tokens, n, rep.seconds, r.full.capacity,
+              full.ppl);
+  if (rep.budget_bytes)
+    std::printf("KV budget %llu bytes per mode (%.1f %% of the full-context fp16 dense cache, %zu bytes)\n",
+                static_cast<unsigned long long>(rep.budget_bytes),
+                100.0 * double(rep.budget_bytes) / double(rep.full_bytes), rep.full_bytes);
+  std::printf("\n| mode | positions held | KV bytes | PPL | exact PPL, same eviction | ΔPPL vs same-eviction exact | "
+              "mean KL x1e3 | agreement | ΔPPL vs full-context exact | exact / compressed / evicted at end |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (size_t i = 0; i < modes.size(); ++i) {
+    const kvq::StreamTrace& t = r.modes[i];
+    const kvq::StreamSummary a = kvq::summarize(t, r.same[t.same_reference], 0, n, false);
+    const kvq::StreamSummary b = kvq::summarize(t, r.full, 0, n, true);
+    std::printf("| %s | %u | %zu | %.4f | %.4f | %+.3f ± %.3f %% | %.4f | %.2f %% | %+.3f ± %.3f %% | %.1f / %.1f / %.1f %% |\n",
+                t.name.c_str(), t.capacity, t.cache_bytes, a.ppl, a.ppl_reference, a.delta_ppl_percent,
+                a.delta_ppl_se_percent, 1e3 * a.mean_kl, 100.0 * a.agreement, b.delta_ppl_percent,
+                b.delta_ppl_se_percent, 100.0 * a.exact_fraction, 100.0 * a.compressed_fraction,
+                100.0 * a.evicted_fraction);
+  }
+  print_aging_pairs(modes, r, n);
+  for (size_t i = 0; i < modes.size(); ++i) {
+    const kvq::StreamTrace& t = r.modes[i];
+    std::printf("\n%s, per %u predictions:\n\n| predictions | PPL | ΔPPL vs same-eviction exact | mean KL x1e3 | "
+                "agreement | ΔPPL vs full-context exact | exact / compressed / evicted |\n"
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+                t.name.c_str(), rep.segment);
+    for (size_t b = 0; b < n; b += rep.segment) {
+      const kvq::StreamSummary a = kvq::summarize(t, r.same[t.same_reference], b, b + rep.segment, false);
+      const kvq::StreamSummary f = kvq::summarize(t, r.full, b, b + rep.segment, true);
+      std::printf("| %zu-%zu | %.3f | %+.3f ± %.3f %% | %.4f | %.2f %% | %+.3f ± %.3f %% | %.1f / %.1f / %.1f %% |\n",
+                  a.begin, a.end - 1, a.ppl, a.delta_ppl_percent, a.delta_ppl_se_percent, 1e3 * a.mean_kl,
+                  100.0 * a.agreement, f.delta_ppl_percent, f.delta_ppl_se_percent, 100.0 * a.exact_fraction,
+                  100.0 * a.compressed_fraction, 100.0 * a.evicted_fraction);
+    }
+  }
+}
+
 int run_stream_eval(const Model& model, std::vector<kvq::KvMode>& modes, const std::vector<int32_t>& ids,
                     const std::string& bundle_path, const std::string& text_path, uint32_t capacity,
                     const std::string& budget_text, uint32_t segment, uint32_t threads, bool json, bool bar,
@@ -136,117 +272,21 @@ int run_stream_eval(const Model& model, std::vector<kvq::KvMode>& modes, const s
     return 1;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const size_t n = r->full.nll.size();
-  const size_t full_bytes = dense_kv_arena_bytes(KvType::F16, kv_shape_of(c), c.max_context);
-  if (!plot_path.empty()) {
-    // Stream: ΔPPL against the full-context exact stream (what each mode's cache costs in all).
-    std::vector<chart::ParetoPoint> points;
-    for (size_t i = 0; i < modes.size(); ++i) {
-      const kvq::StreamSummary f = kvq::summarize(r->modes[i], r->full, 0, n, true);
-      points.push_back({modes[i].name, modes[i].bytes_per_token(), f.delta_ppl_percent, f.delta_ppl_se_percent, false});
-    }
-    char sub[256];
-    std::snprintf(sub, sizeof sub, "one stream of %zu tokens of %s, evicting caches%s; against the full-context exact stream",
-                  ids.size(), basename_of(text_path).c_str(), opt.budget_bytes ? " in one byte budget" : "");
-    if (!write_plot(points, basename_of(bundle_path) + ": KV modes, PPL change against bytes", sub, plot_path)) return 1;
-  }
+  StreamReport rep;
+  rep.bundle_path = bundle_path;
+  rep.text_path = text_path;
+  rep.text_tokens = ids.size();
+  rep.predictions = r->full.nll.size();
+  rep.segment = segment;
+  rep.seconds = seconds;
+  rep.budget_bytes = opt.budget_bytes;
+  rep.full_bytes = dense_kv_arena_bytes(KvType::F16, kv_shape_of(c), c.max_context);
+  if (!plot_path.empty() && !plot_stream(modes, *r, rep, plot_path)) return 1;
   if (json) {
-    nlohmann::json out;
-    out["bundle"] = bundle_path;
-    out["text"] = text_path;
-    out["text_tokens"] = ids.size();
-    out["predictions"] = n;
-    out["segment"] = segment;
-    out["seconds"] = seconds;
-    out["budget_bytes"] = opt.budget_bytes;
-    out["full_context_fp16_dense_bytes"] = full_bytes;
-    out["full_context_exact"] = {{"capacity", r->full.capacity},
-                                 {"ppl", kvq::summarize(r->full, r->full, 0, n, true).ppl}};
-    out["modes"] = nlohmann::json::array();
-    for (size_t i = 0; i < modes.size(); ++i) {
-      const kvq::StreamTrace& t = r->modes[i];
-      const kvq::StreamTrace& same = r->same[t.same_reference];
-      nlohmann::json m;
-      m["mode"] = t.name;
-      m["capacity"] = t.capacity;
-      m["kv_cache_bytes"] = t.cache_bytes;
-      m["kv_bytes_per_token"] = modes[i].bytes_per_token();
-      m["vs_same_eviction_exact"] = summary_json(kvq::summarize(t, same, 0, n, false));
-      m["vs_full_context_exact"] = summary_json(kvq::summarize(t, r->full, 0, n, true));
-      m["segments"] = nlohmann::json::array();
-      for (size_t b = 0; b < n; b += segment)
-        m["segments"].push_back({{"vs_same_eviction_exact", summary_json(kvq::summarize(t, same, b, b + segment, false))},
-                                 {"vs_full_context_exact", summary_json(kvq::summarize(t, r->full, b, b + segment, true))}});
-      if (t.name.find('>') != std::string::npos) {
-        // Aging modes against every single-tier mode, paired per position.
-        m["vs_single_tier_modes"] = nlohmann::json::array();
-        for (size_t j = 0; j < modes.size(); ++j) {
-          if (r->modes[j].name.find('>') != std::string::npos) continue;
-          const kvq::StreamSummary d = kvq::summarize(t, r->modes[j], 0, n, false);
-          m["vs_single_tier_modes"].push_back({{"mode", r->modes[j].name},
-                                               {"delta_ppl_percent", d.delta_ppl_percent},
-                                               {"delta_ppl_se_percent", d.delta_ppl_se_percent}});
-        }
-      }
-      out["modes"].push_back(m);
-    }
-    std::printf("%s\n", out.dump(2).c_str());
+    print_stream_json(modes, *r, rep);
     return 0;
   }
-  const kvq::StreamSummary full = kvq::summarize(r->full, r->full, 0, n, true);
-  std::printf("%s on %s: one stream of %zu tokens (%zu predictions), %.1f s; full-context exact stream (f32, %u "
-              "positions) PPL %.4f\n",
-              bundle_path.c_str(), text_path.c_str(), ids.size(), n, seconds, r->full.capacity, full.ppl);
-  if (opt.budget_bytes)
-    std::printf("KV budget %llu bytes per mode (%.1f %% of the full-context fp16 dense cache, %zu bytes)\n",
-                static_cast<unsigned long long>(opt.budget_bytes), 100.0 * double(opt.budget_bytes) / double(full_bytes),
-                full_bytes);
-  std::printf("\n| mode | positions held | KV bytes | PPL | exact PPL, same eviction | ΔPPL vs same-eviction exact | "
-              "mean KL x1e3 | agreement | ΔPPL vs full-context exact | exact / compressed / evicted at end |\n");
-  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-  for (size_t i = 0; i < modes.size(); ++i) {
-    const kvq::StreamTrace& t = r->modes[i];
-    const kvq::StreamSummary a = kvq::summarize(t, r->same[t.same_reference], 0, n, false);
-    const kvq::StreamSummary b = kvq::summarize(t, r->full, 0, n, true);
-    std::printf("| %s | %u | %zu | %.4f | %.4f | %+.3f ± %.3f %% | %.4f | %.2f %% | %+.3f ± %.3f %% | %.1f / %.1f / %.1f %% |\n",
-                t.name.c_str(), t.capacity, t.cache_bytes, a.ppl, a.ppl_reference, a.delta_ppl_percent,
-                a.delta_ppl_se_percent, 1e3 * a.mean_kl, 100.0 * a.agreement, b.delta_ppl_percent,
-                b.delta_ppl_se_percent, 100.0 * a.exact_fraction, 100.0 * a.compressed_fraction,
-                100.0 * a.evicted_fraction);
-  }
-  // Aging modes ("q4>2@96") against every single-tier mode, position by position: the paired
-  // difference of the two streams' NLL (each the other's reference).
-  bool aging_header = false;
-  for (size_t i = 0; i < modes.size(); ++i) {
-    if (modes[i].name.find('>') == std::string::npos) continue;
-    for (size_t j = 0; j < modes.size(); ++j) {
-      if (modes[j].name.find('>') != std::string::npos) continue;
-      if (!aging_header) {
-        std::printf("\n| aging mode | vs | KV bytes (aging / other) | positions (aging / other) | ΔPPL aging vs other "
-                    "(paired) |\n| --- | --- | ---: | ---: | ---: |\n");
-        aging_header = true;
-      }
-      const kvq::StreamSummary d = kvq::summarize(r->modes[i], r->modes[j], 0, n, false);
-      std::printf("| %s | %s | %zu / %zu | %u / %u | %+.3f ± %.3f %% |\n", modes[i].name.c_str(), modes[j].name.c_str(),
-                  r->modes[i].cache_bytes, r->modes[j].cache_bytes, r->modes[i].capacity, r->modes[j].capacity,
-                  d.delta_ppl_percent, d.delta_ppl_se_percent);
-    }
-  }
-  for (size_t i = 0; i < modes.size(); ++i) {
-    const kvq::StreamTrace& t = r->modes[i];
-    std::printf("\n%s, per %u predictions:\n\n| predictions | PPL | ΔPPL vs same-eviction exact | mean KL x1e3 | "
-                "agreement | ΔPPL vs full-context exact | exact / compressed / evicted |\n"
-                "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
-                t.name.c_str(), segment);
-    for (size_t b = 0; b < n; b += segment) {
-      const kvq::StreamSummary a = kvq::summarize(t, r->same[t.same_reference], b, b + segment, false);
-      const kvq::StreamSummary f = kvq::summarize(t, r->full, b, b + segment, true);
-      std::printf("| %zu-%zu | %.3f | %+.3f ± %.3f %% | %.4f | %.2f %% | %+.3f ± %.3f %% | %.1f / %.1f / %.1f %% |\n",
-                  a.begin, a.end - 1, a.ppl, a.delta_ppl_percent, a.delta_ppl_se_percent, 1e3 * a.mean_kl,
-                  100.0 * a.agreement, f.delta_ppl_percent, f.delta_ppl_se_percent, 100.0 * a.exact_fraction,
-                  100.0 * a.compressed_fraction, 100.0 * a.evicted_fraction);
-    }
-  }
+  print_stream_tables(modes, *r, rep);
   return 0;
 }
 
