@@ -49,8 +49,10 @@ int32_t read_i32(const uint8_t* p) {
 
 }  // namespace
 
-Result<ModelIR> import_bitllama2c_bytes(const uint8_t* data, size_t size, const std::string& path) {
-  const char* p = path.c_str();
+namespace {
+
+// The header: magic, version, the seven dimensions, the shared-classifier flag.
+Result<ModelConfig> read_header(const uint8_t* data, size_t size, const char* p) {
   if (size < 4) return fail(Error::Truncated, "%s: %zu bytes, too short for a bitllama2c header", p, size);
   uint32_t magic;
   std::memcpy(&magic, data, 4);
@@ -78,8 +80,7 @@ Result<ModelIR> import_bitllama2c_bytes(const uint8_t* data, size_t size, const 
   const uint8_t shared = data[36];
   if (shared > 1) return fail(Error::CorruptFile, "%s: shared_classifier flag is %u, not 0/1", p, shared);
 
-  ModelIR ir;
-  ModelConfig& c = ir.config;
+  ModelConfig c;
   c.family = ModelFamily::Bitllama2c;
   c.hidden = dim;
   c.ffn_hidden = hidden;
@@ -97,6 +98,45 @@ Result<ModelIR> import_bitllama2c_bytes(const uint8_t* data, size_t size, const 
   c.tied_embeddings = shared == 1;
   c.bos_id = 1;
   c.eos_id = 2;
+  return c;
+}
+
+// One ternary matrix: its float scale, then 2-bit codes, four to a byte, most significant first
+// (0b00: 0, 0b01: +1, 0b11: -1; 0b10 is invalid).
+Error read_ternary(Reader& r, const char* p, TensorIR* t) {
+  const uint64_t n = t->shape[0] * t->shape[1];
+  if (n % 4 != 0) {
+    return fail(Error::CorruptFile, "%s: %s has %llu weights, not a multiple of 4", p, t->name.c_str(),
+                static_cast<unsigned long long>(n));
+  }
+  const uint8_t* sp = nullptr;
+  TERN_RETURN_IF_ERROR(r.take(4, &sp, t->name.c_str()));
+  std::memcpy(&t->scale, sp, 4);
+  if (!std::isfinite(t->scale)) {
+    return fail(Error::CorruptFile, "%s: %s scale is not finite (offset %zu)", p, t->name.c_str(), r.pos() - 4);
+  }
+  const uint8_t* packed = nullptr;
+  TERN_RETURN_IF_ERROR(r.take(n / 4, &packed, t->name.c_str()));
+  t->codes.resize(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    const unsigned bits = (packed[i / 4] >> (6 - 2 * (i % 4))) & 3u;
+    if (bits == 2) {
+      return fail(Error::CorruptFile, "%s: %s weight %llu has the invalid code 0b10", p, t->name.c_str(),
+                  static_cast<unsigned long long>(i));
+    }
+    t->codes[i] = bits == 0 ? 0 : (bits == 1 ? 1 : -1);
+  }
+  return Error::Ok;
+}
+
+}  // namespace
+
+Result<ModelIR> import_bitllama2c_bytes(const uint8_t* data, size_t size, const std::string& path) {
+  const char* p = path.c_str();
+  ModelIR ir;
+  TERN_ASSIGN_OR_RETURN(ir.config, read_header(data, size, p));
+  const ModelConfig& c = ir.config;
+  const uint32_t dim = c.hidden, hidden = c.ffn_hidden, vocab = c.vocab;
   ir.source_format = "bitllama2c";
   ir.source_path = path;
 
@@ -114,7 +154,7 @@ Result<ModelIR> import_bitllama2c_bytes(const uint8_t* data, size_t size, const 
   emb.source = path + ":tok_embeddings";
   TERN_RETURN_IF_ERROR(r.floats(uint64_t{vocab} * dim, &emb.values, "tok_embeddings"));
 
-  const uint32_t kv_dim = kv_heads * c.head_dim;
+  const uint32_t kv_dim = c.kv_heads * c.head_dim;
   const struct {
     const char* canon;
     uint32_t out, in;
@@ -125,32 +165,13 @@ Result<ModelIR> import_bitllama2c_bytes(const uint8_t* data, size_t size, const 
   };
   std::vector<TensorIR> mats;
   for (const auto& k : kinds) {
-    for (uint32_t l = 0; l < layers; ++l) {
+    for (uint32_t l = 0; l < c.layers; ++l) {
       TensorIR t;
       t.name = "layers." + std::to_string(l) + "." + k.canon;
       t.shape = {k.out, k.in};
       t.kind = TensorKind::Ternary;
       t.source = path + ":" + t.name;
-      const uint64_t n = uint64_t{k.out} * k.in;
-      if (n % 4 != 0) return fail(Error::CorruptFile, "%s: %s has %llu weights, not a multiple of 4", p, t.name.c_str(),
-                                  static_cast<unsigned long long>(n));
-      const uint8_t* sp = nullptr;
-      TERN_RETURN_IF_ERROR(r.take(4, &sp, t.name.c_str()));
-      std::memcpy(&t.scale, sp, 4);
-      if (!std::isfinite(t.scale)) {
-        return fail(Error::CorruptFile, "%s: %s scale is not finite (offset %zu)", p, t.name.c_str(), r.pos() - 4);
-      }
-      const uint8_t* packed = nullptr;
-      TERN_RETURN_IF_ERROR(r.take(n / 4, &packed, t.name.c_str()));
-      t.codes.resize(n);
-      for (uint64_t i = 0; i < n; ++i) {
-        const unsigned bits = (packed[i / 4] >> (6 - 2 * (i % 4))) & 3u;
-        if (bits == 2) {
-          return fail(Error::CorruptFile, "%s: %s weight %llu has the invalid code 0b10", p, t.name.c_str(),
-                      static_cast<unsigned long long>(i));
-        }
-        t.codes[i] = bits == 0 ? 0 : (bits == 1 ? 1 : -1);
-      }
+      TERN_RETURN_IF_ERROR(read_ternary(r, p, &t));
       mats.push_back(std::move(t));
     }
   }
