@@ -19,10 +19,10 @@
 #include "bench/grammar_bench_table.h"
 #include "include/tern.h"
 #include "platform/clock.h"
-#include "runtime/structured/grammar.h"
-#include "runtime/structured/json_schema.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/session.h"
+#include "runtime/structured/grammar.h"
+#include "runtime/structured/json_schema.h"
 #include "tools/common/cli_files.h"
 
 namespace {
@@ -83,7 +83,8 @@ bool read_modes(const GrammarBenchOptions& o, std::vector<Mode>* modes_out) {
     size_t size = 0;
     (void)tern::json_schema_to_grammar(schema.data(), schema.size(), nullptr, 0, &size);
     std::vector<char> text(size + 1);
-    if (tern::json_schema_to_grammar(schema.data(), schema.size(), text.data(), text.size(), &size) != tern::Error::Ok) {
+    if (tern::json_schema_to_grammar(schema.data(), schema.size(), text.data(), text.size(), &size) !=
+        tern::Error::Ok) {
       die(path.c_str());
     }
     m.grammar.assign(text.data(), size);

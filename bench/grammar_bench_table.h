@@ -53,7 +53,8 @@ void add_round(std::vector<Mode>& modes, const std::vector<double>& rate) {
 template <class Mode>
 void print_table(const std::vector<Mode>& modes, unsigned rounds, unsigned tokens, double load_end) {
   std::printf("%u rounds of %u tokens per mode, interleaved; load average %.2f at end\n\n", rounds, tokens, load_end);
-  std::printf("| mode | tok/s | decode ms/token | sample ms/token | constrained / unconstrained | range | restarts |\n");
+  std::printf(
+      "| mode | tok/s | decode ms/token | sample ms/token | constrained / unconstrained | range | restarts |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (const ModeResults& m : modes) {
     const Spread t = spread(m.tok_s), d = spread(m.decode_ms), s = spread(m.sample_ms), r = spread(m.ratio);

@@ -64,8 +64,8 @@ History make_history(uint32_t bits, Isa isa) {
       kv_quantize_value_row(isa, v.data() + first + t * kHeadDim, kHeadDim, kGroup, bits, values + t * row_bytes);
     h.segs.push_back({KvSegmentKind::Quantized, kBlock, block, values});
   }
-  h.segs.push_back({KvSegmentKind::ExactF16, kRecent, h.exact_k.data() + kSinks * kHeadDim,
-                    h.exact_v.data() + kSinks * kHeadDim});
+  h.segs.push_back(
+      {KvSegmentKind::ExactF16, kRecent, h.exact_k.data() + kSinks * kHeadDim, h.exact_v.data() + kSinks * kHeadDim});
   return h;
 }
 
@@ -89,8 +89,8 @@ void BM_Attend(benchmark::State& state) {
     kv_attend(isa, h.segs.data(), h.segs.size(), h.layout, kHeadDim, q.data(), 0.088f, scores.data(), out.data());
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(tokens) * state.iterations(),
-                                                  benchmark::Counter::kIsRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(tokens) * state.iterations(), benchmark::Counter::kIsRate);
   state.SetLabel(std::string(to_string(isa)) + (bits == 16 ? " f16" : " q" + std::to_string(bits)));
 }
 
@@ -158,13 +158,13 @@ void BM_AttendGroup(benchmark::State& state) {
       }
     } else {
       for (uint32_t i = 0; i < kGroupQueries; ++i)
-        kv_attend(isa, h.segs.data(), h.segs.size(), h.layout, kHeadDim, q.data() + i * kHeadDim, 0.088f,
-                  scores.data(), out.data() + i * kHeadDim);
+        kv_attend(isa, h.segs.data(), h.segs.size(), h.layout, kHeadDim, q.data() + i * kHeadDim, 0.088f, scores.data(),
+                  out.data() + i * kHeadDim);
     }
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["query_tokens/s"] = benchmark::Counter(static_cast<double>(tokens) * kGroupQueries * state.iterations(),
-                                                        benchmark::Counter::kIsRate);
+  state.counters["query_tokens/s"] =
+      benchmark::Counter(static_cast<double>(tokens) * kGroupQueries * state.iterations(), benchmark::Counter::kIsRate);
   state.SetLabel(std::string(to_string(isa)) + (bits == 16 ? " f16" : " q" + std::to_string(bits)) +
                  (grouped ? " grouped" : " one at a time"));
 }
@@ -184,14 +184,14 @@ void BM_DenseAttendGroup(benchmark::State& state) {
   const auto q = random_rows(kGroupQueries, 3);
   std::vector<float> scores(kGroupQueries * kTokens), out(kGroupQueries * kHeadDim);
   for (auto _ : state) {
-    dense_attention_scores(isa, q.data(), kGroupQueries, kHeadDim, keys.data(), kTokens, kTokens, 0.088f,
-                           scores.data(), kTokens);
+    dense_attention_scores(isa, q.data(), kGroupQueries, kHeadDim, keys.data(), kTokens, kTokens, 0.088f, scores.data(),
+                           kTokens);
     for (uint32_t i = 0; i < kGroupQueries; ++i) kv_softmax(scores.data() + i * kTokens, kTokens);
     dense_attention_values(isa, scores.data(), kTokens, kGroupQueries, values.data(), kHeadDim, kTokens, out.data());
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["query_tokens/s"] = benchmark::Counter(static_cast<double>(kTokens) * kGroupQueries * state.iterations(),
-                                                        benchmark::Counter::kIsRate);
+  state.counters["query_tokens/s"] = benchmark::Counter(
+      static_cast<double>(kTokens) * kGroupQueries * state.iterations(), benchmark::Counter::kIsRate);
   state.SetLabel(to_string(isa));
 }
 BENCHMARK(BM_DenseAttendGroup)->DenseRange(0, 3)->ArgName("isa");
@@ -201,16 +201,18 @@ void BM_QuantizeBlock(benchmark::State& state) {
   const Isa isa = static_cast<Isa>(state.range(1));
   if (!runs_here(isa, state)) return;
   const auto k = random_rows(kBlock, 4), v = random_rows(kBlock, 5);
-  const size_t key_bytes = kv_key_block_bytes(bits, kHeadDim, kBlock), row_bytes = kv_value_row_bytes(bits, kHeadDim, kGroup);
+  const size_t key_bytes = kv_key_block_bytes(bits, kHeadDim, kBlock),
+               row_bytes = kv_value_row_bytes(bits, kHeadDim, kGroup);
   std::vector<uint8_t> block(key_bytes + kBlock * row_bytes);
   for (auto _ : state) {
     kv_quantize_key_block(isa, k.data(), kBlock, kHeadDim, bits, block.data());
     for (uint32_t t = 0; t < kBlock; ++t)
-      kv_quantize_value_row(isa, v.data() + t * kHeadDim, kHeadDim, kGroup, bits, block.data() + key_bytes + t * row_bytes);
+      kv_quantize_value_row(isa, v.data() + t * kHeadDim, kHeadDim, kGroup, bits,
+                            block.data() + key_bytes + t * row_bytes);
     benchmark::DoNotOptimize(block.data());
   }
-  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(kBlock) * state.iterations(),
-                                                  benchmark::Counter::kIsRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(kBlock) * state.iterations(), benchmark::Counter::kIsRate);
   state.SetLabel(std::string(to_string(isa)) + " q" + std::to_string(bits));
 }
 BENCHMARK(BM_QuantizeBlock)->Args({4, 0})->Args({4, 1})->Args({4, 2})->Args({4, 3})->Args({2, 2});

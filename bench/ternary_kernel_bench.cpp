@@ -135,14 +135,13 @@ void BM_Ternary(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   const double iters = static_cast<double>(state.iterations());
-  state.counters["weight_B/s"] =
-      benchmark::Counter(iters * static_cast<double>(matrix_bytes), benchmark::Counter::kIsRate,
-                         benchmark::Counter::kIs1000);
+  state.counters["weight_B/s"] = benchmark::Counter(iters * static_cast<double>(matrix_bytes),
+                                                    benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
   state.counters["OP/s"] = benchmark::Counter(iters * 2.0 * static_cast<double>(s.rows * s.cols * tokens),
                                               benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
   state.counters["tokens/s"] = benchmark::Counter(iters * static_cast<double>(tokens), benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(to_string(isa)) + (streamed ? " streamed" : " hot") + " " + std::to_string(s.cols) +
-                 "->" + std::to_string(s.rows) + " x" + std::to_string(tokens) + " t" + std::to_string(threads));
+  state.SetLabel(std::string(to_string(isa)) + (streamed ? " streamed" : " hot") + " " + std::to_string(s.cols) + "->" +
+                 std::to_string(s.rows) + " x" + std::to_string(tokens) + " t" + std::to_string(threads));
 }
 
 template <long Threads>
@@ -159,10 +158,15 @@ void TernaryArgs(benchmark::internal::Benchmark* b) {
   }
 }
 // One thread is timed by its CPU time (the machine may be shared); two threads by wall time.
-BENCHMARK(BM_Ternary)->Apply(TernaryArgs<1>)->ArgNames({"shape", "tokens", "threads", "isa", "streamed"})
+BENCHMARK(BM_Ternary)
+    ->Apply(TernaryArgs<1>)
+    ->ArgNames({"shape", "tokens", "threads", "isa", "streamed"})
     ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Ternary)->Apply(TernaryArgs<2>)->ArgNames({"shape", "tokens", "threads", "isa", "streamed"})
-    ->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Ternary)
+    ->Apply(TernaryArgs<2>)
+    ->ArgNames({"shape", "tokens", "threads", "isa", "streamed"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // A plain read loop over kStreamBytes: the bandwidth a weight stream can hope for.
 // Both ternary layouts' one-token block kernels alone (no activation quantization or
@@ -185,8 +189,8 @@ void BM_TernaryLayout(benchmark::State& state) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
   }
-  const size_t matrix_bytes = base3 ? t3i_packed_size(s.rows, s.cols)
-                                    : ternary_packed_size(TernaryLayout::T2Interleaved16, s.rows, s.cols);
+  const size_t matrix_bytes =
+      base3 ? t3i_packed_size(s.rows, s.cols) : ternary_packed_size(TernaryLayout::T2Interleaved16, s.rows, s.cols);
   const size_t block_bytes = matrix_bytes / ((s.rows + 15) / 16);
   const size_t copies = (kStreamBytes + matrix_bytes - 1) / matrix_bytes;
   AlignedBytes data = aligned_bytes(copies * matrix_bytes);
@@ -211,7 +215,9 @@ void BM_TernaryLayout(benchmark::State& state) {
   state.SetLabel(std::string(base3 ? "t3i16 " : "t2i16 ") + to_string(isa) + " " + std::to_string(s.cols) + "->" +
                  std::to_string(s.rows));
 }
-BENCHMARK(BM_TernaryLayout)->ArgNames({"shape", "base3"})->ArgsProduct({{0, 1, 2, 3}, {0, 1}})
+BENCHMARK(BM_TernaryLayout)
+    ->ArgNames({"shape", "base3"})
+    ->ArgsProduct({{0, 1, 2, 3}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 
 void BM_MemRead(benchmark::State& state) {
@@ -312,12 +318,23 @@ void BM_LmHead(benchmark::State& state) {
                                                     benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
   state.SetLabel(std::string(to_string(type)) + (int8_activations ? " int8-act " : " ") + to_string(isa));
 }
-BENCHMARK(BM_LmHead)->ArgNames({"type", "simd", "threads"})
-    ->Args({0, 1, 1})->Args({1, 1, 1})->Args({2, 1, 1})->Args({3, 1, 1})->Args({4, 1, 1})->Args({2, 0, 1})
+BENCHMARK(BM_LmHead)
+    ->ArgNames({"type", "simd", "threads"})
+    ->Args({0, 1, 1})
+    ->Args({1, 1, 1})
+    ->Args({2, 1, 1})
+    ->Args({3, 1, 1})
+    ->Args({4, 1, 1})
+    ->Args({2, 0, 1})
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_LmHead)->ArgNames({"type", "simd", "threads"})
-    ->Args({1, 1, 2})->Args({2, 1, 2})->Args({3, 1, 2})->Args({4, 1, 2})
-    ->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LmHead)
+    ->ArgNames({"type", "simd", "threads"})
+    ->Args({1, 1, 2})
+    ->Args({2, 1, 2})
+    ->Args({3, 1, 2})
+    ->Args({4, 1, 2})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // XNNPACK fully-connected on the same shape: f32 (f32 weights) and qs8 (int8 weights,
 // one scale per tensor, int8 input and int8 output). XNNPACK packs its own copy of the
@@ -431,7 +448,9 @@ void BM_LmHeadPositions(benchmark::State& state) {
   state.counters["per_position"] = benchmark::Counter(static_cast<double>(state.iterations()) * positions,
                                                       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_LmHeadPositions)->ArgNames({"impl", "positions"})->ArgsProduct({{0, 1, 2, 3}, {1, 8, 64}})
+BENCHMARK(BM_LmHeadPositions)
+    ->ArgNames({"impl", "positions"})
+    ->ArgsProduct({{0, 1, 2, 3}, {1, 8, 64}})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

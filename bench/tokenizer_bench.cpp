@@ -48,8 +48,8 @@ void encode_corpus(benchmark::State& state, const char* tokenizer_path) {
     benchmark::DoNotOptimize(ids.data());
   }
   state.counters["tokens"] = static_cast<double>(tokens);
-  state.counters["tokens/s"] =
-      benchmark::Counter(static_cast<double>(tokens) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(tokens) * static_cast<double>(state.iterations()),
+                                                  benchmark::Counter::kIsRate);
   state.SetBytesProcessed(static_cast<int64_t>(text.size()) * static_cast<int64_t>(state.iterations()));
 }
 
@@ -80,8 +80,8 @@ void BM_EncodeAusten_Llama2_Libsentencepiece(benchmark::State& state) {
     benchmark::DoNotOptimize(ids.data());
   }
   state.counters["tokens"] = static_cast<double>(ids.size());
-  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(ids.size()) * static_cast<double>(state.iterations()),
-                                                  benchmark::Counter::kIsRate);
+  state.counters["tokens/s"] = benchmark::Counter(
+      static_cast<double>(ids.size()) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.SetBytesProcessed(static_cast<int64_t>(text.size()) * static_cast<int64_t>(state.iterations()));
 }
 

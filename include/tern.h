@@ -93,10 +93,10 @@ typedef struct tern_model_params {
   uint64_t memory_budget_bytes; /* 0: no limit */
   void* arena_buffer;           /* optional caller-owned arena (64-byte aligned) */
   size_t arena_buffer_bytes;
-  uint32_t n_threads;           /* 0: one per available core; more is clamped to the cores (a
-                                   warning is logged, tern_model_info.n_threads says what runs) */
-  uint32_t n_ctx;               /* 0: as many as the budget allows, up to the model's context */
-  uint32_t n_batch;             /* prefill batch */
+  uint32_t n_threads; /* 0: one per available core; more is clamped to the cores (a
+                         warning is logged, tern_model_info.n_threads says what runs) */
+  uint32_t n_ctx;     /* 0: as many as the budget allows, up to the model's context */
+  uint32_t n_batch;   /* prefill batch */
   /* Deprecated: kv_mode "f32" / "fp16" say the same. The dense cache's precision when
    * kv_mode is NULL or "". */
   tern_kv_type kv_type TERN_DEPRECATED_FIELD("use kv_mode \"f32\" or \"fp16\"");
@@ -189,33 +189,33 @@ typedef struct tern_model_info {
   const char* chat_format;
   /* A stop string for formats without an end-of-turn token ("\nUser:" for "plain"), or NULL. */
   const char* chat_stop;
-  uint32_t n_sessions;       /* session slots (tern_model_params.n_sessions) */
+  uint32_t n_sessions; /* session slots (tern_model_params.n_sessions) */
 } tern_model_info;
 
 /* Where the memory goes (bytes). arena_used_bytes and the per-purpose fields are live. */
 typedef struct tern_memory_report {
   uint64_t budget_bytes;
-  uint64_t planned_total_bytes;    /* overhead + weights + arena */
+  uint64_t planned_total_bytes; /* overhead + weights + arena */
   uint64_t minimum_budget_bytes;
   uint64_t process_overhead_bytes;
-  uint64_t weights_bytes;          /* mapped bundle bytes */
+  uint64_t weights_bytes; /* mapped bundle bytes */
   uint64_t arena_bytes;
   uint64_t arena_used_bytes;
-  uint64_t arena_weights_bytes;    /* weights converted into the arena */
+  uint64_t arena_weights_bytes; /* weights converted into the arena */
   uint64_t arena_tokenizer_bytes;
   uint64_t arena_scratch_bytes;
   uint64_t arena_kv_cache_bytes;
   uint64_t arena_sampler_bytes;
   uint64_t arena_other_bytes;
-  uint32_t context_tokens;         /* positions the KV cache holds at once */
+  uint32_t context_tokens; /* positions the KV cache holds at once */
   uint32_t batch_tokens;
-  double kv_bytes_per_token;       /* marginal KV bytes per position, all layers and heads */
-  int kv_compressed;               /* 1: per-head compressed cache (kv_mode q*, k*v*, adaptive) */
-  int kv_evicting;                 /* 1: positions may exceed context_tokens (eviction on) */
-  char kv_mode[32];                /* the resolved mode: "f32", "q4", "adaptive:2.5", ... */
-  uint32_t sessions;               /* session slots; arena_bytes holds all of them */
+  double kv_bytes_per_token; /* marginal KV bytes per position, all layers and heads */
+  int kv_compressed;         /* 1: per-head compressed cache (kv_mode q*, k*v*, adaptive) */
+  int kv_evicting;           /* 1: positions may exceed context_tokens (eviction on) */
+  char kv_mode[32];          /* the resolved mode: "f32", "q4", "adaptive:2.5", ... */
+  uint32_t sessions;         /* session slots; arena_bytes holds all of them */
   uint32_t sessions_in_use;
-  uint64_t session_bytes;          /* one slot: session object, scratch, sampler and KV cache */
+  uint64_t session_bytes; /* one slot: session object, scratch, sampler and KV cache */
 } tern_memory_report;
 
 typedef enum tern_stop_reason {
@@ -228,8 +228,8 @@ typedef enum tern_stop_reason {
 
 typedef struct tern_generate_params {
   uint32_t max_new_tokens;
-  int add_bos;                    /* prepend BOS when the session is empty */
-  int parse_special;              /* special-token text in the prompt becomes control tokens */
+  int add_bos;                     /* prepend BOS when the session is empty */
+  int parse_special;               /* special-token text in the prompt becomes control tokens */
   const char* const* stop_strings; /* at most 8, each at most 64 bytes */
   size_t n_stop_strings;
 } tern_generate_params;
@@ -283,13 +283,14 @@ TERN_API tern_status tern_memory_report_get(const tern_model* model, tern_memory
 
 /* Text to token ids. *out_count receives the number of ids; with too small a capacity the
  * call fails with TERN_OUT_OF_RANGE and *out_count holds the number needed. */
-TERN_API tern_status tern_tokenize(tern_model* model, const char* text, size_t text_size, int add_bos, int parse_special,
-                          int32_t* out_tokens, size_t capacity, size_t* out_count);
+TERN_API tern_status tern_tokenize(tern_model* model, const char* text, size_t text_size, int add_bos,
+                                   int parse_special, int32_t* out_tokens, size_t capacity, size_t* out_count);
 /* Token ids to text (control tokens skipped), NUL-terminated; *out_size excludes the NUL. */
 TERN_API tern_status tern_detokenize(const tern_model* model, const int32_t* tokens, size_t count, char* out_text,
-                            size_t capacity, size_t* out_size);
+                                     size_t capacity, size_t* out_size);
 
-TERN_API tern_status tern_session_create(tern_model* model, const tern_session_params* params, tern_session** out_session);
+TERN_API tern_status tern_session_create(tern_model* model, const tern_session_params* params,
+                                         tern_session** out_session);
 TERN_API void tern_session_free(tern_session* session);
 /* Forgets the conversation and clears an abort request. */
 TERN_API tern_status tern_session_reset(tern_session* session);
@@ -313,8 +314,8 @@ TERN_API tern_status tern_get_logits(const tern_session* session, const float** 
 TERN_API tern_status tern_sample(tern_session* session, int32_t* out_token);
 /* Tokenize + prefill + sample/decode loop, streaming text through `callback` (may be NULL). */
 TERN_API tern_status tern_generate(tern_session* session, const char* prompt, size_t prompt_size,
-                          const tern_generate_params* params, tern_piece_callback callback, void* user_data,
-                          tern_generate_stats* out_stats);
+                                   const tern_generate_params* params, tern_piece_callback callback, void* user_data,
+                                   tern_generate_stats* out_stats);
 
 /* ---- Planner: what a bundle needs, per KV mode, before loading it ----
  * tern_plan() maps and verifies the bundle (no arena, no threads, nothing kept) and fills one
@@ -327,18 +328,18 @@ TERN_API tern_status tern_generate(tern_session* session, const char* prompt, si
  * Allocates only while it runs; call it before loading, not while generating. */
 typedef struct tern_plan_row {
   char kv_mode[32];
-  tern_status status;              /* TERN_OK, or why the mode has no plan (e.g. BUDGET_TOO_SMALL:
-                                      the budget holds not even its smallest cache) */
-  uint32_t context_tokens;         /* KV positions held at once */
-  double kv_bytes_per_token;       /* marginal, all layers and heads */
-  uint64_t weights_bytes;          /* mapped bundle */
+  tern_status status;        /* TERN_OK, or why the mode has no plan (e.g. BUDGET_TOO_SMALL:
+                                the budget holds not even its smallest cache) */
+  uint32_t context_tokens;   /* KV positions held at once */
+  double kv_bytes_per_token; /* marginal, all layers and heads */
+  uint64_t weights_bytes;    /* mapped bundle */
   uint64_t process_overhead_bytes;
-  uint64_t arena_bytes;            /* converted weights + tokenizer + scratch + sampler + KV */
-  uint64_t scratch_bytes;          /* activations, attention scores, token history */
-  uint64_t kv_bytes;               /* the KV cache (exact byte function of its kind) */
-  uint64_t total_bytes;            /* process overhead + weights + arena: the budget this plan needs */
-  uint64_t minimum_budget_bytes;   /* the smallest budget that loads this mode at all */
-  uint64_t session_bytes;          /* one session slot of context_tokens */
+  uint64_t arena_bytes;          /* converted weights + tokenizer + scratch + sampler + KV */
+  uint64_t scratch_bytes;        /* activations, attention scores, token history */
+  uint64_t kv_bytes;             /* the KV cache (exact byte function of its kind) */
+  uint64_t total_bytes;          /* process overhead + weights + arena: the budget this plan needs */
+  uint64_t minimum_budget_bytes; /* the smallest budget that loads this mode at all */
+  uint64_t session_bytes;        /* one session slot of context_tokens */
   /* With a budget: how many sessions of context_tokens fit in it (the answer to "how many
    * conversations of N tokens can this device hold": plan with n_ctx = N); else n_sessions. */
   uint32_t sessions_that_fit;
@@ -351,7 +352,7 @@ typedef struct tern_plan_row {
  * cannot be planned sets its row's status (tern_last_error_message() holds the last such
  * message); the call itself fails only for bad arguments or an unreadable bundle. */
 TERN_API tern_status tern_plan(const char* bundle_path, const tern_model_params* params, const char* const* kv_modes,
-                      size_t n_kv_modes, tern_plan_row* rows, size_t capacity, size_t* out_count);
+                               size_t n_kv_modes, tern_plan_row* rows, size_t capacity, size_t* out_count);
 
 /* ---- Chat ----
  * Renders a conversation into the text the model was trained on, with the bundle's chat
@@ -384,8 +385,7 @@ TERN_API tern_status tern_chat_apply(const tern_model* model, const tern_chat_me
  * fsynced, renamed over it, the directory fsynced): a crash or kill mid-save leaves the
  * previous file whole; a failed save returns TERN_IO_ERROR and leaves it untouched. */
 TERN_API tern_status tern_session_state_size(const tern_session* session, size_t* out_size);
-TERN_API tern_status tern_session_state_save(const tern_session* session, void* buf, size_t capacity,
-                                             size_t* out_size);
+TERN_API tern_status tern_session_state_save(const tern_session* session, void* buf, size_t capacity, size_t* out_size);
 TERN_API tern_status tern_session_state_load(tern_session* session, const void* buf, size_t size);
 TERN_API tern_status tern_session_state_save_file(const tern_session* session, const char* path);
 TERN_API tern_status tern_session_state_load_file(tern_session* session, const char* path);
@@ -483,7 +483,7 @@ typedef enum tern_embed_format {
 } tern_embed_format;
 
 typedef struct tern_embed_params {
-  uint32_t dimensions;      /* 0: the model's; else the first D dimensions, re-normalized (Matryoshka) */
+  uint32_t dimensions; /* 0: the model's; else the first D dimensions, re-normalized (Matryoshka) */
   tern_embed_format format;
   /* A prompt stored in the bundle ("query", "document", ...) put in front of every text.
    * NULL: the bundle's default prompt (none when it has none); "": no prompt. */
@@ -509,8 +509,8 @@ typedef enum tern_pooling { TERN_POOLING_LAST = 0, TERN_POOLING_MEAN = 1, TERN_P
 typedef struct tern_embedding_info {
   uint32_t dimensions; /* 0: not an embedding model */
   tern_pooling pooling;
-  int normalized;      /* vectors are L2-normalized */
-  size_t n_prompts;    /* named prompts stored in the bundle (tern_model_embedding_prompt) */
+  int normalized;             /* vectors are L2-normalized */
+  size_t n_prompts;           /* named prompts stored in the bundle (tern_model_embedding_prompt) */
   const char* default_prompt; /* the prompt used when tern_embed_params.prompt_name is NULL, or NULL */
 } tern_embedding_info;
 

@@ -105,8 +105,8 @@ void dense_attention_scores_f16(Isa isa, const float* q, uint32_t queries, uint3
                                 uint32_t len, uint32_t capacity, float scale, float* scores, size_t stride) {
   scores_impl(isa, q, queries, head_dim, keys, len, capacity, scale, scores, stride);
 }
-void dense_attention_values_f16(Isa isa, const float* probs, size_t p_stride, uint32_t queries,
-                                const uint16_t* values, uint32_t head_dim, uint32_t len, float* out) {
+void dense_attention_values_f16(Isa isa, const float* probs, size_t p_stride, uint32_t queries, const uint16_t* values,
+                                uint32_t head_dim, uint32_t len, float* out) {
   values_impl(isa, probs, p_stride, queries, values, head_dim, len, out);
 }
 

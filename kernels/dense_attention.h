@@ -44,8 +44,8 @@ void dense_attention_values(Isa isa, const float* probs, size_t p_stride, uint32
 // results equal the f32 kernels' over the widened cache.
 void dense_attention_scores_f16(Isa isa, const float* q, uint32_t queries, uint32_t head_dim, const uint16_t* keys,
                                 uint32_t len, uint32_t capacity, float scale, float* scores, size_t stride);
-void dense_attention_values_f16(Isa isa, const float* probs, size_t p_stride, uint32_t queries,
-                                const uint16_t* values, uint32_t head_dim, uint32_t len, float* out);
+void dense_attention_values_f16(Isa isa, const float* probs, size_t p_stride, uint32_t queries, const uint16_t* values,
+                                uint32_t head_dim, uint32_t len, float* out);
 
 // Per-ISA inner loops (dense_attention__<isa>.cpp); queries is 1..kKvMaxQueries.
 struct DenseAttentionUkernels {

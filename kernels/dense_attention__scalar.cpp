@@ -4,7 +4,6 @@
 namespace tern {
 namespace {
 
-
 template <typename Element>
 void block_scores(const float* q, uint32_t queries, uint32_t head_dim, const Element* keys, uint32_t blocks,
                   float scale, float* scores, size_t stride) {
@@ -23,8 +22,8 @@ void block_scores(const float* q, uint32_t queries, uint32_t head_dim, const Ele
 // Sixteen columns at a time held across all positions (a pass per position would load and
 // store `out` for every one).
 template <typename Element>
-uint32_t value_columns(const float* probs, size_t p_stride, uint32_t queries, const Element* values,
-                       uint32_t head_dim, uint32_t len, float* out) {
+uint32_t value_columns(const float* probs, size_t p_stride, uint32_t queries, const Element* values, uint32_t head_dim,
+                       uint32_t len, float* out) {
   constexpr uint32_t kChunk = 16;
   uint32_t c0 = 0;
   for (; c0 + kChunk <= head_dim; c0 += kChunk) {

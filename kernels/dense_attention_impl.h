@@ -59,11 +59,11 @@ void blocks_for(const float* q, uint32_t head_dim, const Element* keys, uint32_t
       dense_attention_prefetch(keys + (b + kDenseAttentionPrefetchBlocks) * block_floats, kWide * block_floats);
     }
     blocks_q<K, Q, kWide * kKvKeyBlock / K::kWidth>(q, head_dim, keys + b * block_floats, scale,
-                                                     scores + b * kKvKeyBlock, stride);
+                                                    scores + b * kKvKeyBlock, stride);
   }
   for (; b + kNarrow <= blocks; b += kNarrow)
     blocks_q<K, Q, kNarrow * kKvKeyBlock / K::kWidth>(q, head_dim, keys + b * block_floats, scale,
-                                                       scores + b * kKvKeyBlock, stride);
+                                                      scores + b * kKvKeyBlock, stride);
   if constexpr (kNarrow > 1) {
     if (b < blocks)
       blocks_q<typename K::Half, Q, 1>(q, head_dim, keys + b * block_floats, scale, scores + b * kKvKeyBlock, stride);
@@ -106,7 +106,8 @@ uint32_t columns_for(const float* probs, size_t p_stride, const Element* values,
                      float* out) {
   constexpr uint32_t kWide = ValueWide * K::kWidth, kNarrow = ValueNarrow * K::kWidth;
   uint32_t c0 = 0;
-  for (; c0 + kWide <= head_dim; c0 += kWide) columns_q<K, Q, ValueWide>(probs, p_stride, values, head_dim, len, c0, out);
+  for (; c0 + kWide <= head_dim; c0 += kWide)
+    columns_q<K, Q, ValueWide>(probs, p_stride, values, head_dim, len, c0, out);
   if constexpr (kNarrow > 0) {
     for (; c0 + kNarrow <= head_dim; c0 += kNarrow)
       columns_q<K, Q, ValueNarrow>(probs, p_stride, values, head_dim, len, c0, out);

@@ -19,7 +19,8 @@ namespace tern {
 namespace dense_i8_x86 {
 
 constexpr size_t kLine = 64;
-constexpr size_t kAheadBytes = 4096;  // prefetch distance in the row stream: 4 KB beat 2 KB once the row loop kept its sums in registers
+constexpr size_t kAheadBytes =
+    4096;  // prefetch distance in the row stream: 4 KB beat 2 KB once the row loop kept its sums in registers
 
 template <typename D>
 inline float hsum(__m256 v) {
@@ -90,7 +91,8 @@ float row_i8(const DenseMatrix& m, const DenseActivationsI8& x, size_t r) {
     // Per 128-bit half: [d0 d1 d2 d3] and [d4 d5 d6 d7] partial sums; the halves add up.
     const __m256i t0 = _mm256_hadd_epi32(_mm256_hadd_epi32(d0, d1), _mm256_hadd_epi32(d2, d3));
     const __m256i t1 = _mm256_hadd_epi32(_mm256_hadd_epi32(d4, d5), _mm256_hadd_epi32(d6, d7));
-    const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20), _mm256_permute2x128_si256(t0, t1, 0x31));
+    const __m256i sums =
+        _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20), _mm256_permute2x128_si256(t0, t1, 0x31));
     const __m256 scale = _mm256_mul_ps(_mm256_loadu_ps(wscales + g), _mm256_loadu_ps(x.scales + g));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
   }

@@ -123,8 +123,7 @@ inline bool gemv(const DenseMatrix& m, const float* x, float* y, size_t r0, size
       for (; r < r1; ++r) rows_q8<V, 1>(m, x, y, r);
       return true;
     }
-    default:
-      return false;
+    default: return false;
   }
 }
 

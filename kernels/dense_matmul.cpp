@@ -60,9 +60,7 @@ namespace {
 void dense_row_slice_f32(const DenseMatrix& m, size_t row, size_t c0, size_t n, float* out) {
   const size_t cols = m.cols;
   switch (m.type) {
-    case DenseType::F32:
-      std::memcpy(out, static_cast<const float*>(m.data) + row * cols + c0, n * 4);
-      return;
+    case DenseType::F32: std::memcpy(out, static_cast<const float*>(m.data) + row * cols + c0, n * 4); return;
     case DenseType::F16: {
       const uint16_t* p = static_cast<const uint16_t*>(m.data) + row * cols + c0;
       for (size_t c = 0; c < n; ++c) out[c] = f16_to_f32(p[c]);
@@ -180,12 +178,10 @@ namespace {
 
 const IsaKernel<DenseGemvI8Kernel> kDenseGemvI8Kernels[] = {
 #if defined(__x86_64__)
-    {Isa::Avx512Vnni, dense_gemv_i8__avx512vnni},
-    {Isa::Avx2, dense_gemv_i8__avx2},
+    {Isa::Avx512Vnni, dense_gemv_i8__avx512vnni}, {Isa::Avx2, dense_gemv_i8__avx2},
 #endif
 #if defined(__aarch64__)
-    {Isa::NeonDot, dense_gemv_i8__neondot},
-    {Isa::Neon, dense_gemv_i8__neon},
+    {Isa::NeonDot, dense_gemv_i8__neondot},       {Isa::Neon, dense_gemv_i8__neon},
 #endif
     {Isa::Scalar, dense_gemv_i8__scalar},
 };

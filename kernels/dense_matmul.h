@@ -15,10 +15,10 @@ namespace tern {
 // Ids are stored in bundles: append, never renumber.
 enum class DenseType : uint32_t {
   F32 = 0,
-  F16 = 1,   // IEEE half
+  F16 = 1,  // IEEE half
   BF16 = 2,
-  Q8 = 3,    // int8 symmetric, one f32 scale per group of `group` columns
-  Q4 = 4,    // int4 symmetric in [-8, 7] stored +8, two per byte (low nibble = even column), group scales
+  Q8 = 3,  // int8 symmetric, one f32 scale per group of `group` columns
+  Q4 = 4,  // int4 symmetric in [-8, 7] stored +8, two per byte (low nibble = even column), group scales
 };
 const char* to_string(DenseType type);
 
@@ -61,7 +61,5 @@ constexpr size_t kDenseI8MaxCols = 16384;  // activations are quantized into a s
 bool dense_gemv_i8_applies(const DenseMatrix& m);
 void dense_gemv_i8(const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool);
 Error dense_gemv_i8_isa(Isa isa, const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool);
-
-
 
 }  // namespace tern

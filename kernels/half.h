@@ -53,7 +53,7 @@ inline uint16_t f32_to_f16(float f) {
   const uint32_t abs = x & 0x7fffffffu;
   if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x1ffu));
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // infinity, or rounds to it
-  if (abs < 0x38800000u) {  // below the smallest normal half: a subnormal
+  if (abs < 0x38800000u) {                                               // below the smallest normal half: a subnormal
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
     const uint32_t e = abs >> 23;
     const uint32_t m = (abs & 0x7fffffu) | 0x800000u;

@@ -13,8 +13,10 @@ size_t kernel_choices(KernelChoice* out, size_t capacity) {
       {"ternary_block", ternary_active_isa()},
       {"ternary_block_t3i16", ternary_active_isa(TernaryLayout::T3Interleaved16)},
       {"quantize_absmax", quantize_active_isa()},
-      {"dense_gemv", dense_gemv_active_isa()},        {"dense_gemv_i8", dense_gemv_i8_active_isa()},
-      {"kv_quant", kv_quant_active_isa()},            {"kv_attention", kv_attention_active_isa()},
+      {"dense_gemv", dense_gemv_active_isa()},
+      {"dense_gemv_i8", dense_gemv_i8_active_isa()},
+      {"kv_quant", kv_quant_active_isa()},
+      {"kv_attention", kv_attention_active_isa()},
       {"dense_attention", dense_attention_active_isa()},
   };
   const size_t n = sizeof(all) / sizeof(all[0]);

@@ -87,8 +87,8 @@ void kv_segment_accumulate_multi(Isa isa, const KvSegment& seg, const KvQuantLay
   }
 }
 
-void kv_segment_scores(Isa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
-                       const float* q, float scale, float* scores) {
+void kv_segment_scores(Isa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim, const float* q,
+                       float scale, float* scores) {
   kv_segment_scores_multi(isa, seg, layout, head_dim, q, 1, scale, scores, 0);
 }
 

@@ -12,9 +12,9 @@
 namespace tern {
 
 enum class KvSegmentKind : uint8_t {
-  ExactF32 = 0,  // keys/values: tokens x head_dim floats
-  ExactF16 = 1,  // keys/values: tokens x head_dim IEEE halves
-  Quantized = 2, // keys: one key block; values: block_tokens value rows (first `tokens` used)
+  ExactF32 = 0,   // keys/values: tokens x head_dim floats
+  ExactF16 = 1,   // keys/values: tokens x head_dim IEEE halves
+  Quantized = 2,  // keys: one key block; values: block_tokens value rows (first `tokens` used)
 };
 
 // A run of consecutive positions stored one way.
@@ -33,8 +33,8 @@ struct KvQuantLayout {
 };
 
 // scores[t] = scale * q·k_t over the segment's tokens.
-void kv_segment_scores(Isa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
-                       const float* q, float scale, float* scores);
+void kv_segment_scores(Isa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim, const float* q,
+                       float scale, float* scores);
 // out += Σ_t p[t] * v_t over the segment's tokens.
 void kv_segment_accumulate(Isa isa, const KvSegment& seg, const KvQuantLayout& layout, uint32_t head_dim,
                            const float* p, float* out);

@@ -1,14 +1,16 @@
 // AVX2 mixed-precision attention loops (built with -mavx2 -mfma -mf16c on this file only).
 #include "kernels/f32_vec_avx2.h"
-#include "kernels/kv_codes_x86.h"
 #include "kernels/kv_attention_impl.h"
+#include "kernels/kv_codes_x86.h"
 
 namespace tern {
 namespace {
 
 struct Avx2 : F32x8 {
   template <uint32_t B>
-  static void codes(const uint8_t* row, uint32_t c, Vec* v) { *v = kv_codes8<B>(row, c); }
+  static void codes(const uint8_t* row, uint32_t c, Vec* v) {
+    *v = kv_codes8<B>(row, c);
+  }
 
   template <uint32_t B, uint32_t Q>
   static uint32_t row_dots(const float* qs, const uint8_t* row, uint32_t head_dim, float* sums) {

@@ -1,8 +1,8 @@
 // AVX-512 mixed-precision attention loops (built with -mavx512f -mavx512bw -mavx512vl on this file only).
 #include "kernels/f32_vec_avx2.h"
 #include "kernels/f32_vec_avx512.h"
-#include "kernels/kv_codes_x86.h"
 #include "kernels/kv_attention_impl.h"
+#include "kernels/kv_codes_x86.h"
 
 namespace tern {
 namespace {
@@ -16,7 +16,9 @@ inline __m512 codes16(const uint8_t* row, uint32_t c) {
 
 struct Avx512 : F32x16 {
   template <uint32_t B>
-  static void codes(const uint8_t* row, uint32_t c, Vec* v) { *v = codes16<B>(row, c); }
+  static void codes(const uint8_t* row, uint32_t c, Vec* v) {
+    *v = codes16<B>(row, c);
+  }
 
   // Sixteen columns a step in a zmm per query, then eight in a ymm.
   // Sixteen columns a step in a zmm per query, then eight in a ymm.
@@ -32,11 +34,13 @@ struct Avx512 : F32x16 {
     uint32_t c = 0;
     for (; c + 16 <= body; c += 16) {
       const __m512 codes = codes16<B>(row, c);
-      for (uint32_t i = 0; i < Q; ++i) acc16[i] = _mm512_fmadd_ps(_mm512_loadu_ps(qs + i * head_dim + c), codes, acc16[i]);
+      for (uint32_t i = 0; i < Q; ++i)
+        acc16[i] = _mm512_fmadd_ps(_mm512_loadu_ps(qs + i * head_dim + c), codes, acc16[i]);
     }
     for (; c < body; c += 8) {
       const __m256 codes = kv_codes8<B>(row, c);
-      for (uint32_t i = 0; i < Q; ++i) acc8[i] = _mm256_fmadd_ps(_mm256_loadu_ps(qs + i * head_dim + c), codes, acc8[i]);
+      for (uint32_t i = 0; i < Q; ++i)
+        acc8[i] = _mm256_fmadd_ps(_mm256_loadu_ps(qs + i * head_dim + c), codes, acc8[i]);
     }
     for (uint32_t i = 0; i < Q; ++i) sums[i] = hsum(acc16[i]) + F32x8::hsum(acc8[i]);
     return c;

@@ -29,7 +29,9 @@ inline void codes8(const uint8_t* row, uint32_t c, float32x4_t* lo, float32x4_t*
 
 struct Neon : F32x4 {
   template <uint32_t B>
-  static void codes(const uint8_t* row, uint32_t c, Vec* v) { codes8<B>(row, c, v, v + 1); }
+  static void codes(const uint8_t* row, uint32_t c, Vec* v) {
+    codes8<B>(row, c, v, v + 1);
+  }
 
   template <uint32_t B, uint32_t Q>
   static uint32_t row_dots(const float* qs, const uint8_t* row, uint32_t head_dim, float* sums) {

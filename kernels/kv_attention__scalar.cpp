@@ -78,8 +78,8 @@ void halves_to_floats(const uint16_t* h, uint32_t n, float* out) {
 
 }  // namespace
 
-const KvAttentionUkernels kv_attention__scalar = {
-    code_row_dots,        value_rows_accumulate, exact_scores_f32, exact_scores_f16,
-    exact_accumulate_f32, exact_accumulate_f16,  halves_to_floats};
+const KvAttentionUkernels kv_attention__scalar = {code_row_dots,    value_rows_accumulate, exact_scores_f32,
+                                                  exact_scores_f16, exact_accumulate_f32,  exact_accumulate_f16,
+                                                  halves_to_floats};
 
 }  // namespace tern

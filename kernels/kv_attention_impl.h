@@ -93,15 +93,14 @@ void value_rows_accumulate(const float* p, size_t p_stride, uint32_t queries, co
   with_bits(bits, [&](auto b) {
     with_query_count(queries, [&](auto q) {
       kv_value_rows_accumulate<ValueChunks<K>, decltype(b)::value, decltype(q)::value>(p, p_stride, rows, tokens,
-                                                                                        head_dim, group, out);
+                                                                                       head_dim, group, out);
     });
   });
 }
 
 // Keys kept exact (f32 or f16 elements): scores[t] = scale * Σ_c q[c] * key[t][c].
 template <typename K, typename Element>
-void exact_scores(const float* q, const Element* keys, uint32_t tokens, uint32_t head_dim, float scale,
-                  float* scores) {
+void exact_scores(const float* q, const Element* keys, uint32_t tokens, uint32_t head_dim, float scale, float* scores) {
   for (uint32_t t = 0; t < tokens; ++t) {
     const Element* k = keys + static_cast<size_t>(t) * head_dim;
     typename K::Vec acc = K::zero();
@@ -134,9 +133,8 @@ void halves_to_floats(const uint16_t* h, uint32_t n, float* out) {
 
 template <typename K>
 constexpr KvAttentionUkernels ukernels() {
-  return {code_row_dots<K>,           value_rows_accumulate<K>,           exact_scores<K, float>,
-          exact_scores<K, uint16_t>,  exact_accumulate<K, float>,         exact_accumulate<K, uint16_t>,
-          halves_to_floats<K>};
+  return {code_row_dots<K>,           value_rows_accumulate<K>,      exact_scores<K, float>, exact_scores<K, uint16_t>,
+          exact_accumulate<K, float>, exact_accumulate<K, uint16_t>, halves_to_floats<K>};
 }
 
 }  // namespace kv_attention_impl

@@ -47,9 +47,7 @@ Isa kv_attention_active_isa() {
   return isa;
 }
 
-const KvQuantUkernels& kv_quant_ukernels(Isa isa) {
-  return *isa_select(kKvQuantKernels, isa_level_flags(isa)).kernel;
-}
+const KvQuantUkernels& kv_quant_ukernels(Isa isa) { return *isa_select(kKvQuantKernels, isa_level_flags(isa)).kernel; }
 
 const KvAttentionUkernels& kv_attention_ukernels(Isa isa) {
   return *isa_select(kKvAttentionKernels, isa_level_flags(isa)).kernel;
@@ -78,7 +76,8 @@ void kv_pack_codes(const uint8_t* codes, size_t count, uint32_t bits, uint8_t* o
 }
 
 void kv_unpack_codes(const uint8_t* packed, size_t count, uint32_t bits, uint8_t* codes) {
-  for (size_t i = 0; i < count; ++i) codes[i] = static_cast<uint8_t>(kv_code_at(packed, static_cast<uint32_t>(i), bits));
+  for (size_t i = 0; i < count; ++i)
+    codes[i] = static_cast<uint8_t>(kv_code_at(packed, static_cast<uint32_t>(i), bits));
 }
 
 namespace {
@@ -243,8 +242,8 @@ void kv_truncate_key_block(const uint8_t* block, uint32_t block_tokens, uint32_t
     truncate_codes(rows + t * from_row, head_dim, from_bits, to_bits, out_rows + t * to_row);
 }
 
-void kv_truncate_value_row(const uint8_t* row, uint32_t head_dim, uint32_t group, uint32_t from_bits,
-                           uint32_t to_bits, uint8_t* out) {
+void kv_truncate_value_row(const uint8_t* row, uint32_t head_dim, uint32_t group, uint32_t from_bits, uint32_t to_bits,
+                           uint8_t* out) {
   const uint32_t groups = kv_value_groups(head_dim, group);
   for (uint32_t g = 0; g < groups; ++g)
     truncated_params(row + 4 * g, row + 4 * g + 2, from_bits - to_bits, out + 4 * g, out + 4 * g + 2);

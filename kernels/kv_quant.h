@@ -66,15 +66,13 @@ void kv_pack_codes(const uint8_t* codes, size_t count, uint32_t bits, uint8_t* o
 void kv_unpack_codes(const uint8_t* packed, size_t count, uint32_t bits, uint8_t* codes);
 
 // The outward-rounded f16 (min, step) for data in [lo, hi] at `bits`; also returns them as floats.
-void kv_quant_params(float lo, float hi, uint32_t bits, uint16_t* min_h, uint16_t* step_h, float* min_f,
-                     float* step_f);
+void kv_quant_params(float lo, float hi, uint32_t bits, uint16_t* min_h, uint16_t* step_h, float* min_f, float* step_f);
 
 // Writes the key block of `block_tokens` rows (token-major, head_dim floats each).
 void kv_quantize_key_block(Isa isa, const float* keys, uint32_t block_tokens, uint32_t head_dim, uint32_t bits,
                            uint8_t* block);
 // Writes one value row.
-void kv_quantize_value_row(Isa isa, const float* value, uint32_t head_dim, uint32_t group, uint32_t bits,
-                           uint8_t* row);
+void kv_quantize_value_row(Isa isa, const float* value, uint32_t head_dim, uint32_t group, uint32_t bits, uint8_t* row);
 // out[i] = f32_to_f16(x[i]) (kernels/half.h) for n floats, bit for bit on every ISA: the f16
 // caches' exact rows.
 void kv_float_halves(Isa isa, const float* x, uint32_t n, uint16_t* out);
@@ -107,8 +105,8 @@ void kv_requantize_value_row(Isa isa, const uint8_t* row, uint32_t head_dim, uin
 // (above) compounds step_from/2 + step_to/2.
 void kv_truncate_key_block(const uint8_t* block, uint32_t block_tokens, uint32_t head_dim, uint32_t from_bits,
                            uint32_t to_bits, uint8_t* out);
-void kv_truncate_value_row(const uint8_t* row, uint32_t head_dim, uint32_t group, uint32_t from_bits,
-                           uint32_t to_bits, uint8_t* out);
+void kv_truncate_value_row(const uint8_t* row, uint32_t head_dim, uint32_t group, uint32_t from_bits, uint32_t to_bits,
+                           uint8_t* out);
 
 // Normalized Walsh-Hadamard transform: orthonormal and its own inverse, so rotating
 // keys and queries leaves q·k unchanged and rotating the attention output undoes the

@@ -15,7 +15,8 @@ struct Avx512 : F32x16 {
   }
   static constexpr uint32_t kHalfStep = 16;
   static void halves(const float* x, uint16_t* out) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtps_ph(_mm512_loadu_ps(x), _MM_FROUND_TO_NEAREST_INT));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(x), _MM_FROUND_TO_NEAREST_INT));
   }
 };
 

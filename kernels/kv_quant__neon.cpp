@@ -21,9 +21,7 @@ struct Neon : F32x4 {
   }
   // FCVTN rounds as FPCR says: to nearest even unless an app changed it.
   static constexpr uint32_t kHalfStep = 4;
-  static void halves(const float* x, uint16_t* out) {
-    vst1_u16(out, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x))));
-  }
+  static void halves(const float* x, uint16_t* out) { vst1_u16(out, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x)))); }
 };
 
 }  // namespace

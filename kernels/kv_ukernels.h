@@ -31,15 +31,14 @@ struct KvAttentionUkernels {
   void (*code_row_dots)(const float* qs, const float* bias, uint32_t queries, const uint8_t* rows, size_t row_bytes,
                         uint32_t tokens, uint32_t head_dim, uint32_t bits, float scale, float* scores, size_t stride);
   // out[i][c] += Σ_t p[i*p_stride + t] * (min_g + step_g * code[t][c]) over value rows.
-  void (*value_rows_accumulate)(const float* p, size_t p_stride, uint32_t queries, const uint8_t* rows,
-                                uint32_t tokens, uint32_t head_dim, uint32_t group, uint32_t bits, float* out);
+  void (*value_rows_accumulate)(const float* p, size_t p_stride, uint32_t queries, const uint8_t* rows, uint32_t tokens,
+                                uint32_t head_dim, uint32_t group, uint32_t bits, float* out);
   void (*exact_scores_f32)(const float* q, const float* keys, uint32_t tokens, uint32_t head_dim, float scale,
                            float* scores);
   void (*exact_scores_f16)(const float* q, const uint16_t* keys, uint32_t tokens, uint32_t head_dim, float scale,
                            float* scores);
   void (*exact_accumulate_f32)(const float* p, const float* values, uint32_t tokens, uint32_t head_dim, float* out);
-  void (*exact_accumulate_f16)(const float* p, const uint16_t* values, uint32_t tokens, uint32_t head_dim,
-                               float* out);
+  void (*exact_accumulate_f16)(const float* p, const uint16_t* values, uint32_t tokens, uint32_t head_dim, float* out);
   // out[i] = the IEEE half h[i] as a float, exactly (a key block's channel minimums and steps).
   void (*halves_to_floats)(const uint16_t* h, uint32_t n, float* out);
 };
@@ -94,6 +93,5 @@ inline uint8_t kv_code(float x, float min, float inv, float top) {
 }
 
 }  // namespace
-
 
 }  // namespace tern

@@ -30,8 +30,8 @@ inline void kv_value_group_params(const uint8_t* row, uint32_t g, uint16_t* min_
 template <typename Chunks, uint32_t B, int Q>
 void kv_value_rows_accumulate(const float* p, size_t p_stride, const uint8_t* rows, uint32_t tokens, uint32_t head_dim,
                               uint32_t group, float* out) {
-  const KvValueRows v{p, p_stride, rows, kv_value_row_bytes(B, head_dim, group), tokens, head_dim,
-                      kv_value_groups(head_dim, group)};
+  const KvValueRows v{
+      p, p_stride, rows, kv_value_row_bytes(B, head_dim, group), tokens, head_dim, kv_value_groups(head_dim, group)};
   float bias[Q][kKvMaxHeadDim / 8] = {};
   for (uint32_t g = 0; g < v.groups; ++g) {
     const uint32_t end = (g + 1) * group < head_dim ? (g + 1) * group : head_dim;
@@ -51,7 +51,8 @@ void kv_value_rows_accumulate(const float* p, size_t p_stride, const uint8_t* ro
       for (int i = 0; i < Q; ++i) {
         const float a = p[i * p_stride + t] * st;
         if (first) bias[i][g] += p[i * p_stride + t] * mn;
-        for (uint32_t cc = c; cc < end; ++cc) out[i * head_dim + cc] += a * static_cast<float>(kv_code_at(codes_row, cc, B));
+        for (uint32_t cc = c; cc < end; ++cc)
+          out[i * head_dim + cc] += a * static_cast<float>(kv_code_at(codes_row, cc, B));
       }
     }
   }

@@ -32,7 +32,8 @@ struct Avx2 {
     };
     size_t i = 0;
     for (; i + 32 <= n; i += 32) {
-      const __m256i v0 = convert8(x + i), v1 = convert8(x + i + 8), v2 = convert8(x + i + 16), v3 = convert8(x + i + 24);
+      const __m256i v0 = convert8(x + i), v1 = convert8(x + i + 8), v2 = convert8(x + i + 16),
+                    v3 = convert8(x + i + 24);
       const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(v0, v1), _mm256_packs_epi32(v2, v3));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), _mm256_permutevar8x32_epi32(bytes, order));
     }

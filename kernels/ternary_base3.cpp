@@ -78,8 +78,8 @@ Error t3i_unpack(const uint8_t* packed, size_t packed_size, size_t rows, size_t 
       t3i_position(r, c, k_tiles, &byte, &digit);
       const unsigned v = packed[byte] * 243u / 256u;  // checked back: every byte must encode a value
       if (v > 242 || encode(v) != packed[byte]) {
-        return fail(Error::InvalidBundle, "t3i_unpack: byte %u at (%zu, %zu) encodes no base-3 value",
-                    packed[byte], r, c);
+        return fail(Error::InvalidBundle, "t3i_unpack: byte %u at (%zu, %zu) encodes no base-3 value", packed[byte], r,
+                    c);
       }
       codes[r * cols + c] = static_cast<int8_t>(static_cast<int>(t3i_stored_digit(packed, cols, r, c)) - 1);
     }

@@ -37,9 +37,7 @@ struct T2iPlanes {
 struct T3iPlanes {
   using Tiles = T3iTiles;
   static constexpr int kCount = static_cast<int>(kT3iDigits);
-  static int8x16_t digit_of(uint8x16_t p) {
-    return vreinterpretq_s8_u8(vshrq_n_u8(vhaddq_u8(p, vshrq_n_u8(p, 1)), 6));
-  }
+  static int8x16_t digit_of(uint8x16_t p) { return vreinterpretq_s8_u8(vshrq_n_u8(vhaddq_u8(p, vshrq_n_u8(p, 1)), 6)); }
   static void decode(uint8x16_t p, int8x16_t* w) {
     const uint8x16_t three = vdupq_n_u8(3);
     w[0] = digit_of(p);
@@ -137,7 +135,7 @@ void block_n(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride
   for_each_tile<Tiles, NT>(block, cols, q, q_stride, [&](const uint8_t* w, const int8_t* qp, size_t stride) {
     typename Dot::template Acts<P::kCount> a[NT];
     for (size_t t = 0; t < NT; ++t) a[t] = Dot::template acts<P::kCount>(qp + t * stride);
-    // Fully unrolled so the accumulators live in registers.
+      // Fully unrolled so the accumulators live in registers.
 #pragma GCC unroll 4
     for (size_t m = 0; m < 4; ++m) {
       int8x16_t wp[P::kCount];

@@ -42,7 +42,8 @@ inline void decode_planes(__m512i packed, __m512i w[4]) {
 // wider token tiles have independent chains already and need the registers (16 tokens
 // x 1 accumulator + 4 planes fit the 32 zmm registers).
 template <size_t NT>
-__attribute__((noinline)) void block_t2i16_avx512vnni_n(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride, int32_t* out) {
+__attribute__((noinline)) void block_t2i16_avx512vnni_n(const uint8_t* block, size_t cols, const int8_t* q,
+                                                        size_t q_stride, int32_t* out) {
   constexpr size_t kAcc = NT <= 2 ? 4 : (NT <= 8 ? 2 : 1);
   // With one accumulator per plane, plane j can stay where it is (masked, not shifted): its
   // sums come out 4^j times too large, exactly, and one shift per accumulator at the end
@@ -52,7 +53,6 @@ __attribute__((noinline)) void block_t2i16_avx512vnni_n(const uint8_t* block, si
   __m512i acc[NT][kAcc];
   for (size_t t = 0; t < NT; ++t)
     for (size_t a = 0; a < kAcc; ++a) acc[t][a] = _mm512_setzero_si512();
-
 
   // One loop over every tile, the last one reading zero-padded activations when K is
   // not a multiple of 16: a single copy of the body keeps the accumulators in registers.
@@ -123,7 +123,7 @@ constexpr size_t kTwoBlocksL2PrefetchBlocks = 8;
 // broadcast and masks fit the 32 zmm registers up to NT = 11.
 template <size_t NT>
 __attribute__((noinline)) void two_blocks_avx512vnni_n(const uint8_t* block, size_t cols, const int8_t* q,
-                                                        size_t q_stride, int32_t* out) {
+                                                       size_t q_stride, int32_t* out) {
   constexpr size_t kAcc = NT == 1 ? 4 : (NT <= 4 ? 2 : 1);
   constexpr bool kInPlace = kAcc == 4;
   const size_t k_tiles = (cols + kT2iBlockCols - 1) / kT2iBlockCols;
@@ -135,9 +135,11 @@ __attribute__((noinline)) void two_blocks_avx512vnni_n(const uint8_t* block, siz
   auto tile = [&](size_t kt, const int8_t* qp, size_t stride) __attribute__((always_inline)) {
     __m512i w[2][4];
     for (size_t b = 0; b < 2; ++b) {
-      _mm_prefetch(reinterpret_cast<const char*>(blocks[b] + kt * kT2iTileBytes + kTwoBlocksPrefetchBytes), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(blocks[b] + (kt + kTwoBlocksL2PrefetchBlocks * k_tiles) * kT2iTileBytes),
-                   _MM_HINT_T2);
+      _mm_prefetch(reinterpret_cast<const char*>(blocks[b] + kt * kT2iTileBytes + kTwoBlocksPrefetchBytes),
+                   _MM_HINT_T0);
+      _mm_prefetch(
+          reinterpret_cast<const char*>(blocks[b] + (kt + kTwoBlocksL2PrefetchBlocks * k_tiles) * kT2iTileBytes),
+          _MM_HINT_T2);
       decode_planes<kInPlace>(_mm512_loadu_si512(blocks[b] + kt * kT2iTileBytes), w[b]);
     }
     for (size_t j = 0; j < 4; ++j)
@@ -157,7 +159,8 @@ __attribute__((noinline)) void two_blocks_avx512vnni_n(const uint8_t* block, siz
     for (size_t t = 0; t < NT; ++t) {
       __m512i sum = acc[b][t][0];
       for (size_t a = 1; a < kAcc; ++a)
-        sum = _mm512_add_epi32(sum, kInPlace ? _mm512_srai_epi32(acc[b][t][a], static_cast<unsigned>(2 * a)) : acc[b][t][a]);
+        sum = _mm512_add_epi32(sum,
+                               kInPlace ? _mm512_srai_epi32(acc[b][t][a], static_cast<unsigned>(2 * a)) : acc[b][t][a]);
       _mm512_storeu_si512(out + (b * NT + t) * kT2iBlockRows, sum);
     }
 }
@@ -166,9 +169,8 @@ constexpr size_t kTwoBlocksMaxTokens = 8;
 
 void two_blocks_t2i16_avx512vnni(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride, size_t tokens,
                                  int32_t* out) {
-  with_constant<size_t, 1, 2, 3, 4, 5, 6, 7, kTwoBlocksMaxTokens>(tokens, [&](auto nt) {
-    two_blocks_avx512vnni_n<decltype(nt)::value>(block, cols, q, q_stride, out);
-  });
+  with_constant<size_t, 1, 2, 3, 4, 5, 6, 7, kTwoBlocksMaxTokens>(
+      tokens, [&](auto nt) { two_blocks_avx512vnni_n<decltype(nt)::value>(block, cols, q, q_stride, out); });
 }
 
 }  // namespace

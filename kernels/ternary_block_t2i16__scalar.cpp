@@ -4,6 +4,7 @@
 
 namespace tern {
 
-const TernaryBlockKernelInfo ternary_block_t2i16__scalar = {ternary_block_reference<T2iTiles>, kTernaryReferenceMaxTokens};
+const TernaryBlockKernelInfo ternary_block_t2i16__scalar = {ternary_block_reference<T2iTiles>,
+                                                            kTernaryReferenceMaxTokens};
 
 }  // namespace tern

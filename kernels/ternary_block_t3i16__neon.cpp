@@ -7,6 +7,7 @@
 
 namespace tern {
 
-const TernaryBlockKernelInfo ternary_block_t3i16__neon = ternary_neon::kernel<ternary_neon::T3iPlanes, ternary_neon::Smull>();
+const TernaryBlockKernelInfo ternary_block_t3i16__neon =
+    ternary_neon::kernel<ternary_neon::T3iPlanes, ternary_neon::Smull>();
 
 }  // namespace tern

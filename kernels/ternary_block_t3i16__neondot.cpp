@@ -6,6 +6,7 @@
 
 namespace tern {
 
-const TernaryBlockKernelInfo ternary_block_t3i16__neondot = ternary_neon::kernel<ternary_neon::T3iPlanes, ternary_neon::Sdot>();
+const TernaryBlockKernelInfo ternary_block_t3i16__neondot =
+    ternary_neon::kernel<ternary_neon::T3iPlanes, ternary_neon::Sdot>();
 
 }  // namespace tern

@@ -4,6 +4,7 @@
 
 namespace tern {
 
-const TernaryBlockKernelInfo ternary_block_t3i16__scalar = {ternary_block_reference<T3iTiles>, kTernaryReferenceMaxTokens};
+const TernaryBlockKernelInfo ternary_block_t3i16__scalar = {ternary_block_reference<T3iTiles>,
+                                                            kTernaryReferenceMaxTokens};
 
 }  // namespace tern

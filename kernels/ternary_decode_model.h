@@ -17,11 +17,11 @@
 namespace tern {
 
 struct DecodeDevice {
-  const char* name;         // "pi4", "pi5"
-  const char* cores;        // the CPU the cycle counts are for
+  const char* name;   // "pi4", "pi5"
+  const char* cores;  // the CPU the cycle counts are for
   double clock_ghz;
-  double read_gb_per_s;     // sustained DRAM read bandwidth
-  Isa ternary_isa;          // the level whose kernels the cycle counts measure
+  double read_gb_per_s;            // sustained DRAM read bandwidth
+  Isa ternary_isa;                 // the level whose kernels the cycle counts measure
   double t2i16_cycles_per_weight;  // one token, llvm-mca
   double t3i16_cycles_per_weight;
 };
@@ -37,7 +37,6 @@ struct DecodeWork {
 };
 
 // Predicted tokens per second; 0 for a layout without SIMD kernels (T2RowMajor) or no threads.
-double predict_decode_tok_s(const DecodeDevice& device, TernaryLayout layout, const DecodeWork& work,
-                            unsigned threads);
+double predict_decode_tok_s(const DecodeDevice& device, TernaryLayout layout, const DecodeWork& work, unsigned threads);
 
 }  // namespace tern

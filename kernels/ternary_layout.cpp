@@ -54,8 +54,7 @@ size_t ternary_packed_size(TernaryLayout layout, size_t rows, size_t cols) {
   return 0;
 }
 
-Error ternary_pack(TernaryLayout layout, const int8_t* codes, size_t rows, size_t cols, uint8_t* out,
-                   size_t out_size) {
+Error ternary_pack(TernaryLayout layout, const int8_t* codes, size_t rows, size_t cols, uint8_t* out, size_t out_size) {
   if (codes == nullptr || out == nullptr) return fail(Error::InvalidArgument, "ternary_pack: null buffer");
   if (!is_known_layout(static_cast<uint32_t>(layout))) {
     return fail(Error::UnsupportedType, "ternary_pack: unknown layout %u", static_cast<unsigned>(layout));

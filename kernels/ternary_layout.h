@@ -72,8 +72,7 @@ bool is_known_layout(uint32_t id);
 // Bytes needed to hold a rows x cols matrix in `layout` (0 on overflow).
 size_t ternary_packed_size(TernaryLayout layout, size_t rows, size_t cols);
 // Packs codes (row-major, values in {-1,0,1}); InvalidArgument on any other value.
-Error ternary_pack(TernaryLayout layout, const int8_t* codes, size_t rows, size_t cols, uint8_t* out,
-                   size_t out_size);
+Error ternary_pack(TernaryLayout layout, const int8_t* codes, size_t rows, size_t cols, uint8_t* out, size_t out_size);
 // The inverse: writes rows*cols codes.
 Error ternary_unpack(TernaryLayout layout, const uint8_t* packed, size_t packed_size, size_t rows, size_t cols,
                      int8_t* codes);

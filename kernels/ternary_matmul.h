@@ -35,8 +35,8 @@ struct TernaryMatrix {
   TernaryLayout layout = TernaryLayout::T2RowMajor;
   const uint8_t* data = nullptr;
   size_t size_bytes = 0;
-  size_t rows = 0;   // output features
-  size_t cols = 0;   // input features
+  size_t rows = 0;     // output features
+  size_t cols = 0;     // input features
   float scale = 1.0f;  // dequantized weight = code * scale
 };
 

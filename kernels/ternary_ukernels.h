@@ -18,8 +18,8 @@ namespace tern {
 // over all `cols` columns (the +1 offset is what the unsigned-by-signed dot products
 // need; the caller subtracts Σ_c q). `block` points at the block's first tile;
 // 1 <= tokens <= the kernel's max_tokens. Reads no activation byte at or past `cols`.
-using TernaryBlockKernel = void (*)(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride,
-                                    size_t tokens, int32_t* out);
+using TernaryBlockKernel = void (*)(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride, size_t tokens,
+                                    int32_t* out);
 
 // The same for two consecutive blocks (the second's tiles start where the first's end):
 //   out[(b * tokens + t) * 16 + i] for block b = 0, 1.
@@ -27,7 +27,7 @@ using TernaryBlockKernel = void (*)(const uint8_t* block, size_t cols, const int
 // multiplies are the limit (AVX-512 VNNI) at its multiply rate.
 struct TernaryBlockKernelInfo {
   TernaryBlockKernel fn;
-  size_t max_tokens;  // token tile: weights are unpacked once per tile, reused per token
+  size_t max_tokens;                        // token tile: weights are unpacked once per tile, reused per token
   TernaryBlockKernel two_blocks = nullptr;  // optional; the driver pairs row blocks when set
   size_t two_blocks_max_tokens = 0;
 };

@@ -58,8 +58,8 @@ Error write_file_atomically(const char* path, const void* data, size_t size) {
   char temp[4096];
   int fd = -1;
   for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
-    const int n = std::snprintf(temp, sizeof temp, "%s.tmp.%ld.%u", path, static_cast<long>(::getpid()),
-                                counter.fetch_add(1));
+    const int n =
+        std::snprintf(temp, sizeof temp, "%s.tmp.%ld.%u", path, static_cast<long>(::getpid()), counter.fetch_add(1));
     TERN_CHECK_OR_RETURN(n > 0 && static_cast<size_t>(n) < sizeof temp, Error::InvalidArgument,
                          "%.200s...: path too long", path);
     fd = retry_eintr_open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);

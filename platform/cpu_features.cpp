@@ -90,10 +90,17 @@ void format_cpu_features(const CpuFeatures& f, char* out, size_t capacity) {
     bool on;
     const char* name;
   } flags[] = {
-      {f.avx2, "avx2"},         {f.fma3, "fma3"},           {f.f16c, "f16c"},
-      {f.avx512f, "avx512f"},   {f.avx512bw, "avx512bw"},   {f.avx512vl, "avx512vl"},
-      {f.avx512vnni, "avx512vnni"}, {f.neon, "neon"},       {f.neon_dot, "dotprod"},
-      {f.neon_i8mm, "i8mm"},    {f.neon_fp16, "fp16"},
+      {f.avx2, "avx2"},
+      {f.fma3, "fma3"},
+      {f.f16c, "f16c"},
+      {f.avx512f, "avx512f"},
+      {f.avx512bw, "avx512bw"},
+      {f.avx512vl, "avx512vl"},
+      {f.avx512vnni, "avx512vnni"},
+      {f.neon, "neon"},
+      {f.neon_dot, "dotprod"},
+      {f.neon_i8mm, "i8mm"},
+      {f.neon_fp16, "fp16"},
   };
   for (const auto& flag : flags) {
     if (!flag.on || used >= capacity) continue;

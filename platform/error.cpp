@@ -16,8 +16,7 @@ thread_local Error t_code = Error::Ok;
 const char* to_string(Error e) {
   switch (e) {
 #define TERN_X(name, cname, value, msg) \
-  case Error::name:                     \
-    return #name;
+  case Error::name: return #name;
     TERN_ERROR_LIST(TERN_X)
 #undef TERN_X
   }
@@ -27,8 +26,7 @@ const char* to_string(Error e) {
 const char* default_message(Error e) {
   switch (e) {
 #define TERN_X(name, cname, value, msg) \
-  case Error::name:                     \
-    return msg;
+  case Error::name: return msg;
     TERN_ERROR_LIST(TERN_X)
 #undef TERN_X
   }
@@ -41,8 +39,7 @@ bool is_known_error_code(int32_t value) {
     TERN_ERROR_LIST(TERN_X)
 #undef TERN_X
     return true;
-    default:
-      return false;
+    default: return false;
   }
 }
 

@@ -15,9 +15,9 @@ namespace tern {
 
 // [[nodiscard]]: an Error dropped on the floor does not compile; where ignoring one is right,
 // the call site says so with a (void) cast and a comment.
-enum class [[nodiscard]] Error : int32_t {
+enum class [[nodiscard]] Error : int32_t{
 #define TERN_X(name, cname, value, msg) name = value,
-  TERN_ERROR_LIST(TERN_X)
+    TERN_ERROR_LIST(TERN_X)
 #undef TERN_X
 };
 
@@ -42,8 +42,8 @@ class [[nodiscard]] Result {
   static_assert(!std::is_reference<T>::value, "Result<T&> is not supported");
 
  public:
-  Result(T&& value) : ok_(true) { new (&storage_) T(std::move(value)); }        // NOLINT
-  Result(const T& value) : ok_(true) { new (&storage_) T(value); }              // NOLINT
+  Result(T&& value) : ok_(true) { new (&storage_) T(std::move(value)); }                     // NOLINT
+  Result(const T& value) : ok_(true) { new (&storage_) T(value); }                           // NOLINT
   Result(Error error) : ok_(false), error_(error == Error::Ok ? Error::Internal : error) {}  // NOLINT
   Result(Result&& other) noexcept : ok_(other.ok_), error_(other.error_) {
     if (ok_) new (&storage_) T(std::move(*other.ptr()));
@@ -92,23 +92,22 @@ class [[nodiscard]] Result {
 #define TERN_CONCAT_(a, b) TERN_CONCAT_INNER_(a, b)
 
 // Returns the error of an `Error`-valued expression if it is not Ok.
-#define TERN_RETURN_IF_ERROR(expr)                      \
-  do {                                                  \
-    const ::tern::Error tern_err_ = (expr);             \
+#define TERN_RETURN_IF_ERROR(expr)                        \
+  do {                                                    \
+    const ::tern::Error tern_err_ = (expr);               \
     if (tern_err_ != ::tern::Error::Ok) return tern_err_; \
   } while (0)
 
 // Declares `lhs` from a Result-valued expression, or returns its error.
 //   TERN_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
-#define TERN_ASSIGN_OR_RETURN(lhs, expr) \
-  TERN_ASSIGN_OR_RETURN_IMPL_(TERN_CONCAT_(tern_result_, __LINE__), lhs, expr)
+#define TERN_ASSIGN_OR_RETURN(lhs, expr) TERN_ASSIGN_OR_RETURN_IMPL_(TERN_CONCAT_(tern_result_, __LINE__), lhs, expr)
 #define TERN_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                                \
   if (!tmp.ok()) return tmp.error();                \
   lhs = std::move(tmp).value()
 
 // Returns `fail(code, fmt, ...)` when `cond` is false.
-#define TERN_CHECK_OR_RETURN(cond, code, ...)                  \
-  do {                                                         \
-    if (!(cond)) return ::tern::fail((code), __VA_ARGS__);     \
+#define TERN_CHECK_OR_RETURN(cond, code, ...)              \
+  do {                                                     \
+    if (!(cond)) return ::tern::fail((code), __VA_ARGS__); \
   } while (0)

@@ -80,8 +80,7 @@ Result<MappedFile> MappedFile::open(const char* path, MapMode mode) {
   return file;
 }
 
-MappedFile::MappedFile(MappedFile&& other) noexcept
-    : data_(other.data_), size_(other.size_), mapped_(other.mapped_) {
+MappedFile::MappedFile(MappedFile&& other) noexcept : data_(other.data_), size_(other.size_), mapped_(other.mapped_) {
   other.data_ = nullptr;
   other.size_ = 0;
   other.mapped_ = false;

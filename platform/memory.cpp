@@ -90,8 +90,7 @@ bool own_cgroup_dir(char* out, size_t size) {
 
 Result<uint64_t> available_memory_from(const char* meminfo_path, const char* cgroup_dir) {
   char buf[8192];
-  TERN_CHECK_OR_RETURN(read_small_file(meminfo_path, buf, sizeof buf), Error::IoError, "cannot read %s",
-                       meminfo_path);
+  TERN_CHECK_OR_RETURN(read_small_file(meminfo_path, buf, sizeof buf), Error::IoError, "cannot read %s", meminfo_path);
   const char* line = std::strstr(buf, "MemAvailable:");
   TERN_CHECK_OR_RETURN(line != nullptr, Error::NotSupported, "%s has no MemAvailable (Linux before 3.14?)",
                        meminfo_path);

@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,9 +23,9 @@
 
 #include "kernels/ternary_matmul.h"
 #include "platform/clock.h"
-#include "runtime/model/bundle.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/session.h"
+#include "runtime/model/bundle.h"
 #include "tools/common/decode_work.h"
 #include "tools/common/model_options.h"
 
@@ -222,8 +222,8 @@ void add_bench_options(CLI::App& app, BenchOptions* o) {
 }
 
 // --verify: the decode step and verification rows; 0, or the exit code.
-int print_verify_rows(tern::Session& s, const BenchOptions& o, const std::vector<int32_t>& tokens,
-                      unsigned max_draft, const std::string& name, unsigned t) {
+int print_verify_rows(tern::Session& s, const BenchOptions& o, const std::vector<int32_t>& tokens, unsigned max_draft,
+                      const std::string& name, unsigned t) {
   const unsigned pp = o.pp;
   // One decode step, then each verification, from the same position pp (rolled back
   // between timings, untimed). Random drafts: nearly all rejected, the whole pass paid.
@@ -240,8 +240,8 @@ int print_verify_rows(tern::Session& s, const BenchOptions& o, const std::vector
     std::vector<double> ms;
     for (unsigned r = 0; r <= steps; ++r) {
       const uint64_t t0 = tern::monotonic_ns();
-      const tern::Error e = k == 0 ? s.decode(tokens[pp])
-                                   : s.verify_drafts(tokens[pp], tokens.data() + pp + 1, k).error();
+      const tern::Error e =
+          k == 0 ? s.decode(tokens[pp]) : s.verify_drafts(tokens[pp], tokens.data() + pp + 1, k).error();
       const uint64_t t1 = tern::monotonic_ns();
       if (e != tern::Error::Ok || s.truncate(pp) != tern::Error::Ok) {
         std::fprintf(stderr, "tern-bench: verify: %s\n", tern::last_error_message());
@@ -263,8 +263,8 @@ int print_verify_rows(tern::Session& s, const BenchOptions& o, const std::vector
 }
 
 // The bounds rows beside the measured prefill (`a`) and decode (`b`) rates; 0, or the exit code.
-int print_bound_rows(const tern::Model& m, const BenchOptions& o, const std::string& name, unsigned t,
-                     const Sample& a, const Sample& b) {
+int print_bound_rows(const tern::Model& m, const BenchOptions& o, const std::string& name, unsigned t, const Sample& a,
+                     const Sample& b) {
   const unsigned pp = o.pp, tg = o.tg;
   // The bounds. Decode at the middle of the generated run reads the weights once and the
   // KV rows of about pp + tg/2 positions.

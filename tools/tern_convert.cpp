@@ -1,7 +1,7 @@
 // tern-convert: checkpoint (HF directory, GGUF, bitllama2c .bin) or a synthetic preset
 // -> verified .tern bundle, with a size summary.
-#include <CLI/CLI.hpp>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -11,11 +11,11 @@
 #include <cstdlib>
 #include <thread>
 
-#include "converter/writer/bundle_writer.h"
-#include "converter/tokenizer/chat_format.h"
 #include "converter/calibration/kv_calibrate.h"
 #include "converter/import/import.h"
 #include "converter/import/synthetic.h"
+#include "converter/tokenizer/chat_format.h"
+#include "converter/writer/bundle_writer.h"
 #include "platform/thread_pool.h"
 #include "runtime/model/bundle.h"
 #include "tools/common/cli_files.h"
@@ -58,10 +58,12 @@ void print_summary(const Bundle& b, double import_s, double write_s, double veri
     uint64_t n = 1;
     for (uint32_t d = 0; d < v->ndim; ++d) n *= v->shape[d];
     uint64_t bytes = v->size_bytes;
-    if (v->group_scales) bytes += dense_scale_count(v->dense_type, n / v->shape[v->ndim - 1], v->shape[v->ndim - 1], v->group) * 4;
+    if (v->group_scales)
+      bytes += dense_scale_count(v->dense_type, n / v->shape[v->ndim - 1], v->shape[v->ndim - 1], v->group) * 4;
     const std::string name = v->name;
-    KindTotals& k = v->type == TensorType::Ternary ? ternary
-                    : (name == "tok_embeddings" || name == "lm_head") ? embed : other;
+    KindTotals& k = v->type == TensorType::Ternary                    ? ternary
+                    : (name == "tok_embeddings" || name == "lm_head") ? embed
+                                                                      : other;
     if (&k == &embed) embed_type = to_string(v->dense_type);
     k.tensors++;
     k.bytes += bytes;
@@ -109,7 +111,8 @@ void add_convert_options(CLI::App& app, ConvertCli* cli) {
                  "a device)")
       ->check(CLI::IsMember({"2bit", "base3"}));
   app.add_option("--embed-group", options.embed_group, "q8/q4 group size (columns)")->check(CLI::Range(2, 1 << 16));
-  app.add_option("--tokenizer", options.tokenizer_path, "tokenizer.json / tokenizer.model overriding the one found beside the input");
+  app.add_option("--tokenizer", options.tokenizer_path,
+                 "tokenizer.json / tokenizer.model overriding the one found beside the input");
   app.add_option("--chat-template", options.chat_template_path,
                  "chat template overriding the checkpoint's: a tokenizer_config.json or the Jinja text");
   app.add_flag("--no-tokenizer", cli->no_tokenizer,
@@ -137,8 +140,8 @@ void add_convert_options(CLI::App& app, ConvertCli* cli) {
 int resolve_options(ConvertCli* cli) {
   ConvertOptions& options = cli->options;
   if (cli->calib.threads > available_cores()) {
-    std::fprintf(stderr, "tern-convert: --calib-threads %u is more than the %zu cores; using %zu\n",
-                 cli->calib.threads, available_cores(), available_cores());
+    std::fprintf(stderr, "tern-convert: --calib-threads %u is more than the %zu cores; using %zu\n", cli->calib.threads,
+                 available_cores(), available_cores());
     cli->calib.threads = static_cast<uint32_t>(available_cores());
   }
 
@@ -258,7 +261,7 @@ void print_written(const ConvertCli& cli, const BundleContents& contents, const 
     const TokenizerIR& t = *contents.tokenizer;
     const ChatFormatIR chat = derive_chat_format(t.chat_template, t.add_bos && t.bos_id >= 0);
     std::printf("  chat format: %s%s\n", chat.name.c_str(),
-                chat.recognized ? ""
+                chat.recognized           ? ""
                 : t.chat_template.empty() ? " (the checkpoint has no chat template)"
                                           : " (its chat template is not one Tern knows; --chat-template overrides it)");
   }

@@ -63,7 +63,9 @@ std::string embeddings_json(const std::string& model_path, tern_embed_format for
                             uint64_t tokens) {
   std::string json = "{\"model\": " + json_string(model_path) + ", \"dimensions\": " + std::to_string(dims) +
                      ", \"format\": \"" +
-                     (format == TERN_EMBED_FLOAT32 ? "float32" : format == TERN_EMBED_INT8 ? "int8" : "binary") +
+                     (format == TERN_EMBED_FLOAT32 ? "float32"
+                      : format == TERN_EMBED_INT8  ? "int8"
+                                                   : "binary") +
                      "\", \"embeddings\": [";
   char num[32];
   for (size_t i = 0; i < n_texts; ++i) {

@@ -13,21 +13,21 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <sstream>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
-#include "converter/report/chart.h"
 #include "converter/calibration/kv_quality.h"
+#include "converter/report/chart.h"
 #include "platform/thread_pool.h"
-#include "runtime/model/bundle.h"
-#include "runtime/kv/kv_cache.h"
 #include "runtime/engine/model.h"
+#include "runtime/kv/kv_cache.h"
+#include "runtime/model/bundle.h"
 #include "schema/bundle_generated.h"
 #include "tools/common/cli_files.h"
 #include "tools/common/model_options.h"
@@ -58,7 +58,6 @@ nlohmann::json mode_json(const std::string& name, double bpt, double bits, const
   j["bits_per_element"] = bits;
   return j;
 }
-
 
 std::string basename_of(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -147,8 +146,7 @@ void print_stream_json(const std::vector<kvq::KvMode>& modes, const kvq::StreamR
   out["seconds"] = rep.seconds;
   out["budget_bytes"] = rep.budget_bytes;
   out["full_context_fp16_dense_bytes"] = rep.full_bytes;
-  out["full_context_exact"] = {{"capacity", r.full.capacity},
-                               {"ppl", kvq::summarize(r.full, r.full, 0, n, true).ppl}};
+  out["full_context_exact"] = {{"capacity", r.full.capacity}, {"ppl", kvq::summarize(r.full, r.full, 0, n, true).ppl}};
   out["modes"] = nlohmann::json::array();
   for (size_t i = 0; i < modes.size(); ++i) {
     const kvq::StreamTrace& t = r.modes[i];
@@ -190,8 +188,9 @@ void print_aging_pairs(const std::vector<kvq::KvMode>& modes, const kvq::StreamR
     for (size_t j = 0; j < modes.size(); ++j) {
       if (modes[j].name.find('>') != std::string::npos) continue;
       if (!aging_header) {
-        std::printf("\n| aging mode | vs | KV bytes (aging / other) | positions (aging / other) | ΔPPL aging vs other "
-                    "(paired) |\n| --- | --- | ---: | ---: | ---: |\n");
+        std::printf(
+            "\n| aging mode | vs | KV bytes (aging / other) | positions (aging / other) | ΔPPL aging vs other "
+            "(paired) |\n| --- | --- | ---: | ---: | ---: |\n");
         aging_header = true;
       }
       const kvq::StreamSummary d = kvq::summarize(r.modes[i], r.modes[j], 0, n, false);
@@ -205,34 +204,37 @@ void print_aging_pairs(const std::vector<kvq::KvMode>& modes, const kvq::StreamR
 void print_stream_tables(const std::vector<kvq::KvMode>& modes, const kvq::StreamResult& r, const StreamReport& rep) {
   const size_t n = rep.predictions;
   const kvq::StreamSummary full = kvq::summarize(r.full, r.full, 0, n, true);
-  std::printf("%s on %s: one stream of %zu tokens (%zu predictions), %.1f s; full-context exact stream (f32, %u "
-              "positions) PPL %.4f\n",
-              rep.bundle_path.c_str(), rep.text_path.c_str(), rep.text_tokens, n, rep.seconds, r.full.capacity,
-              full.ppl);
+  std::printf(
+      "%s on %s: one stream of %zu tokens (%zu predictions), %.1f s; full-context exact stream (f32, %u "
+      "positions) PPL %.4f\n",
+      rep.bundle_path.c_str(), rep.text_path.c_str(), rep.text_tokens, n, rep.seconds, r.full.capacity, full.ppl);
   if (rep.budget_bytes)
     std::printf("KV budget %llu bytes per mode (%.1f %% of the full-context fp16 dense cache, %zu bytes)\n",
                 static_cast<unsigned long long>(rep.budget_bytes),
                 100.0 * double(rep.budget_bytes) / double(rep.full_bytes), rep.full_bytes);
-  std::printf("\n| mode | positions held | KV bytes | PPL | exact PPL, same eviction | ΔPPL vs same-eviction exact | "
-              "mean KL x1e3 | agreement | ΔPPL vs full-context exact | exact / compressed / evicted at end |\n");
+  std::printf(
+      "\n| mode | positions held | KV bytes | PPL | exact PPL, same eviction | ΔPPL vs same-eviction exact | "
+      "mean KL x1e3 | agreement | ΔPPL vs full-context exact | exact / compressed / evicted at end |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (size_t i = 0; i < modes.size(); ++i) {
     const kvq::StreamTrace& t = r.modes[i];
     const kvq::StreamSummary a = kvq::summarize(t, r.same[t.same_reference], 0, n, false);
     const kvq::StreamSummary b = kvq::summarize(t, r.full, 0, n, true);
-    std::printf("| %s | %u | %zu | %.4f | %.4f | %+.3f ± %.3f %% | %.4f | %.2f %% | %+.3f ± %.3f %% | %.1f / %.1f / %.1f %% |\n",
-                t.name.c_str(), t.capacity, t.cache_bytes, a.ppl, a.ppl_reference, a.delta_ppl_percent,
-                a.delta_ppl_se_percent, 1e3 * a.mean_kl, 100.0 * a.agreement, b.delta_ppl_percent,
-                b.delta_ppl_se_percent, 100.0 * a.exact_fraction, 100.0 * a.compressed_fraction,
-                100.0 * a.evicted_fraction);
+    std::printf(
+        "| %s | %u | %zu | %.4f | %.4f | %+.3f ± %.3f %% | %.4f | %.2f %% | %+.3f ± %.3f %% | %.1f / %.1f / %.1f %% "
+        "|\n",
+        t.name.c_str(), t.capacity, t.cache_bytes, a.ppl, a.ppl_reference, a.delta_ppl_percent, a.delta_ppl_se_percent,
+        1e3 * a.mean_kl, 100.0 * a.agreement, b.delta_ppl_percent, b.delta_ppl_se_percent, 100.0 * a.exact_fraction,
+        100.0 * a.compressed_fraction, 100.0 * a.evicted_fraction);
   }
   print_aging_pairs(modes, r, n);
   for (size_t i = 0; i < modes.size(); ++i) {
     const kvq::StreamTrace& t = r.modes[i];
-    std::printf("\n%s, per %u predictions:\n\n| predictions | PPL | ΔPPL vs same-eviction exact | mean KL x1e3 | "
-                "agreement | ΔPPL vs full-context exact | exact / compressed / evicted |\n"
-                "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
-                t.name.c_str(), rep.segment);
+    std::printf(
+        "\n%s, per %u predictions:\n\n| predictions | PPL | ΔPPL vs same-eviction exact | mean KL x1e3 | "
+        "agreement | ΔPPL vs full-context exact | exact / compressed / evicted |\n"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        t.name.c_str(), rep.segment);
     for (size_t b = 0; b < n; b += rep.segment) {
       const kvq::StreamSummary a = kvq::summarize(t, r.same[t.same_reference], b, b + rep.segment, false);
       const kvq::StreamSummary f = kvq::summarize(t, r.full, b, b + rep.segment, true);
@@ -454,18 +456,21 @@ void print_windows_table(const EvalOptions& o, const std::vector<kvq::KvMode>& m
   // ΔPPL ± its standard error (paired per-position NLL differences); mean KL(exact || mode) of
   // the next-token distributions measures closeness to the exact model without the noise of
   // the observed tokens (a mode can score below the exact PPL by chance, not by fidelity).
-  std::printf("| mode | KV bytes/token | bits/element | PPL | ΔPPL vs exact | greedy agreement | mean KL x1e3 | "
-              "attention cosine | Pareto |\n");
+  std::printf(
+      "| mode | KV bytes/token | bits/element | PPL | ΔPPL vs exact | greedy agreement | mean KL x1e3 | "
+      "attention cosine | Pareto |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |\n");
   for (size_t i = 0; i < modes.size(); ++i) {
     const kvq::ModeStats& s = result.modes[i];
     std::printf("| %s | %.0f | %.2f | %.4f | %+.3f ± %.3f %% | %.2f %% | %.4f | %.5f | %s |\n", modes[i].name.c_str(),
                 modes[i].bytes_per_token(), modes[i].bits_per_element(), s.ppl(), s.delta_ppl_percent(),
-                s.delta_ppl_se_percent(), 100.0 * s.agreement(), 1e3 * s.mean_kl(), s.mean_cosine(), pareto(i) ? "*" : "");
+                s.delta_ppl_se_percent(), 100.0 * s.agreement(), 1e3 * s.mean_kl(), s.mean_cosine(),
+                pareto(i) ? "*" : "");
   }
   if (!pairs.empty()) {
     // Paired over the same positions: a difference within ~2 standard errors is noise.
-    std::printf("\n| adaptive vs uniform (equal bytes) | PPL change | greedy agreement change |\n| --- | ---: | ---: |\n");
+    std::printf(
+        "\n| adaptive vs uniform (equal bytes) | PPL change | greedy agreement change |\n| --- | ---: | ---: |\n");
     for (const Pair& p : pairs)
       std::printf("| %s vs %s | %+.3f ± %.3f %% | %+.2f ± %.2f points |\n", p.adaptive.c_str(), p.uniform.c_str(),
                   p.c.delta_ppl_percent, p.c.delta_ppl_se_percent, p.c.delta_agreement_points,

@@ -27,7 +27,8 @@ int main() {
               forced != nullptr && *forced != '\0' ? " (TERN_ISA)" : "");
   tern::KernelChoice choices[16];
   const size_t n = tern::kernel_choices(choices, 16);
-  for (size_t i = 0; i < n && i < 16; ++i) std::printf("  %-20s %s\n", choices[i].family, tern::to_string(choices[i].isa));
+  for (size_t i = 0; i < n && i < 16; ++i)
+    std::printf("  %-20s %s\n", choices[i].family, tern::to_string(choices[i].isa));
   std::printf("threads:  %zu available cores\n", tern::available_cores());
   return 0;
 }

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "converter/writer/bundle_writer.h"
-#include "runtime/model/model_family.h"
 #include "runtime/model/bundle.h"
+#include "runtime/model/model_family.h"
 #include "schema/bundle_generated.h"
 
 using namespace tern;
@@ -54,8 +54,8 @@ void print_config(const std::string& path, const Bundle& b) {
   std::printf("\nconfig\n");
   std::printf("  family %s, activation %s, rope %s theta %g, norm eps %g\n", family_name(c.family),
               c.activation == Activation::Relu2 ? "relu2" : "silu",
-              c.rope_style == RopeStyle::RotateHalf ? "rotate-half" : "adjacent-pairs", static_cast<double>(c.rope_theta),
-              static_cast<double>(c.norm_eps));
+              c.rope_style == RopeStyle::RotateHalf ? "rotate-half" : "adjacent-pairs",
+              static_cast<double>(c.rope_theta), static_cast<double>(c.norm_eps));
   std::printf("  hidden %u, ffn %u, layers %u, heads %u, kv heads %u, head dim %u, vocab %u, context %u\n", c.hidden,
               c.ffn_hidden, c.layers, c.heads, c.kv_heads, c.head_dim, c.vocab, c.max_context);
   std::printf("  sub-norms %s, tied embeddings %s, bos %d, eos %d, eot %d\n", c.has_sub_norms ? "yes" : "no",
@@ -69,8 +69,8 @@ TensorTotals print_tensors(const Bundle& b, bool no_tensors) {
   TensorTotals totals;
   const schema::Bundle* root = b.root();
   if (!no_tensors) {
-    std::printf("\ntensors (%zu)\n  %-28s %-8s %-12s %-14s %12s %12s %10s\n", b.tensor_count(), "name", "type", "format",
-                "shape", "offset", "bytes", "scale");
+    std::printf("\ntensors (%zu)\n  %-28s %-8s %-12s %-14s %12s %12s %10s\n", b.tensor_count(), "name", "type",
+                "format", "shape", "offset", "bytes", "scale");
   }
   for (size_t i = 0; i < b.tensor_count(); ++i) {
     auto v = b.tensor_at(i);
@@ -121,7 +121,8 @@ void print_tokenizer(const Bundle& b) {
                 tok->merges() ? tok->merges()->size() / 2 : 0,
                 tok->pretokenizer() == schema::PreTokenizer::Llama3 ? "llama3" : "none");
     auto show = [&](const char* what, int32_t id) {
-      if (id >= 0 && static_cast<uint32_t>(id) < pieces) std::printf("  %s %d '%s'\n", what, id, printable_piece(tok, id).c_str());
+      if (id >= 0 && static_cast<uint32_t>(id) < pieces)
+        std::printf("  %s %d '%s'\n", what, id, printable_piece(tok, id).c_str());
     };
     show("bos", tok->bos_id());
     show("eos", tok->eos_id());
@@ -151,8 +152,10 @@ void print_kv_profile(const Bundle& b) {
       }
     }
     if (const auto* widths = kv->sensitivity_widths(); widths != nullptr && kv->heads()) {
-      std::printf("  sensitivity (mean KL x 1e-3 nats of the next-token distribution, that head alone quantized; "
-                  "%u positions)\n  %5s %7s", kv->sensitivity_tokens(), "layer", "kv head");
+      std::printf(
+          "  sensitivity (mean KL x 1e-3 nats of the next-token distribution, that head alone quantized; "
+          "%u positions)\n  %5s %7s",
+          kv->sensitivity_tokens(), "layer", "kv head");
       for (uint8_t w : *widths) std::printf(" %7u-bit", w);
       std::printf("\n");
       for (const auto* h : *kv->heads()) {
@@ -187,14 +190,15 @@ void print_kv_profile(const Bundle& b) {
 void print_sizes(const Bundle& b, const TensorTotals& totals) {
   uint32_t fb_size;
   std::memcpy(&fb_size, b.data(), 4);
-  std::printf("\nsizes\n  header (FlatBuffer) %12u bytes\n  ternary             %12llu bytes (%.3f bits/weight, %s)\n"
-              "  dense               %12llu bytes\n  file                %12zu bytes (%.1f MB)\n",
-              fb_size + 4, static_cast<unsigned long long>(totals.ternary_bytes),
-              totals.ternary_weights
-                  ? 8.0 * static_cast<double>(totals.ternary_bytes) / static_cast<double>(totals.ternary_weights)
-                  : 0.0,
-              totals.ternary_layouts.empty() ? "no ternary tensors" : totals.ternary_layouts.c_str(),
-              static_cast<unsigned long long>(totals.dense_bytes), b.file_size(), b.file_size() / 1e6);
+  std::printf(
+      "\nsizes\n  header (FlatBuffer) %12u bytes\n  ternary             %12llu bytes (%.3f bits/weight, %s)\n"
+      "  dense               %12llu bytes\n  file                %12zu bytes (%.1f MB)\n",
+      fb_size + 4, static_cast<unsigned long long>(totals.ternary_bytes),
+      totals.ternary_weights
+          ? 8.0 * static_cast<double>(totals.ternary_bytes) / static_cast<double>(totals.ternary_weights)
+          : 0.0,
+      totals.ternary_layouts.empty() ? "no ternary tensors" : totals.ternary_layouts.c_str(),
+      static_cast<unsigned long long>(totals.dense_bytes), b.file_size(), b.file_size() / 1e6);
 }
 
 }  // namespace

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "include/tern.h"
 #include "kernels/ternary_decode_model.h"
 #include "runtime/model/bundle.h"
-#include "include/tern.h"
 #include "tools/common/cli_sizes.h"
 #include "tools/common/decode_work.h"
 #include "tools/common/model_options.h"
@@ -75,11 +75,13 @@ void print_auto(const Table& t) {
   if (t.budget == 0) return;
   const std::string n = t.context > 0 ? std::to_string(t.context) + " tokens" : "the full context";
   if (t.auto_row.status == TERN_OK) {
-    std::printf("auto: %s (kv_mode \"auto\" loads it: of the modes holding %s in this budget, the least KL "
-                "estimated from the bundle's calibration, or the most bits without one; %u positions, %.1f MiB)\n\n",
-                t.auto_row.kv_mode, n.c_str(), t.auto_row.context_tokens, mib(t.auto_row.total_bytes));
+    std::printf(
+        "auto: %s (kv_mode \"auto\" loads it: of the modes holding %s in this budget, the least KL "
+        "estimated from the bundle's calibration, or the most bits without one; %u positions, %.1f MiB)\n\n",
+        t.auto_row.kv_mode, n.c_str(), t.auto_row.context_tokens, mib(t.auto_row.total_bytes));
   } else {
-    std::printf("%s\n\n", t.auto_message.c_str());  // "auto: ... no mode holds N tokens ...; the context each gets: ..."
+    std::printf("%s\n\n",
+                t.auto_message.c_str());  // "auto: ... no mode holds N tokens ...; the context each gets: ..."
   }
 }
 
@@ -101,10 +103,11 @@ void print_text(const Table& t) {
                 r.kv_bytes_per_token, mib(r.weights_bytes), mib(r.scratch_bytes), mib(r.kv_bytes), mib(r.total_bytes),
                 mib(r.minimum_budget_bytes), r.sessions_that_fit);
   }
-  std::printf("(MiB; process overhead %.0f MiB included in the totals; KV cache and scratch are per session; "
-              "sessions: %s)\n\n",
-              t.rows.empty() ? 0.0 : mib(t.rows[0].process_overhead_bytes),
-              t.budget > 0 ? "how many of that context fit the budget" : "planned");
+  std::printf(
+      "(MiB; process overhead %.0f MiB included in the totals; KV cache and scratch are per session; "
+      "sessions: %s)\n\n",
+      t.rows.empty() ? 0.0 : mib(t.rows[0].process_overhead_bytes),
+      t.budget > 0 ? "how many of that context fit the budget" : "planned");
 }
 
 // A draft model is a second tern_model in the same process: its plan's total counts the
@@ -180,9 +183,10 @@ void print_decode_prediction(const BundleDecodeWork& w, const char* device_name)
     std::printf("decode speed on %s: no prediction (the bundle has no ternary matrices)\n\n", device_name);
     return;
   }
-  std::printf("decode speed on %s, predicted (%s %.1f GHz, %s kernels, %.2f GB/s read; compute or bandwidth bound, "
-              "attention left out: an upper bound)\n",
-              d->name, d->cores, d->clock_ghz, tern::to_string(d->ternary_isa), d->read_gb_per_s);
+  std::printf(
+      "decode speed on %s, predicted (%s %.1f GHz, %s kernels, %.2f GB/s read; compute or bandwidth bound, "
+      "attention left out: an upper bound)\n",
+      d->name, d->cores, d->clock_ghz, tern::to_string(d->ternary_isa), d->read_gb_per_s);
   std::printf("  %-18s %12s %16s %17s\n", "layout", "MB / token", "tok/s 1 thread", "tok/s 4 threads");
   const unsigned kThreads[2] = {1, 4};
   const tern::TernaryLayout layouts[2] = {tern::TernaryLayout::T2Interleaved16, tern::TernaryLayout::T3Interleaved16};
@@ -222,8 +226,7 @@ void add_plan_options(CLI::App& app, PlanOptions* o) {
   app.add_option("--budget", o->budget_text,
                  "memory budget, e.g. 2G or available-25%: the largest context per mode (with --context: how many "
                  "sessions of that context fit)");
-  app.add_option("--sessions", o->sessions, "sessions the model holds at once (default 1)")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--sessions", o->sessions, "sessions the model holds at once (default 1)")->check(CLI::PositiveNumber);
   app.add_option("--context", o->context, "context tokens: the budget each mode needs");
   app.add_option("--device", o->device, "pi4, pi5, android6g, iphone4g or all (budget = the app's share of RAM)")
       ->check(CLI::IsMember({"pi4", "pi5", "android6g", "iphone4g", "all"}));
@@ -249,7 +252,8 @@ int check_question(PlanOptions* o) {
     return 2;
   }
   if (!o->draft.empty() && (o->context == 0 || !o->budget_text.empty())) {
-    std::fprintf(stderr, "tern-plan: --draft plans with --context (a budget would have to be split between the models)\n");
+    std::fprintf(stderr,
+                 "tern-plan: --draft plans with --context (a budget would have to be split between the models)\n");
     return 2;
   }
   if (!o->draft.empty() && o->draft_max == 0) o->draft_max = 4;
@@ -384,8 +388,9 @@ int main(int argc, char** argv) {
   if (auto opened = tern::Bundle::open(o.bundle.c_str()); opened.ok()) embedding = opened->config().embedding;
   if (embedding && o.modes.empty()) o.modes = {"f32", "fp16"};
   if (embedding && !o.json) {
-    std::printf("embedding model: the context is the longest input (in tokens) one session embeds; several shorter\n"
-                "texts share it in a batch. No decode: no logits, sampler or decode speed.\n\n");
+    std::printf(
+        "embedding model: the context is the longest input (in tokens) one session embeds; several shorter\n"
+        "texts share it in a batch. No decode: no logits, sampler or decode speed.\n\n");
   }
   std::vector<const char*> mode_ptrs;
   for (const std::string& m : o.modes) mode_ptrs.push_back(m.c_str());
@@ -393,8 +398,7 @@ int main(int argc, char** argv) {
     if (const int code = plan_table(o, mode_ptrs, &t)) return code;
   }
 
-  const BundleDecodeWork work =
-      o.device.empty() || embedding ? BundleDecodeWork{} : decode_work_per_layout(o.bundle);
+  const BundleDecodeWork work = o.device.empty() || embedding ? BundleDecodeWork{} : decode_work_per_layout(o.bundle);
   if (o.json) {
     print_json(o.bundle, tables, work);
   } else {

@@ -112,8 +112,9 @@ void add_run_options(CLI::App& app, RunOptions* o) {
   app.add_flag("--evict", o->evict, "evict with f32/fp16 too (a compressed cache of exact heads)");
   app.add_option("--presence-penalty", o->sampler.presence_penalty, "subtracted from every token seen (0 = off)");
   app.add_option("--frequency-penalty", o->sampler.frequency_penalty, "subtracted per occurrence (0 = off)");
-  app.add_option("--logit-bias", o->logit_bias, "ID=BIAS added to a token's logit before sampling, e.g. 13=-100 "
-                                                "(repeatable; -inf bans)");
+  app.add_option("--logit-bias", o->logit_bias,
+                 "ID=BIAS added to a token's logit before sampling, e.g. 13=-100 "
+                 "(repeatable; -inf bans)");
   app.add_flag("--chat", o->chat, "interactive chat on stdin (-p: the system message)");
   app.add_flag("--no-bos", o->no_bos, "do not prepend BOS");
   app.add_option("--draft", o->draft,
@@ -211,7 +212,7 @@ int run_chat(const tern_model* model, tern_session* session, const std::string& 
     gp.stop_strings = stops;
     gp.n_stop_strings = 1;
   }
-  gp.add_bos = 0;         // the rendered text carries the BOS token's text
+  gp.add_bos = 0;  // the rendered text carries the BOS token's text
   gp.parse_special = 1;
   std::fprintf(stderr, "chat (%s format); an empty line or EOF ends it\n", info.chat_format);
   std::vector<std::string> roles, contents;

@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
   bool parse_special = false;
   bool decode = false;
   bool stats = false;
-  app.add_option("TOKENIZER_OR_BUNDLE", path, "tokenizer.json, tokenizer.model, a directory, or a .tern bundle")->required();
+  app.add_option("TOKENIZER_OR_BUNDLE", path, "tokenizer.json, tokenizer.model, a directory, or a .tern bundle")
+      ->required();
   app.add_flag("--parse-special", parse_special, "turn special-token text (e.g. <|eot_id|>) into its id");
   app.add_flag("--decode", decode, "also write \"decoded\": the text decoded back from the ids");
   app.add_flag("--stats", stats, "print the tokenizer's kind, vocabulary and arena bytes to stderr");
@@ -68,7 +69,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: %s, %d pieces, bos %d eos %d eot %d, arena %zu bytes\n", path.c_str(),
                  tokenizer->kind() == tern::TokenizerKind::ByteLevelBpe       ? "byte-level BPE"
                  : tokenizer->kind() == tern::TokenizerKind::SentencePieceBpe ? "SentencePiece BPE"
-                                                                               : "SentencePiece unigram",
+                                                                              : "SentencePiece unigram",
                  tokenizer->vocab_size(), tokenizer->bos_id(), tokenizer->eos_id(), tokenizer->eot_id(),
                  tern::Tokenizer::required_arena_bytes(table));
   }

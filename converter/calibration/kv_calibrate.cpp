@@ -2,14 +2,14 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdarg>
 #include <chrono>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <numeric>
 
-#include "converter/report/heatmap_png.h"
 #include "converter/calibration/kv_calibration_text.h"
+#include "converter/report/heatmap_png.h"
 #include "runtime/engine/model.h"
 
 namespace tern::convert {
@@ -75,18 +75,22 @@ std::string render_report(const std::string& bundle_path, const CalibrationOptio
   const size_t n = static_cast<size_t>(r.layers) * r.kv_heads;
   const uint32_t group = r.heads / r.kv_heads;
   md += fmt("# KV calibration: %s\n\n", bundle_path.c_str());
-  md += fmt("%u layers x %u query heads / %u KV heads. Calibration text: %s, %u positions in windows of %u "
-            "(teacher-forced, the runtime's forward pass). Time %.1f s.\n\n",
-            r.layers, r.heads, r.kv_heads, o.text_label.c_str(), r.tokens, r.context, r.seconds);
-  md += fmt("Cache settings: %u sink tokens, exact recent window %u, key block %u, value group %u, Hadamard "
-            "rotation, exact rows f16.\n\n",
-            o.sink_tokens, o.recent_window, o.block_tokens, o.value_group);
-  md += fmt("GQA: a KV head's entropy is the %s over its %u query heads. Spearman rank correlation of the KV "
-            "head's entropy with its measured 2-bit sensitivity: min %.2f, mean %.2f (negative: focused heads "
-            "are more sensitive).\n\n",
-            o.combine == kvcal::GqaCombine::Min ? "minimum" : "mean", group, r.rank_corr_min, r.rank_corr_mean);
-  md += "Sensitivity = mean KL(exact || that KV head alone quantized) of the next-token distribution, x 1e-3 "
-        "nats. Sink heads (class sink) stay exact (F).\n\n";
+  md +=
+      fmt("%u layers x %u query heads / %u KV heads. Calibration text: %s, %u positions in windows of %u "
+          "(teacher-forced, the runtime's forward pass). Time %.1f s.\n\n",
+          r.layers, r.heads, r.kv_heads, o.text_label.c_str(), r.tokens, r.context, r.seconds);
+  md +=
+      fmt("Cache settings: %u sink tokens, exact recent window %u, key block %u, value group %u, Hadamard "
+          "rotation, exact rows f16.\n\n",
+          o.sink_tokens, o.recent_window, o.block_tokens, o.value_group);
+  md +=
+      fmt("GQA: a KV head's entropy is the %s over its %u query heads. Spearman rank correlation of the KV "
+          "head's entropy with its measured 2-bit sensitivity: min %.2f, mean %.2f (negative: focused heads "
+          "are more sensitive).\n\n",
+          o.combine == kvcal::GqaCombine::Min ? "minimum" : "mean", group, r.rank_corr_min, r.rank_corr_mean);
+  md +=
+      "Sensitivity = mean KL(exact || that KV head alone quantized) of the next-token distribution, x 1e-3 "
+      "nats. Sink heads (class sink) stay exact (F).\n\n";
   md += fmt("## Heads (primary allocation: %.2f average bits)\n\n", o.average_bits);
   md += "| layer | KV head | query heads H (bits) | H | H2 | class | KL@2 | KL@3 | KL@4 | KL@8 | K/V bits |\n";
   md += "| ---: | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n";
@@ -100,7 +104,9 @@ std::string render_report(const std::string& bundle_path, const CalibrationOptio
               r.sensitivity[i][1] * 1e3, r.sensitivity[i][2] * 1e3, r.sensitivity[i][3] * 1e3,
               h.sink ? "F/F" : fmt("%u/%u", h.key_bits, h.value_bits).c_str());
   }
-  md += "\n## Per layer (classes and bits of each KV head at the primary average)\n\n| layer | classes | bits |\n| ---: | --- | --- |\n";
+  md +=
+      "\n## Per layer (classes and bits of each KV head at the primary average)\n\n| layer | classes | bits |\n| ---: "
+      "| --- | --- |\n";
   for (uint32_t l = 0; l < r.layers; ++l) {
     std::string classes, bits;
     for (uint32_t k = 0; k < r.kv_heads; ++k) {
@@ -111,10 +117,13 @@ std::string render_report(const std::string& bundle_path, const CalibrationOptio
     md += fmt("| %u | %s | %s |\n", l, classes.c_str(), bits.c_str());
   }
   md += fmt("\n## Allocations (calibration text; exact f32 PPL %.4f)\n\n", r.reference.ppl());
-  md += "Each average is over the quantized heads (keys and values at the head's width). The recorded rule is the "
-        "candidate with the least mean KL(exact || mode) among those not worse than uniform in both KL and greedy "
-        "agreement (PPL on a few hundred positions is too noisy to rank allocations).\n\n";
-  md += "| average | candidate | widths (layer-major) | bytes/token | PPL | ΔPPL | greedy agreement | mean KL x1e3 | recorded |\n";
+  md +=
+      "Each average is over the quantized heads (keys and values at the head's width). The recorded rule is the "
+      "candidate with the least mean KL(exact || mode) among those not worse than uniform in both KL and greedy "
+      "agreement (PPL on a few hundred positions is too noisy to rank allocations).\n\n";
+  md +=
+      "| average | candidate | widths (layer-major) | bytes/token | PPL | ΔPPL | greedy agreement | mean KL x1e3 | "
+      "recorded |\n";
   md += "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n";
   for (const AverageResult& a : r.averages) {
     for (size_t c = 0; c < a.candidates.size(); ++c) {
@@ -248,7 +257,8 @@ Error evaluate_candidates(const Model& model, const kvq::KvSettings& settings, c
     for (size_t ci = 0; ci < a.candidates.size(); ++ci) {
       std::vector<KvHeadBits> bits;
       for (uint8_t b : a.candidates[ci].bits) bits.push_back(KvHeadBits{b, b});
-      modes.push_back(kvq::compressed_mode(fmt("%g %s", avg, a.candidates[ci].rule.c_str()), c, settings, std::move(bits)));
+      modes.push_back(
+          kvq::compressed_mode(fmt("%g %s", avg, a.candidates[ci].rule.c_str()), c, settings, std::move(bits)));
       a.candidates[ci].bytes_per_token = modes.back().bytes_per_token();
       mode_of.emplace_back(r->averages.size(), ci);
     }
@@ -355,10 +365,11 @@ Result<CalibrationResult> calibrate_kv(const std::string& bundle_path, const Cal
   choose_allocations(&r);
   fill_profile(o, c, heads, &r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.profile.provenance = fmt("tern-convert --calibrate: text %s, %u positions (window %u), sensitivity KL at 2/3/4/8 "
-                             "bits, GQA %s, rules uniform/sensitivity/entropy(alpha %.2f), %.1f s",
-                             o.text_label.c_str(), r.tokens, r.context,
-                             o.combine == kvcal::GqaCombine::Min ? "min" : "mean", o.entropy_alpha, r.seconds);
+  r.profile.provenance =
+      fmt("tern-convert --calibrate: text %s, %u positions (window %u), sensitivity KL at 2/3/4/8 "
+          "bits, GQA %s, rules uniform/sensitivity/entropy(alpha %.2f), %.1f s",
+          o.text_label.c_str(), r.tokens, r.context, o.combine == kvcal::GqaCombine::Min ? "min" : "mean",
+          o.entropy_alpha, r.seconds);
   r.report = render_report(bundle_path, o, r);
   return r;
 }
@@ -405,8 +416,8 @@ Error write_calibration_files(const std::string& bundle_path, const CalibrationR
     map.kv_notes[static_cast<size_t>(h.layer) * r.kv_heads + h.kv_head] = note;
   }
   std::string error;
-  TERN_CHECK_OR_RETURN(write_kv_heatmap(map, heatmap, bundle_path + ".kv-heatmap.svg", &error), Error::IoError, "%s: %s",
-                       heatmap.c_str(), error.c_str());
+  TERN_CHECK_OR_RETURN(write_kv_heatmap(map, heatmap, bundle_path + ".kv-heatmap.svg", &error), Error::IoError,
+                       "%s: %s", heatmap.c_str(), error.c_str());
   if (report_path) *report_path = report;
   if (heatmap_path) *heatmap_path = heatmap;
   return Error::Ok;

@@ -44,7 +44,7 @@ constexpr std::array<int, 4> kWidths = {2, 3, 4, 8};
 struct Allocation {
   std::vector<uint8_t> bits;  // one width per item
   int total_bits = 0;
-  bool exact = false;         // total == the target (else the largest reachable total below it)
+  bool exact = false;  // total == the target (else the largest reachable total below it)
 };
 
 // Σ widths the target asks for: floor(n * avg_bits) (never above the budget).

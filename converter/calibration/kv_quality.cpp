@@ -8,10 +8,10 @@
 #include <thread>
 
 #include "converter/calibration/kv_calibration.h"
-#include "runtime/model/bundle.h"
 #include "runtime/engine/forward.h"
 #include "runtime/kv/compressed_kv_cache.h"
 #include "runtime/kv/kv_profile.h"
+#include "runtime/model/bundle.h"
 #include "schema/bundle_generated.h"
 
 namespace tern::kvq {
@@ -62,10 +62,10 @@ double ModeStats::delta_ppl_percent() const {
 
 Result<Comparison> compare(const ModeStats& a, const ModeStats& b) {
   const size_t n = a.position_nll.size();
-  TERN_CHECK_OR_RETURN(n >= 2 && n == b.position_nll.size() && n == a.position_agree.size() &&
-                           n == b.position_agree.size(),
-                       Error::InvalidArgument, "compare: both modes need the same per-position records (%zu, %zu)", n,
-                       b.position_nll.size());
+  TERN_CHECK_OR_RETURN(
+      n >= 2 && n == b.position_nll.size() && n == a.position_agree.size() && n == b.position_agree.size(),
+      Error::InvalidArgument, "compare: both modes need the same per-position records (%zu, %zu)", n,
+      b.position_nll.size());
   double sd = 0, sd2 = 0, sg = 0, sg2 = 0;
   for (size_t i = 0; i < n; ++i) {
     const double d = double(a.position_nll[i]) - double(b.position_nll[i]);
@@ -136,8 +136,10 @@ Result<KvMode> mode_by_name(const Model& model, const std::string& name, const K
     }
     m.name = name;
     std::snprintf(m.spec.name, sizeof m.spec.name, "%s", name.c_str());
-    if (m.bits.empty()) m.bits.resize(heads);
-    else m.spec.profile.head_bits = m.bits.data();
+    if (m.bits.empty())
+      m.bits.resize(heads);
+    else
+      m.spec.profile.head_bits = m.bits.data();
     TERN_RETURN_IF_ERROR(kv_make_heavy_hitter(equal_shares ? nullptr : bundle_profile, recent_percent, c.max_context,
                                               m.bits.data(), &m.spec.profile));
     return m;
@@ -149,8 +151,8 @@ Result<KvMode> mode_by_name(const Model& model, const std::string& name, const K
     uint8_t aged_percent = 0;
     TERN_RETURN_IF_ERROR(parse_kv_aging(name.c_str() + aging, &aged_bits, &aged_after, &aged_percent));
     TERN_ASSIGN_OR_RETURN(KvMode m, mode_by_name(model, name.substr(0, aging), settings));
-    TERN_CHECK_OR_RETURN(m.spec.compressed, Error::InvalidArgument,
-                         "KV mode '%s': exact modes have nothing to age", name.c_str());
+    TERN_CHECK_OR_RETURN(m.spec.compressed, Error::InvalidArgument, "KV mode '%s': exact modes have nothing to age",
+                         name.c_str());
     m.name = name;
     std::snprintf(m.spec.name, sizeof m.spec.name, "%s", name.c_str());
     m.spec.profile.aged_bits = aged_bits;
@@ -175,7 +177,8 @@ Result<KvMode> mode_by_name(const Model& model, const std::string& name, const K
     if (u.bits.size() != quantized) return fail(Error::InvalidArgument, "KV mode '%s': no uniform mix", name.c_str());
     for (size_t i = 0, k = 0; i < heads; ++i)
       if (!bits[i].exact()) bits[i] = KvHeadBits{u.bits[k], u.bits[k]}, ++k;
-    KvMode m = compressed_mode(name, c, adaptive.ok() ? settings_from_model(model, settings) : settings, std::move(bits));
+    KvMode m =
+        compressed_mode(name, c, adaptive.ok() ? settings_from_model(model, settings) : settings, std::move(bits));
     return m;
   }
   KvModeName spec;
@@ -246,7 +249,8 @@ void on_output(void* user, uint32_t layer, uint32_t, uint32_t n, const float* at
     const float* a = att + static_cast<size_t>(h) * c.head_dim;
     const float* b = ref + static_cast<size_t>(h) * c.head_dim;
     double dot = 0, na = 0, nb = 0;
-    for (uint32_t i = 0; i < c.head_dim; ++i) dot += double(a[i]) * b[i], na += double(a[i]) * a[i], nb += double(b[i]) * b[i];
+    for (uint32_t i = 0; i < c.head_dim; ++i)
+      dot += double(a[i]) * b[i], na += double(a[i]) * a[i], nb += double(b[i]) * b[i];
     lane.stats.cosine += (na > 0 && nb > 0) ? dot / std::sqrt(na * nb) : (na == nb ? 1.0 : 0.0);
     lane.stats.cosine_rows++;
   }
@@ -352,7 +356,8 @@ Result<RunResult> run_modes(const Model& model, std::vector<KvMode>& modes, cons
     for (uint32_t v = 0; v < c.vocab; ++v) kl += std::exp(ref.log_probs[v]) * (ref.log_probs[v] - lane.log_probs[v]);
     lane.stats.kl += std::max(0.0, kl);
   };
-  const uint32_t threads = std::max<uint32_t>(1, std::min<uint32_t>(options.threads, static_cast<uint32_t>(modes.size())));
+  const uint32_t threads =
+      std::max<uint32_t>(1, std::min<uint32_t>(options.threads, static_cast<uint32_t>(modes.size())));
   for (const auto& [start, len] : windows) {
     for (Lane& lane : lanes) {
       if (Error e = reset_lane(model, lane, context); e != Error::Ok) {
@@ -417,8 +422,7 @@ Result<uint32_t> stream_capacity(const KvCacheSpec& spec, uint32_t context, uint
   }
   TERN_CHECK_OR_RETURN(best > 0, Error::InvalidArgument,
                        "KV mode %s: its smallest evicting cache (%u positions, %zu bytes) exceeds the %s", name.c_str(),
-                       ladder.at(0), kv_cache_arena_bytes(spec, ladder.at(0)),
-                       budget > 0 ? "byte budget" : "capacity");
+                       ladder.at(0), kv_cache_arena_bytes(spec, ladder.at(0)), budget > 0 ? "byte budget" : "capacity");
   return best;
 }
 
@@ -615,7 +619,8 @@ Result<StreamResult> run_stream(const Model& model, std::vector<KvMode>& modes, 
         if (lane.error != Error::Ok)
           return fail(lane.error, "stream %s at position %u failed: %s", lane.trace->name.c_str(), pos,
                       last_error_message());
-    if (options.progress) options.progress(static_cast<uint64_t>(pos + 1) * (ref_lanes.size() + mode_lanes.size()), total);
+    if (options.progress)
+      options.progress(static_cast<uint64_t>(pos + 1) * (ref_lanes.size() + mode_lanes.size()), total);
   }
   for (StreamLane& lane : ref_lanes) record_fractions(*lane.kv, static_cast<uint32_t>(positions), *lane.trace);
   return r;
@@ -685,7 +690,8 @@ Result<std::vector<int32_t>> tokenize_text(Model& model, std::string text, bool 
   for (const std::string& p : parts) {
     std::vector<int32_t> out(p.size() + 8);
     std::vector<uint8_t> scratch(tok->encode_scratch_bytes(p.size()));
-    auto n = tok->encode(p.data(), p.size(), true, false, out.data(), out.size(), nullptr, scratch.data(), scratch.size());
+    auto n =
+        tok->encode(p.data(), p.size(), true, false, out.data(), out.size(), nullptr, scratch.data(), scratch.size());
     if (!n.ok()) return n.error();
     ids.insert(ids.end(), out.begin(), out.begin() + static_cast<std::ptrdiff_t>(*n));
   }

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "platform/error.h"
-#include "runtime/kv/kv_cache_spec.h"
 #include "runtime/engine/model.h"
+#include "runtime/kv/kv_cache_spec.h"
 
 namespace tern::kvq {
 
@@ -30,8 +30,8 @@ struct KvSettings {
 struct KvMode {
   std::string name;
   KvCacheSpec spec;
-  std::vector<KvHeadBits> bits;     // per (layer, kv head) when non-empty
-  const KvCacheSpec& resolved();    // spec with profile.head_bits = bits (when bits are given)
+  std::vector<KvHeadBits> bits;   // per (layer, kv head) when non-empty
+  const KvCacheSpec& resolved();  // spec with profile.head_bits = bits (when bits are given)
 
   // Marginal bytes per position over all layers and heads, and per stored element (bits).
   double bytes_per_token() const;
@@ -51,12 +51,12 @@ KvSettings settings_from_model(const Model& model, const KvSettings& fallback);
 Result<KvMode> mode_by_name(const Model& model, const std::string& name, const KvSettings& settings);
 
 struct ModeStats {
-  double nll = 0;               // summed over predictions (nats)
-  double kl = 0;                // summed KL(reference || mode) of the next-token distributions
-  double cosine = 0;            // summed cosine of attention outputs (per query head, layer, position)
+  double nll = 0;     // summed over predictions (nats)
+  double kl = 0;      // summed KL(reference || mode) of the next-token distributions
+  double cosine = 0;  // summed cosine of attention outputs (per query head, layer, position)
   uint64_t cosine_rows = 0;
   uint64_t predictions = 0;
-  uint64_t agree = 0;           // argmax equal to the reference's
+  uint64_t agree = 0;  // argmax equal to the reference's
   // Per-position NLL minus the reference's at the same position: the paired difference
   // behind ΔPPL, so its standard error says whether two modes' ΔPPL differ beyond noise.
   double dnll = 0, dnll_sq = 0;
@@ -65,19 +65,19 @@ struct ModeStats {
   std::vector<float> position_nll;
   std::vector<uint8_t> position_agree;
   double ppl() const;
-  double delta_ppl_percent() const;       // 100 (exp(mean dnll) - 1) = 100 (ppl / ppl_exact - 1)
-  double delta_ppl_se_percent() const;    // its standard error (delta method)
+  double delta_ppl_percent() const;     // 100 (exp(mean dnll) - 1) = 100 (ppl / ppl_exact - 1)
+  double delta_ppl_se_percent() const;  // its standard error (delta method)
   double mean_kl() const { return predictions ? kl / static_cast<double>(predictions) : 0.0; }
   double agreement() const { return predictions ? static_cast<double>(agree) / static_cast<double>(predictions) : 0.0; }
   double mean_cosine() const { return cosine_rows ? cosine / static_cast<double>(cosine_rows) : 1.0; }
 };
 
 struct RunOptions {
-  uint32_t context = 0;         // window length (0: the model's context); each window starts a fresh cache
-  uint32_t max_windows = 0;     // 0: every complete window, plus the remainder when it is >= 2 tokens
+  uint32_t context = 0;      // window length (0: the model's context); each window starts a fresh cache
+  uint32_t max_windows = 0;  // 0: every complete window, plus the remainder when it is >= 2 tokens
   bool attention_cosine = true;
-  bool per_position = false;    // fill ModeStats::position_nll / position_agree
-  uint32_t threads = 1;         // modes run on up to this many threads (the reference first, every position)
+  bool per_position = false;  // fill ModeStats::position_nll / position_agree
+  uint32_t threads = 1;       // modes run on up to this many threads (the reference first, every position)
   // Per-position, per-query-head attention rows of the reference run (dense f32 cache).
   std::function<void(uint32_t layer, uint32_t query_head, uint32_t pos, const float* probs, uint32_t len)> on_probs;
   // Called after every position with (done, total) forward passes.
@@ -85,7 +85,7 @@ struct RunOptions {
 };
 
 struct RunResult {
-  ModeStats reference;          // the exact f32 run (agreement 100 %, KL 0)
+  ModeStats reference;  // the exact f32 run (agreement 100 %, KL 0)
   std::vector<ModeStats> modes;
 };
 
@@ -114,18 +114,18 @@ Result<RunResult> run_modes(const Model& model, std::vector<KvMode>& modes, cons
 //    context, evicting the same way past it (what quantization plus a smaller cache costs).
 // Exact modes ("f32", "fp16") become caches of exact heads with eviction on.
 struct StreamOptions {
-  uint32_t capacity = 0;         // positions every mode holds (0: the model's context); rounded to the ladder
-  uint64_t budget_bytes = 0;     // instead: each mode holds the most positions whose cache fits (<= context)
+  uint32_t capacity = 0;      // positions every mode holds (0: the model's context); rounded to the ladder
+  uint64_t budget_bytes = 0;  // instead: each mode holds the most positions whose cache fits (<= context)
   uint32_t threads = 1;
-  uint32_t full_context = 0;     // the full-context reference's capacity (0: the model's context)
+  uint32_t full_context = 0;  // the full-context reference's capacity (0: the model's context)
   std::function<void(uint64_t done, uint64_t total)> progress;
 };
 
 // One stream, per prediction (position p predicts token p+1).
 struct StreamTrace {
   std::string name;
-  uint32_t capacity = 0;         // positions the cache holds
-  size_t cache_bytes = 0;        // its arena bytes (kv_cache_arena_bytes)
+  uint32_t capacity = 0;   // positions the cache holds
+  size_t cache_bytes = 0;  // its arena bytes (kv_cache_arena_bytes)
   std::vector<float> nll;
   // Against the references (empty for the references themselves).
   std::vector<float> kl_same, kl_full;
@@ -133,7 +133,7 @@ struct StreamTrace {
   // Where the tokens 0..p are after position p, averaged over (layer, kv head): exact rows
   // (sinks, window, middle blocks of exact heads), quantized middle rows, or evicted.
   std::vector<float> exact_fraction, compressed_fraction, evicted_fraction;
-  size_t same_reference = 0;     // index into StreamResult::same
+  size_t same_reference = 0;  // index into StreamResult::same
 };
 
 struct StreamResult {

@@ -159,8 +159,8 @@ Result<ModelIR> import_bitllama2c_bytes(const uint8_t* data, size_t size, const 
     const char* canon;
     uint32_t out, in;
   } kinds[] = {
-      {tensor_names::kWq, dim, dim},         {tensor_names::kWk, kv_dim, dim},     {tensor_names::kWv, kv_dim, dim},
-      {tensor_names::kWo, dim, dim},         {tensor_names::kWGate, hidden, dim},  {tensor_names::kWDown, dim, hidden},
+      {tensor_names::kWq, dim, dim},     {tensor_names::kWk, kv_dim, dim},    {tensor_names::kWv, kv_dim, dim},
+      {tensor_names::kWo, dim, dim},     {tensor_names::kWGate, hidden, dim}, {tensor_names::kWDown, dim, hidden},
       {tensor_names::kWUp, hidden, dim},
   };
   std::vector<TensorIR> mats;

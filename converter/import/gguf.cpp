@@ -21,16 +21,14 @@ constexpr uint64_t kMinKeyValueBytes = 8 + 4 + 1;
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;
 
 const TypeTraits* traits_table(uint32_t id) {
-  static const TypeTraits kF32{"f32", 1, 4}, kF16{"f16", 1, 2}, kQ4_0{"q4_0", 32, 18},
-      kQ4_1{"q4_1", 32, 20}, kQ5_0{"q5_0", 32, 22}, kQ5_1{"q5_1", 32, 24}, kQ8_0{"q8_0", 32, 34},
-      kQ8_1{"q8_1", 32, 36}, kQ2_K{"q2_K", 256, 84}, kQ3_K{"q3_K", 256, 110},
-      kQ4_K{"q4_K", 256, 144}, kQ5_K{"q5_K", 256, 176}, kQ6_K{"q6_K", 256, 210},
-      kQ8_K{"q8_K", 256, 292}, kIQ2_XXS{"iq2_xxs", 256, 66}, kIQ2_XS{"iq2_xs", 256, 74},
-      kIQ3_XXS{"iq3_xxs", 256, 98}, kIQ1_S{"iq1_s", 256, 50}, kIQ4_NL{"iq4_nl", 32, 18},
-      kIQ3_S{"iq3_s", 256, 110}, kIQ2_S{"iq2_s", 256, 82}, kIQ4_XS{"iq4_xs", 256, 136},
-      kI8{"i8", 1, 1}, kI16{"i16", 1, 2}, kI32{"i32", 1, 4}, kI64{"i64", 1, 8},
-      kF64{"f64", 1, 8}, kIQ1_M{"iq1_m", 256, 56}, kBF16{"bf16", 1, 2},
-      kTQ1_0{"tq1_0", 256, 54}, kTQ2_0{"tq2_0", 256, 66},
+  static const TypeTraits kF32{"f32", 1, 4}, kF16{"f16", 1, 2}, kQ4_0{"q4_0", 32, 18}, kQ4_1{"q4_1", 32, 20},
+      kQ5_0{"q5_0", 32, 22}, kQ5_1{"q5_1", 32, 24}, kQ8_0{"q8_0", 32, 34}, kQ8_1{"q8_1", 32, 36},
+      kQ2_K{"q2_K", 256, 84}, kQ3_K{"q3_K", 256, 110}, kQ4_K{"q4_K", 256, 144}, kQ5_K{"q5_K", 256, 176},
+      kQ6_K{"q6_K", 256, 210}, kQ8_K{"q8_K", 256, 292}, kIQ2_XXS{"iq2_xxs", 256, 66}, kIQ2_XS{"iq2_xs", 256, 74},
+      kIQ3_XXS{"iq3_xxs", 256, 98}, kIQ1_S{"iq1_s", 256, 50}, kIQ4_NL{"iq4_nl", 32, 18}, kIQ3_S{"iq3_s", 256, 110},
+      kIQ2_S{"iq2_s", 256, 82}, kIQ4_XS{"iq4_xs", 256, 136}, kI8{"i8", 1, 1}, kI16{"i16", 1, 2}, kI32{"i32", 1, 4},
+      kI64{"i64", 1, 8}, kF64{"f64", 1, 8}, kIQ1_M{"iq1_m", 256, 56}, kBF16{"bf16", 1, 2}, kTQ1_0{"tq1_0", 256, 54},
+      kTQ2_0{"tq2_0", 256, 66},
       // I2_S: 4 codes per byte; the per-tensor trailer is added in tensor_bytes().
       kI2_S{"i2_s", 4, 1};
   switch (id) {
@@ -87,8 +85,8 @@ class Cursor {
   Error bytes(void* out, uint64_t n, const char* what) {
     if (n > remaining()) {
       return fail(Error::Truncated, "%s: truncated reading %s at byte %llu (needs %llu bytes, %llu left)",
-                  name_.c_str(), what, static_cast<unsigned long long>(pos_),
-                  static_cast<unsigned long long>(n), static_cast<unsigned long long>(remaining()));
+                  name_.c_str(), what, static_cast<unsigned long long>(pos_), static_cast<unsigned long long>(n),
+                  static_cast<unsigned long long>(remaining()));
     }
     if (n != 0) std::memcpy(out, data_ + pos_, n);
     pos_ += n;
@@ -113,9 +111,9 @@ class Cursor {
     uint64_t length = 0;
     TERN_RETURN_IF_ERROR(scalar(&length, what));
     if (length > remaining()) {
-      return fail(Error::Truncated, "%s: %s at byte %llu claims %llu bytes but only %llu remain",
-                  name_.c_str(), what, static_cast<unsigned long long>(pos_ - 8),
-                  static_cast<unsigned long long>(length), static_cast<unsigned long long>(remaining()));
+      return fail(Error::Truncated, "%s: %s at byte %llu claims %llu bytes but only %llu remain", name_.c_str(), what,
+                  static_cast<unsigned long long>(pos_ - 8), static_cast<unsigned long long>(length),
+                  static_cast<unsigned long long>(remaining()));
     }
     out->assign(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(length));
     pos_ += length;
@@ -150,8 +148,7 @@ uint64_t min_encoded_bytes(ValueType t) {
 
 bool valid_value_type(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::F64); }
 
-Error read_value(Cursor& in, ValueType type, Value* out, int depth, const std::string& name,
-                 const std::string& key) {
+Error read_value(Cursor& in, ValueType type, Value* out, int depth, const std::string& name, const std::string& key) {
   out->type = type;
   switch (type) {
     case ValueType::U8: {
@@ -218,25 +215,23 @@ Error read_value(Cursor& in, ValueType type, Value* out, int depth, const std::s
       uint8_t v = 0;
       TERN_RETURN_IF_ERROR(in.scalar(&v, "a bool value"));
       if (v > 1) {
-        return fail(Error::CorruptFile, "%s: key '%s': bool value %u is neither 0 nor 1", name.c_str(),
-                    key.c_str(), v);
+        return fail(Error::CorruptFile, "%s: key '%s': bool value %u is neither 0 nor 1", name.c_str(), key.c_str(), v);
       }
       out->u = v;
       return Error::Ok;
     }
-    case ValueType::String:
-      return in.string(&out->str, "a string value");
+    case ValueType::String: return in.string(&out->str, "a string value");
     case ValueType::Array: {
       if (depth >= kMaxArrayDepth) {
-        return fail(Error::NotSupported, "%s: key '%s': arrays nested deeper than %d levels", name.c_str(),
-                    key.c_str(), kMaxArrayDepth);
+        return fail(Error::NotSupported, "%s: key '%s': arrays nested deeper than %d levels", name.c_str(), key.c_str(),
+                    kMaxArrayDepth);
       }
       uint32_t element_type = 0;
       uint64_t count = 0;
       TERN_RETURN_IF_ERROR(in.scalar(&element_type, "an array element type"));
       if (!valid_value_type(element_type)) {
-        return fail(Error::CorruptFile, "%s: key '%s': unknown array element type %u", name.c_str(),
-                    key.c_str(), element_type);
+        return fail(Error::CorruptFile, "%s: key '%s': unknown array element type %u", name.c_str(), key.c_str(),
+                    element_type);
       }
       TERN_RETURN_IF_ERROR(in.scalar(&count, "an array length"));
       out->element_type = static_cast<ValueType>(element_type);
@@ -343,8 +338,7 @@ double Value::number_at(uint64_t index) const {
 namespace {
 
 // The fixed header: the magic, a little-endian version 2 or 3, and the tensor and metadata counts.
-Error read_header(Cursor& in, const std::string& fname, uint32_t* version, uint64_t* tensor_count,
-                  uint64_t* kv_count) {
+Error read_header(Cursor& in, const std::string& fname, uint32_t* version, uint64_t* tensor_count, uint64_t* kv_count) {
   uint32_t magic = 0;
   TERN_RETURN_IF_ERROR(in.scalar(&magic, "the magic"));
   if (magic != kMagic) {
@@ -356,8 +350,7 @@ Error read_header(Cursor& in, const std::string& fname, uint32_t* version, uint6
     return fail(Error::NotSupported, "%s: big-endian GGUF (version %u) is not supported", fname.c_str(), swapped);
   }
   if (*version != 2 && *version != 3) {
-    return fail(Error::VersionMismatch, "%s: GGUF version %u is not supported (only 2 and 3)", fname.c_str(),
-                *version);
+    return fail(Error::VersionMismatch, "%s: GGUF version %u is not supported (only 2 and 3)", fname.c_str(), *version);
   }
   TERN_RETURN_IF_ERROR(in.scalar(tensor_count, "the tensor count"));
   TERN_RETURN_IF_ERROR(in.scalar(kv_count, "the metadata count"));
@@ -382,8 +375,7 @@ Error read_metadata(Cursor& in, uint64_t kv_count, const std::string& fname, std
     uint32_t type = 0;
     TERN_RETURN_IF_ERROR(in.scalar(&type, "a metadata value type"));
     if (!valid_value_type(type)) {
-      return fail(Error::CorruptFile, "%s: key '%s' has unknown value type %u", fname.c_str(), kv.key.c_str(),
-                  type);
+      return fail(Error::CorruptFile, "%s: key '%s' has unknown value type %u", fname.c_str(), kv.key.c_str(), type);
     }
     TERN_RETURN_IF_ERROR(read_value(in, static_cast<ValueType>(type), &kv.value, 0, fname, kv.key));
     metadata->push_back(std::move(kv));
@@ -438,12 +430,13 @@ Error read_tensor_infos(Cursor& in, uint64_t tensor_count, uint64_t alignment, c
     TERN_RETURN_IF_ERROR(in.scalar(&info.offset, "a tensor offset"));
     const TypeTraits* traits = type_traits(info.type_id);
     if (traits == nullptr) {
-      return fail(Error::UnsupportedType, "%s: tensor '%s' has unknown GGML type %u", fname.c_str(),
-                  info.name.c_str(), info.type_id);
+      return fail(Error::UnsupportedType, "%s: tensor '%s' has unknown GGML type %u", fname.c_str(), info.name.c_str(),
+                  info.type_id);
     }
     if (info.dims[0] % traits->block_elements != 0 ||
         !tensor_bytes(info.type_id, *traits, info.elements, &info.bytes)) {
-      return fail(Error::ShapeMismatch, "%s: tensor '%s' (%s): row of %llu elements is not a whole number of %u-element blocks",
+      return fail(Error::ShapeMismatch,
+                  "%s: tensor '%s' (%s): row of %llu elements is not a whole number of %u-element blocks",
                   fname.c_str(), info.name.c_str(), traits->name, static_cast<unsigned long long>(info.dims[0]),
                   traits->block_elements);
     }
@@ -467,10 +460,11 @@ Error place_tensor_data(const uint8_t* data, size_t size, uint64_t data_offset, 
   const uint64_t data_bytes = data_offset <= size ? size - data_offset : 0;
   for (auto& info : *tensors) {
     if (info.offset > data_bytes || info.bytes > data_bytes - info.offset) {
-      return fail(Error::Truncated,
-                  "%s: tensor '%s' data (%llu bytes at data offset %llu) runs past the end of the file (%llu data bytes)",
-                  fname.c_str(), info.name.c_str(), static_cast<unsigned long long>(info.bytes),
-                  static_cast<unsigned long long>(info.offset), static_cast<unsigned long long>(data_bytes));
+      return fail(
+          Error::Truncated,
+          "%s: tensor '%s' data (%llu bytes at data offset %llu) runs past the end of the file (%llu data bytes)",
+          fname.c_str(), info.name.c_str(), static_cast<unsigned long long>(info.bytes),
+          static_cast<unsigned long long>(info.offset), static_cast<unsigned long long>(data_bytes));
     }
     info.data = data + data_offset + info.offset;
   }

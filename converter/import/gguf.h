@@ -94,10 +94,10 @@ inline constexpr uint64_t kI2sTrailerBytes = 32;
 // huge numeric array costs no memory.
 struct Value {
   ValueType type = ValueType::U8;
-  uint64_t u = 0;    // U8, U16, U32, U64, Bool
-  int64_t i = 0;     // I8, I16, I32, I64
-  double f = 0.0;    // F32, F64
-  std::string str;   // String
+  uint64_t u = 0;                          // U8, U16, U32, U64, Bool
+  int64_t i = 0;                           // I8, I16, I32, I64
+  double f = 0.0;                          // F32, F64
+  std::string str;                         // String
   ValueType element_type = ValueType::U8;  // Array
   uint64_t count = 0;                      // Array: number of elements
   std::vector<Value> items;                // Array of String / Array
@@ -121,9 +121,9 @@ struct TensorInfo {
   std::string name;
   std::vector<uint64_t> dims;  // GGML order: dims[0] is the innermost (contiguous) axis
   uint32_t type_id = 0;
-  uint64_t offset = 0;         // relative to the data section, as stored
+  uint64_t offset = 0;  // relative to the data section, as stored
   uint64_t elements = 0;
-  uint64_t bytes = 0;          // storage size implied by type and dims
+  uint64_t bytes = 0;             // storage size implied by type and dims
   const uint8_t* data = nullptr;  // start of the tensor's bytes inside the file view
 
   TensorType type() const { return static_cast<TensorType>(type_id); }

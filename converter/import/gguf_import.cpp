@@ -186,8 +186,9 @@ Result<TernaryTensor> gguf_decode_ternary(const gguf::File& file, const TensorIn
         int8_t* block_codes = codes + 256 * b;
         if (tq2) {
           if (decode_tq2_0_block(block, block_codes) != Error::Ok) {
-            return fail(Error::CorruptFile, "%s: tensor '%s' (tq2_0) block %llu holds the 2-bit code 3, not a ternary value",
-                        fname, t.name.c_str(), static_cast<unsigned long long>(b));
+            return fail(Error::CorruptFile,
+                        "%s: tensor '%s' (tq2_0) block %llu holds the 2-bit code 3, not a ternary value", fname,
+                        t.name.c_str(), static_cast<unsigned long long>(b));
           }
         } else {
           decode_tq1_0_block(block, block_codes);
@@ -210,8 +211,9 @@ Result<TernaryTensor> gguf_decode_ternary(const gguf::File& file, const TensorIn
         for (int j = 0; j < 128; ++j) {
           const int q = (block[j % 32] >> (6 - 2 * (j / 32))) & 3;
           if (q == 3) {
-            return fail(Error::CorruptFile, "%s: tensor '%s' (i2_s) weight %llu holds the 2-bit code 3, not a ternary value",
-                        fname, t.name.c_str(), static_cast<unsigned long long>(128 * b + j));
+            return fail(Error::CorruptFile,
+                        "%s: tensor '%s' (i2_s) weight %llu holds the 2-bit code 3, not a ternary value", fname,
+                        t.name.c_str(), static_cast<unsigned long long>(128 * b + j));
           }
           codes[128 * b + j] = static_cast<int8_t>(q - 1);
         }
@@ -409,8 +411,8 @@ Result<TokenizerIR> gguf_import_tokenizer(const gguf::File& file) {
         auto left = space == std::string::npos ? id_of.end() : id_of.find(merge.substr(0, space));
         auto right = space == std::string::npos ? id_of.end() : id_of.find(merge.substr(space + 1));
         if (left == id_of.end() || right == id_of.end()) {
-          return fail(Error::CorruptFile, "%s: merge %zu ('%s') does not name two tokens of the vocabulary", fname,
-                      m, merge.c_str());
+          return fail(Error::CorruptFile, "%s: merge %zu ('%s') does not name two tokens of the vocabulary", fname, m,
+                      merge.c_str());
         }
         tok.merges.emplace_back(left->second, right->second);
       }
@@ -482,7 +484,6 @@ bool is_known_tensor(const std::string& name, uint32_t layers, ModelFamily famil
   }
   return false;
 }
-
 
 Result<uint32_t> get_u32(const gguf::File& file, const std::string& key) {
   TERN_ASSIGN_OR_RETURN(uint64_t v, file.get_uint(key));
@@ -580,8 +581,8 @@ Result<TensorIR> convert_tensor(const gguf::File& file, const TensorInfo& t, con
   ir.shape = tern_shape(t);
   ir.source = file.name() + ":" + t.name + " (" + type_name(t) + ")";
   if (ir.shape != want) {
-    return fail(Error::ShapeMismatch, "%s: tensor '%s' has shape %s, expected %s", file.name().c_str(),
-                t.name.c_str(), shape_string(ir.shape).c_str(), shape_string(want).c_str());
+    return fail(Error::ShapeMismatch, "%s: tensor '%s' has shape %s, expected %s", file.name().c_str(), t.name.c_str(),
+                shape_string(ir.shape).c_str(), shape_string(want).c_str());
   }
   if (ternary) {
     TERN_ASSIGN_OR_RETURN(TernaryTensor tt, gguf_decode_ternary(file, t));

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "converter/ir/convert_options.h"
 #include "converter/import/gguf.h"
+#include "converter/ir/convert_options.h"
 #include "converter/ir/model_ir.h"
 #include "platform/error.h"
 

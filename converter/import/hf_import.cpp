@@ -3,11 +3,11 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
-#include <cstring>
 #include <set>
 
 #include "converter/import/safetensors.h"
@@ -82,7 +82,8 @@ Result<T> get_field(const json& j, const char* key, const fs::path& file, const 
     if (!v.is_number()) return fail(Error::CorruptFile, "%s: field \"%s\" is not a number", file.c_str(), key);
     return v.get<T>();
   } else {
-    if (!v.is_number_integer()) return fail(Error::CorruptFile, "%s: field \"%s\" is not an integer", file.c_str(), key);
+    if (!v.is_number_integer())
+      return fail(Error::CorruptFile, "%s: field \"%s\" is not an integer", file.c_str(), key);
     const int64_t x = v.get<int64_t>();
     if (x < 0 || x > (1ll << 24)) {
       return fail(Error::CorruptFile, "%s: field \"%s\" = %lld is out of range", file.c_str(), key,
@@ -124,7 +125,9 @@ Result<Source> open_weights(const fs::path& dir) {
     }
     std::set<std::string> seen;
     for (const auto& [name, file] : index["weight_map"].items()) {
-      if (!file.is_string()) return fail(Error::CorruptFile, "%s: weight_map entry '%s' is not a file name", index_path.c_str(), name.c_str());
+      if (!file.is_string())
+        return fail(Error::CorruptFile, "%s: weight_map entry '%s' is not a file name", index_path.c_str(),
+                    name.c_str());
       const std::string f = file.get<std::string>();
       if (f.find('/') != std::string::npos || f.find("..") != std::string::npos) {
         return fail(Error::CorruptFile, "%s: shard name '%s' is not a plain file name", index_path.c_str(), f.c_str());
@@ -203,12 +206,12 @@ struct Importer {
     if (t->dtype == StDtype::U8) {
       if (convention == Convention::None) {
         return fail(Error::NotSupported,
-                    "%s: tensor '%s' is packed uint8 but config.json has no bitnet quantization_config", file->path().c_str(),
-                    hf.c_str());
+                    "%s: tensor '%s' is packed uint8 but config.json has no bitnet quantization_config",
+                    file->path().c_str(), hf.c_str());
       }
       if (out % 4 != 0 || t->shape != std::vector<uint64_t>{out / 4, in}) {
-        return fail(Error::ShapeMismatch, "%s: packed tensor '%s' has shape %s, the config needs %s", file->path().c_str(),
-                    hf.c_str(), shape_str(t->shape).c_str(), shape_str({out / 4, in}).c_str());
+        return fail(Error::ShapeMismatch, "%s: packed tensor '%s' has shape %s, the config needs %s",
+                    file->path().c_str(), hf.c_str(), shape_str(t->shape).c_str(), shape_str({out / 4, in}).c_str());
       }
       if (Error e = unpack_hf_bitnet(t->data, out, in, ir.codes.data()); e != Error::Ok) {
         return fail(e, "%s: tensor '%s': %s", file->path().c_str(), hf.c_str(), last_error_message());
@@ -220,8 +223,8 @@ struct Importer {
                     fs_.first->path().c_str(), hf_base.c_str(), s.size());
       }
       if (!std::isfinite(s[0]) || s[0] <= 0.0f) {
-        return fail(Error::CorruptFile, "%s: '%s.weight_scale' = %g is not a positive number", fs_.first->path().c_str(),
-                    hf_base.c_str(), static_cast<double>(s[0]));
+        return fail(Error::CorruptFile, "%s: '%s.weight_scale' = %g is not a positive number",
+                    fs_.first->path().c_str(), hf_base.c_str(), static_cast<double>(s[0]));
       }
       ir.scale = convention == Convention::Divide ? 1.0f / s[0] : s[0];
       any_packed = true;
@@ -254,7 +257,8 @@ Result<float> rope_parameter(const json& params, const char* layer_type, const f
   if (!entry->is_object()) return fallback;
   if (entry->contains("rope_type") && (*entry)["rope_type"] != "default") {
     return fail(Error::NotSupported, "%s: rope_parameters%s%s rope_type %s is not supported (only \"default\")",
-                file.c_str(), layer_type ? "." : "", layer_type ? layer_type : "", (*entry)["rope_type"].dump().c_str());
+                file.c_str(), layer_type ? "." : "", layer_type ? layer_type : "",
+                (*entry)["rope_type"].dump().c_str());
   }
   return number_or(*entry, "rope_theta", file, fallback);
 }
@@ -278,15 +282,18 @@ Error read_embedding_family_config(const json& cj, const fs::path& path, ModelCo
     return fail(Error::NotSupported, "%s: use_bidirectional_attention is not supported (Tern attends causally)", cp);
   }
   const float default_theta = 1000000.0f, default_local = 10000.0f;
-  const json params = cj.contains("rope_parameters") && cj["rope_parameters"].is_object() ? cj["rope_parameters"] : json();
+  const json params =
+      cj.contains("rope_parameters") && cj["rope_parameters"].is_object() ? cj["rope_parameters"] : json();
   TERN_ASSIGN_OR_RETURN(c->rope_theta, number_or(cj, "rope_theta", path, default_theta));
   if (params.is_object()) {
-    TERN_ASSIGN_OR_RETURN(c->rope_theta, rope_parameter(params, gemma ? "full_attention" : nullptr, path, c->rope_theta));
+    TERN_ASSIGN_OR_RETURN(c->rope_theta,
+                          rope_parameter(params, gemma ? "full_attention" : nullptr, path, c->rope_theta));
   }
   if (gemma) {
     TERN_ASSIGN_OR_RETURN(c->rope_local_theta, number_or(cj, "rope_local_base_freq", path, default_local));
     if (params.is_object()) {
-      TERN_ASSIGN_OR_RETURN(c->rope_local_theta, rope_parameter(params, "sliding_attention", path, c->rope_local_theta));
+      TERN_ASSIGN_OR_RETURN(c->rope_local_theta,
+                            rope_parameter(params, "sliding_attention", path, c->rope_local_theta));
     }
     TERN_ASSIGN_OR_RETURN(const float scalar, number_or(cj, "query_pre_attn_scalar", path, 256.0f));
     if (!(scalar > 0.0f)) return fail(Error::CorruptFile, "%s: query_pre_attn_scalar %g is not positive", cp, scalar);
@@ -309,8 +316,10 @@ Error read_embedding_family_config(const json& cj, const fs::path& path, ModelCo
       if (types[l] == "sliding_attention") {
         sliding[l] = true;
       } else if (types[l] != "full_attention") {
-        return fail(Error::NotSupported, "%s: layer_types[%u] = %s is not supported (full_attention or "
-                    "sliding_attention)", cp, l, types[l].dump().c_str());
+        return fail(Error::NotSupported,
+                    "%s: layer_types[%u] = %s is not supported (full_attention or "
+                    "sliding_attention)",
+                    cp, l, types[l].dump().c_str());
       }
     }
   } else if (gemma) {
@@ -331,7 +340,8 @@ Error read_embedding_family_config(const json& cj, const fs::path& path, ModelCo
   for (uint32_t l = 0; l < c->layers; ++l) {
     if (!sliding[l]) continue;
     if (window == 0) return fail(Error::CorruptFile, "%s: layer %u slides but sliding_window is not set", cp, l);
-    if (l >= 64) return fail(Error::NotSupported, "%s: layer_types: sliding layer %u (at most 64 layers may slide)", cp, l);
+    if (l >= 64)
+      return fail(Error::NotSupported, "%s: layer_types: sliding layer %u (at most 64 layers may slide)", cp, l);
     c->sliding_layers |= uint64_t{1} << l;
   }
   c->sliding_window = c->sliding_layers != 0 ? window : 0;
@@ -352,8 +362,10 @@ Error read_sentence_transformers(const fs::path& dir, bool has_tokenizer, ModelI
     }
     c.embedding_normalize = false;
     for (const json& m : modules) {
-      const std::string type = m.is_object() && m.contains("type") && m["type"].is_string() ? m["type"].get<std::string>() : "";
-      const std::string sub = m.is_object() && m.contains("path") && m["path"].is_string() ? m["path"].get<std::string>() : "";
+      const std::string type =
+          m.is_object() && m.contains("type") && m["type"].is_string() ? m["type"].get<std::string>() : "";
+      const std::string sub =
+          m.is_object() && m.contains("path") && m["path"].is_string() ? m["path"].get<std::string>() : "";
       auto ends = [&](const char* tail) {
         const size_t n = std::strlen(tail);
         return type.size() >= n && type.compare(type.size() - n, n, tail) == 0;
@@ -368,19 +380,22 @@ Error read_sentence_transformers(const fs::path& dir, bool has_tokenizer, ModelI
                     modules_path.c_str(), type.c_str());
       }
       if (sub.find("..") != std::string::npos) {
-        return fail(Error::CorruptFile, "%s: module path '%s' leaves the model directory", modules_path.c_str(), sub.c_str());
+        return fail(Error::CorruptFile, "%s: module path '%s' leaves the model directory", modules_path.c_str(),
+                    sub.c_str());
       }
       const fs::path pooling_path = dir / sub / "config.json";
       TERN_ASSIGN_OR_RETURN(json pooling, read_json(pooling_path, true));
-      const char* modes[] = {"pooling_mode_lasttoken", "pooling_mode_mean_tokens", "pooling_mode_cls_token",
-                             "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
-                             "pooling_mode_weightedmean_tokens"};
+      const char* modes[] = {
+          "pooling_mode_lasttoken",  "pooling_mode_mean_tokens",          "pooling_mode_cls_token",
+          "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens"};
       int chosen = -1;
       for (int k = 0; k < 6; ++k) {
         if (pooling.contains(modes[k]) && pooling[modes[k]] == true) {
           if (chosen >= 0 || k >= 3) {
-            return fail(Error::NotSupported, "%s: %s is not supported (one of pooling_mode_lasttoken, "
-                        "pooling_mode_mean_tokens, pooling_mode_cls_token)", pooling_path.c_str(), modes[k]);
+            return fail(Error::NotSupported,
+                        "%s: %s is not supported (one of pooling_mode_lasttoken, "
+                        "pooling_mode_mean_tokens, pooling_mode_cls_token)",
+                        pooling_path.c_str(), modes[k]);
           }
           chosen = k;
         }
@@ -442,8 +457,8 @@ Error read_family(const json& cj, const char* cp, ModelConfig* c) {
       cj["architectures"][0].is_string()) {
     arch = cj["architectures"][0].get<std::string>();
   }
-  const std::string model_type = cj.contains("model_type") && cj["model_type"].is_string()
-                                     ? cj["model_type"].get<std::string>() : "";
+  const std::string model_type =
+      cj.contains("model_type") && cj["model_type"].is_string() ? cj["model_type"].get<std::string>() : "";
   if (arch == "BitNetForCausalLM") {
     c->family = ModelFamily::Bitnet2B4T;
   } else if (arch == "BitnetForCausalLM" || arch == "LlamaForCausalLM") {
@@ -453,13 +468,16 @@ Error read_family(const json& cj, const char* cp, ModelConfig* c) {
   } else if (model_type == "gemma3_text" || arch == "Gemma3TextModel") {
     c->family = ModelFamily::Gemma3Bitnet;
   } else {
-    return fail(Error::UnsupportedModel, "%s: unsupported architecture '%s' (expected BitNetForCausalLM, "
+    return fail(Error::UnsupportedModel,
+                "%s: unsupported architecture '%s' (expected BitNetForCausalLM, "
                 "BitnetForCausalLM, LlamaForCausalLM, or a BitNet embedding model: model_type qwen3 or gemma3_text)",
                 cp, arch.empty() ? model_type.c_str() : arch.c_str());
   }
   if (is_embedding_family(c->family) && arch.size() > 9 && arch.compare(arch.size() - 9, 9, "ForCausalLM") == 0) {
-    return fail(Error::UnsupportedModel, "%s: %s is a text generator; Tern runs Qwen3 and Gemma3 BitNet models as "
-                "embedding models only (architectures Qwen3Model / Gemma3TextModel)", cp, arch.c_str());
+    return fail(Error::UnsupportedModel,
+                "%s: %s is a text generator; Tern runs Qwen3 and Gemma3 BitNet models as "
+                "embedding models only (architectures Qwen3Model / Gemma3TextModel)",
+                cp, arch.c_str());
   }
   return Error::Ok;
 }
@@ -516,11 +534,14 @@ Result<Convention> read_convention(const json& cj, const char* cp) {
   if (cj.contains("quantization_config") && !cj["quantization_config"].is_null()) {
     const json& q = cj["quantization_config"];
     const std::string method = q.is_object() && q.contains("quant_method") && q["quant_method"].is_string()
-                                   ? q["quant_method"].get<std::string>() : "";
+                                   ? q["quant_method"].get<std::string>()
+                                   : "";
     const std::string cls = q.is_object() && q.contains("linear_class") && q["linear_class"].is_string()
-                                ? q["linear_class"].get<std::string>() : "";
+                                ? q["linear_class"].get<std::string>()
+                                : "";
     const std::string mode = q.is_object() && q.contains("quantization_mode") && q["quantization_mode"].is_string()
-                                 ? q["quantization_mode"].get<std::string>() : "offline";
+                                 ? q["quantization_mode"].get<std::string>()
+                                 : "offline";
     if (method != "bitnet") {
       return fail(Error::NotSupported, "%s: unsupported quantization_config.quant_method '%s' (only 'bitnet')", cp,
                   method.c_str());
@@ -531,7 +552,8 @@ Result<Convention> read_convention(const json& cj, const char* cp) {
       convention = Convention::Multiply;
     } else {
       return fail(Error::NotSupported,
-                  "%s: unsupported quantization_config.linear_class '%s' (bitlinear or autobitlinear)", cp, cls.c_str());
+                  "%s: unsupported quantization_config.linear_class '%s' (bitlinear or autobitlinear)", cp,
+                  cls.c_str());
     }
     if (mode != "offline" && mode != "online") {
       return fail(Error::NotSupported, "%s: unsupported quantization_config.quantization_mode '%s'", cp, mode.c_str());
@@ -577,7 +599,8 @@ Error import_weights(const fs::path& dir, Convention convention, const ConvertOp
 
   const uint64_t hidden = c.hidden, vocab = c.vocab;
   {
-    TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float(model_name(global_tensor(tensor_names::kTokEmbeddings).hf), tensor_names::kTokEmbeddings, {vocab, hidden}));
+    TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float(model_name(global_tensor(tensor_names::kTokEmbeddings).hf),
+                                                    tensor_names::kTokEmbeddings, {vocab, hidden}));
     ir->tensors.push_back(std::move(t));
   }
   for (uint32_t l = 0; l < c.layers; ++l) {
@@ -587,8 +610,8 @@ Error import_weights(const fs::path& dir, Convention convention, const ConvertOp
     for (size_t k = 0; k < kLayerTensorCount; ++k) {
       const WeightSpec& spec = kLayerTensors[k];
       if (spec.ternary || !tensor_required(spec, c)) continue;
-      TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float(hf + hf_tensor_name(spec, c.family), tn + spec.name,
-                                                      {tensor_dim(spec.rows, c)}));
+      TERN_ASSIGN_OR_RETURN(
+          TensorIR t, im.load_float(hf + hf_tensor_name(spec, c.family), tn + spec.name, {tensor_dim(spec.rows, c)}));
       if (plus_one && !spec.linear_input_norm) add_one(t);
       ir->tensors.push_back(std::move(t));
     }
@@ -602,19 +625,21 @@ Error import_weights(const fs::path& dir, Convention convention, const ConvertOp
     if (options.on_progress) options.on_progress("importing", l + 1, c.layers);
   }
   {
-    TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float(model_name(global_tensor(tensor_names::kFinalNorm).hf), tensor_names::kFinalNorm, {hidden}));
+    TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float(model_name(global_tensor(tensor_names::kFinalNorm).hf),
+                                                    tensor_names::kFinalNorm, {hidden}));
     if (plus_one) add_one(t);
     ir->tensors.push_back(std::move(t));
   }
   if (!c.tied_embeddings && !c.embedding) {
-    TERN_ASSIGN_OR_RETURN(TensorIR t, im.load_float(global_tensor(tensor_names::kLmHead).hf, tensor_names::kLmHead, {vocab, hidden}));
+    TERN_ASSIGN_OR_RETURN(
+        TensorIR t, im.load_float(global_tensor(tensor_names::kLmHead).hf, tensor_names::kLmHead, {vocab, hidden}));
     ir->tensors.push_back(std::move(t));
   }
   if (c.embedding) c.tied_embeddings = true;  // no lm_head: nothing reads one
 
-  ir->source_format = im.any_packed ? "hf-safetensors-packed"
-                                    : "hf-safetensors-" +
-                                          (im.master_dtype.empty() ? std::string("master") : im.master_dtype);
+  ir->source_format = im.any_packed
+                          ? "hf-safetensors-packed"
+                          : "hf-safetensors-" + (im.master_dtype.empty() ? std::string("master") : im.master_dtype);
   for (auto& ch : ir->source_format) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return Error::Ok;
 }

@@ -49,8 +49,8 @@ namespace {
 Result<ModelIR> keep_first_layers(Result<ModelIR> imported, uint32_t n) {
   if (!imported.ok() || n == 0) return imported;
   ModelIR ir = std::move(imported).value();
-  TERN_CHECK_OR_RETURN(n <= ir.config.layers, Error::InvalidArgument,
-                       "--keep-layers %u: the model has only %u layers", n, ir.config.layers);
+  TERN_CHECK_OR_RETURN(n <= ir.config.layers, Error::InvalidArgument, "--keep-layers %u: the model has only %u layers",
+                       n, ir.config.layers);
   std::vector<TensorIR> kept;
   for (TensorIR& t : ir.tensors) {
     unsigned layer = 0;

@@ -99,7 +99,8 @@ Result<SafetensorsFile> SafetensorsFile::parse(const uint8_t* data, size_t size,
     }
     uint64_t elements = 1;
     for (const auto& d : v["shape"]) {
-      if (!d.is_number_unsigned()) return fail(Error::CorruptFile, "%s: tensor '%s' has a non-integer dimension", p, name);
+      if (!d.is_number_unsigned())
+        return fail(Error::CorruptFile, "%s: tensor '%s' has a non-integer dimension", p, name);
       const uint64_t dim = d.get<uint64_t>();
       if (dim != 0 && elements > (1ull << 48) / dim) {
         return fail(Error::CorruptFile, "%s: tensor '%s' shape is implausibly large", p, name);
@@ -112,8 +113,9 @@ Result<SafetensorsFile> SafetensorsFile::parse(const uint8_t* data, size_t size,
       return fail(Error::CorruptFile, "%s: tensor '%s' data_offsets are not integers", p, name);
     }
     const uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
-    if (begin > end) return fail(Error::CorruptFile, "%s: tensor '%s' data_offsets [%llu, %llu) are reversed", p, name,
-                                 static_cast<unsigned long long>(begin), static_cast<unsigned long long>(end));
+    if (begin > end)
+      return fail(Error::CorruptFile, "%s: tensor '%s' data_offsets [%llu, %llu) are reversed", p, name,
+                  static_cast<unsigned long long>(begin), static_cast<unsigned long long>(end));
     if (end > body_size) {
       return fail(Error::Truncated, "%s: tensor '%s' data [%llu, %llu) runs past the end of the data (%llu bytes)", p,
                   name, static_cast<unsigned long long>(begin), static_cast<unsigned long long>(end),
@@ -140,9 +142,7 @@ Result<std::vector<float>> SafetensorsFile::read_float(const StTensor& t) const 
   const uint64_t n = t.elements();
   std::vector<float> out(n);
   switch (t.dtype) {
-    case StDtype::F32:
-      std::memcpy(out.data(), t.data, n * 4);
-      return out;
+    case StDtype::F32: std::memcpy(out.data(), t.data, n * 4); return out;
     case StDtype::F16:
     case StDtype::BF16:
       for (uint64_t i = 0; i < n; ++i) {

@@ -23,7 +23,9 @@ struct Rng {
   float uniform() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }  // [0, 1)
 };
 
-uint64_t tensor_seed(uint64_t seed, const std::string& name) { return fnv1a(name.data(), name.size(), seed ^ kFnv1aBasis); }
+uint64_t tensor_seed(uint64_t seed, const std::string& name) {
+  return fnv1a(name.data(), name.size(), seed ^ kFnv1aBasis);
+}
 
 }  // namespace
 
@@ -57,7 +59,8 @@ Result<ModelConfig> synthetic_config(const std::string& preset) {
     c.family = ModelFamily::Gemma3Bitnet;
     c.hidden = 640, c.ffn_hidden = 2048, c.layers = 18, c.heads = 4, c.kv_heads = 1, c.head_dim = 256;
     c.vocab = 262144, c.max_context = 32768, c.rope_theta = 1000000.0f, c.activation = Activation::GeluTanh;
-    c.rope_local_theta = 10000.0f, c.sliding_window = 512, c.attention_scale = 1.0f / 16.0f;  // query_pre_attn_scalar 256
+    c.rope_local_theta = 10000.0f, c.sliding_window = 512,
+    c.attention_scale = 1.0f / 16.0f;  // query_pre_attn_scalar 256
     c.embedding_scale = std::sqrt(640.0f);
     for (uint32_t l = 0; l < c.layers; ++l) {
       if ((l + 1) % 6 != 0) c.sliding_layers |= uint64_t{1} << l;  // every 6th layer attends fully

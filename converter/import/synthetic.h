@@ -5,9 +5,9 @@
 
 #include <string>
 
-#include "converter/writer/bundle_writer.h"
 #include "converter/ir/convert_options.h"
 #include "converter/ir/model_ir.h"
+#include "converter/writer/bundle_writer.h"
 #include "platform/error.h"
 
 namespace tern::convert {

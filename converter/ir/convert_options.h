@@ -22,10 +22,10 @@ struct ConvertOptions {
   std::string tokenizer_path;
   // A chat template overriding the checkpoint's: tokenizer_config.json or template text.
   std::string chat_template_path;
-  bool progress = true;   // progress bar on stderr
+  bool progress = true;  // progress bar on stderr
   // Called by importers as work completes (step name, done, total); may be empty.
   std::function<void(const char* step, uint64_t done, uint64_t total)> on_progress;
-  uint64_t seed = 1234;   // synthetic weights
+  uint64_t seed = 1234;  // synthetic weights
   // Keep only the first N transformer layers (0: all). The result is a self-speculative
   // draft for the same checkpoint: same tokenizer, embeddings, final norm and lm_head,
   // a fraction of the work per token (tern-run --draft).

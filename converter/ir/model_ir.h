@@ -22,10 +22,10 @@ struct TensorIR {
   std::string name;             // canonical Tern name (see tensor_names.h)
   std::vector<uint64_t> shape;  // [out, in] for matrices, [n] for vectors
   TensorKind kind = TensorKind::Float;
-  std::vector<float> values;    // Float
-  std::vector<int8_t> codes;    // Ternary, row-major
-  float scale = 1.0f;           // Ternary: dequantized weight = code * scale
-  std::string source;           // where it came from (file and original name), for messages
+  std::vector<float> values;  // Float
+  std::vector<int8_t> codes;  // Ternary, row-major
+  float scale = 1.0f;         // Ternary: dequantized weight = code * scale
+  std::string source;         // where it came from (file and original name), for messages
 
   uint64_t elements() const {
     uint64_t n = 1;
@@ -41,16 +41,16 @@ enum class TokenAttr : uint8_t { Normal = 0, Control = 1, Byte = 2, Unknown = 3,
 struct TokenizerIR {
   TokenizerType type = TokenizerType::Unknown;
   PreTokenizer pretokenizer = PreTokenizer::None;
-  std::vector<std::string> pieces;  // raw bytes (byte-level BPE) or SentencePiece pieces
-  std::vector<float> scores;        // SentencePiece only
-  std::vector<TokenAttr> attrs;     // one per piece
+  std::vector<std::string> pieces;                    // raw bytes (byte-level BPE) or SentencePiece pieces
+  std::vector<float> scores;                          // SentencePiece only
+  std::vector<TokenAttr> attrs;                       // one per piece
   std::vector<std::pair<uint32_t, uint32_t>> merges;  // rank order
   int32_t bos_id = -1, eos_id = -1, eot_id = -1, unk_id = -1, pad_id = -1;
   bool add_bos = true;
   bool add_dummy_prefix = false;
   bool byte_fallback = false;
   bool ignore_merges = false;
-  std::string chat_template;       // the Jinja text as shipped
+  std::string chat_template;              // the Jinja text as shipped
   bool remove_extra_whitespaces = false;  // SentencePiece normalizer option
   std::string unk_surface;                // SentencePiece: decoded text of <unk> ("" = default)
   bool nfc = false;                       // tokenizer.json's NFC normalizer
@@ -62,7 +62,7 @@ struct TokenizerIR {
 // the EOS rule are in ModelConfig): the named prompts put in front of texts.
 struct EmbeddingPromptsIR {
   std::vector<std::pair<std::string, std::string>> prompts;  // name, text (sentence-transformers "prompts")
-  std::string default_prompt;                                 // "" for none
+  std::string default_prompt;                                // "" for none
 };
 
 struct ModelIR {

@@ -25,11 +25,16 @@ std::string ascii_text(const std::string& s) {
     }
     size_t len = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
     const std::string seq = s.substr(i, len);
-    if (seq == "\xCE\x94") out += "D";            // Δ
-    else if (seq == "\xC2\xB1") out += "+/-";     // ±
-    else if (seq == "\xE2\x80\x96") out += "||";  // ‖
-    else if (seq == "\xE2\x80\x93" || seq == "\xE2\x80\x94") out += "-";
-    else out += "?";
+    if (seq == "\xCE\x94")
+      out += "D";  // Δ
+    else if (seq == "\xC2\xB1")
+      out += "+/-";  // ±
+    else if (seq == "\xE2\x80\x96")
+      out += "||";  // ‖
+    else if (seq == "\xE2\x80\x93" || seq == "\xE2\x80\x94")
+      out += "-";
+    else
+      out += "?";
     i += len;
   }
   return out;
@@ -229,7 +234,9 @@ Canvas pareto_chart(const std::string& title, const std::string& subtitle, const
   y_max = std::ceil(y_max / ys) * ys;
   if (y_max <= y_min) y_max = y_min + ys;
   auto X = [&](double v) { return left + static_cast<int>(std::lround((right - left) * v / x_max)); };
-  auto Y = [&](double v) { return bottom - static_cast<int>(std::lround((bottom - top) * (v - y_min) / (y_max - y_min))); };
+  auto Y = [&](double v) {
+    return bottom - static_cast<int>(std::lround((bottom - top) * (v - y_min) / (y_max - y_min)));
+  };
   for (double v = 0; v <= x_max + xs * 1e-6; v += xs) {
     c.lines.push_back({X(v), top, X(v), bottom, grid});
     c.texts.push_back({X(v), bottom + 8, format_tick(v, xs), 1, ink, Anchor::Middle});
@@ -241,7 +248,8 @@ Canvas pareto_chart(const std::string& title, const std::string& subtitle, const
   c.lines.push_back({left, Y(0), right, Y(0), axis});  // exact model: ΔPPL 0
   c.lines.push_back({left, top, left, bottom, axis});
   c.lines.push_back({left, bottom, right, bottom, axis});
-  c.texts.push_back({(left + right) / 2, bottom + 26, "KV bytes per token (all layers and heads)", 1, ink, Anchor::Middle});
+  c.texts.push_back(
+      {(left + right) / 2, bottom + 26, "KV bytes per token (all layers and heads)", 1, ink, Anchor::Middle});
   c.texts.push_back({left - 6, top - 16, "ΔPPL vs exact KV (%), bars ± 1 s.e.", 1, ink, Anchor::Start});
   std::vector<const ParetoPoint*> on_front;
   for (const ParetoPoint& p : points)

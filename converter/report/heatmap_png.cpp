@@ -27,7 +27,8 @@ bool write_kv_heatmap(const KvHeatmap& h, const std::string& png_path, const std
                       std::string* error) {
   const size_t cells = static_cast<size_t>(h.layers) * h.query_heads;
   if (h.layers == 0 || h.query_heads == 0 || h.kv_heads == 0 || h.query_heads % h.kv_heads != 0 ||
-      h.values.size() != cells || (!h.kv_notes.empty() && h.kv_notes.size() != static_cast<size_t>(h.layers) * h.kv_heads)) {
+      h.values.size() != cells ||
+      (!h.kv_notes.empty() && h.kv_notes.size() != static_cast<size_t>(h.layers) * h.kv_heads)) {
     if (error) *error = "heatmap: the grid, head counts and notes do not match";
     return false;
   }
@@ -62,13 +63,14 @@ bool write_kv_heatmap(const KvHeatmap& h, const std::string& png_path, const std
       char buf[16];
       std::snprintf(buf, sizeof buf, "%.1f", v);
       const bool dark = 0.299 * fill[0] + 0.587 * fill[1] + 0.114 * fill[2] < 140;
-      c.texts.push_back({cell_x(q) + cell / 2, y + cell / 2 - 4, std::isnan(v) ? "-" : buf, 1, dark ? light : ink,
-                         Anchor::Middle});
+      c.texts.push_back(
+          {cell_x(q) + cell / 2, y + cell / 2 - 4, std::isnan(v) ? "-" : buf, 1, dark ? light : ink, Anchor::Middle});
     }
     if (!h.kv_notes.empty()) {
       std::string line;
       for (uint32_t k = 0; k < h.kv_heads; ++k)
-        line += (k ? "   " : "") + ("KV" + std::to_string(k) + " " + h.kv_notes[static_cast<size_t>(l) * h.kv_heads + k]);
+        line +=
+            (k ? "   " : "") + ("KV" + std::to_string(k) + " " + h.kv_notes[static_cast<size_t>(l) * h.kv_heads + k]);
       c.texts.push_back({notes_x, y + cell / 2 - 3, line, 1, ink, Anchor::Start});
       notes_width = std::max(notes_width, chart::text_width(line, 1));
     }
@@ -77,7 +79,8 @@ bool write_kv_heatmap(const KvHeatmap& h, const std::string& png_path, const std
   const int bar_y = top + static_cast<int>(h.layers) * cell + 26, bar_h = 14;
   const int bar_w = std::max(240, grid_right - left);
   for (int x = 0; x < bar_w; ++x)
-    c.rects.push_back({left + x, bar_y, 1, bar_h, heatmap_colour(h.vmin + (h.vmax - h.vmin) * x / (bar_w - 1), h.vmin, h.vmax)});
+    c.rects.push_back(
+        {left + x, bar_y, 1, bar_h, heatmap_colour(h.vmin + (h.vmax - h.vmin) * x / (bar_w - 1), h.vmin, h.vmax)});
   const double step = chart::tick_step(h.vmax - h.vmin, 5);
   for (double v = std::ceil(h.vmin / step) * step; v <= h.vmax + step * 1e-6; v += step) {
     const int x = left + static_cast<int>(std::lround((bar_w - 1) * (v - h.vmin) / (h.vmax - h.vmin)));
@@ -87,8 +90,9 @@ bool write_kv_heatmap(const KvHeatmap& h, const std::string& png_path, const std
     c.texts.push_back({x, bar_y + bar_h + 8, buf, 1, ink, Anchor::Middle});
   }
   c.texts.push_back({left, bar_y + bar_h + 24, h.scale_label, 1, ink, Anchor::Start});
-  c.width = std::max({notes_x + notes_width + margin, left + bar_w + margin, margin + chart::text_width(h.title, 2) + margin,
-                      margin + chart::text_width(h.subtitle, 1) + margin, margin + chart::text_width(h.scale_label, 1) + left});
+  c.width = std::max(
+      {notes_x + notes_width + margin, left + bar_w + margin, margin + chart::text_width(h.title, 2) + margin,
+       margin + chart::text_width(h.subtitle, 1) + margin, margin + chart::text_width(h.scale_label, 1) + left});
   c.height = bar_y + bar_h + 24 + 7 + margin;
   if (!png_path.empty() && !chart::write_png(c, png_path, error)) return false;
   if (!svg_path.empty() && !chart::write_svg(c, svg_path, error)) return false;

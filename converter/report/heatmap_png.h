@@ -23,14 +23,14 @@ Rgb heatmap_colour(double value, double vmin, double vmax);
 // the top, each cell's entropy written in it, each layer's KV heads with their class and
 // allocated key/value bits beside the row, and a colour scale in bits with ticks.
 struct KvHeatmap {
-  std::string title;     // e.g. "tiny-austen.tern: attention entropy per query head"
-  std::string subtitle;  // e.g. the calibration text and positions
+  std::string title;           // e.g. "tiny-austen.tern: attention entropy per query head"
+  std::string subtitle;        // e.g. the calibration text and positions
   std::vector<double> values;  // layers x query heads, row-major (bits)
   uint32_t layers = 0, query_heads = 0, kv_heads = 0;
   double vmin = 0, vmax = 1;
-  std::string scale_label;       // under the colour bar, e.g. "Shannon entropy (bits)"
+  std::string scale_label;            // under the colour bar, e.g. "Shannon entropy (bits)"
   std::vector<std::string> kv_notes;  // layers x kv_heads: "mixed 4/4" (class, key/value bits)
-  std::string notes_label;       // what the notes are, e.g. "class, key/value bits at 4 avg bits"
+  std::string notes_label;            // what the notes are, e.g. "class, key/value bits at 4 avg bits"
 };
 // Writes `png_path` (5x7 bitmap text) and `svg_path` (the same picture, text as text); an
 // empty path is skipped. False and `error` for a bad grid or an unwritable file.

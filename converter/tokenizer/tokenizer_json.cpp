@@ -120,8 +120,10 @@ Error apply_tokenizer_config(const std::string& config_path, TokenizerIR* ir) {
     const int32_t id = find(token_content(cfg["pad_token"]));
     if (id >= 0) ir->pad_id = id;
   }
-  if (cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean()) ir->add_bos = cfg["add_bos_token"].get<bool>();
-  if (cfg.contains("add_eos_token") && cfg["add_eos_token"].is_boolean()) ir->add_eos = cfg["add_eos_token"].get<bool>();
+  if (cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean())
+    ir->add_bos = cfg["add_bos_token"].get<bool>();
+  if (cfg.contains("add_eos_token") && cfg["add_eos_token"].is_boolean())
+    ir->add_eos = cfg["add_eos_token"].get<bool>();
   if (cfg.contains("chat_template") && cfg["chat_template"].is_string()) {
     ir->chat_template = cfg["chat_template"].get<std::string>();
   }
@@ -209,7 +211,8 @@ Error read_kind(const std::string& path, const json& model, const json& pre, con
     bool prefix = false;
     TERN_CHECK_OR_RETURN(spm_style_normalizer(norm, &prefix) && spm_style_pretokenizer(pre), Error::NotSupported,
                          "%s: only byte-level BPE or SentencePiece-style BPE (spaces replaced by U+2581) "
-                         "tokenizer.json is supported", path.c_str());
+                         "tokenizer.json is supported",
+                         path.c_str());
     ir->type = TokenizerType::SentencePieceBpe;
     ir->add_dummy_prefix = prefix;
     ir->byte_fallback = model.value("byte_fallback", false);
@@ -237,10 +240,11 @@ Result<Vocab> read_vocab(const std::string& path, const json& model, int64_t* ma
 
 // Every id's piece and attribute: the vocab's (byte-level pieces decoded to raw bytes), then
 // the added tokens'.
-Error fill_pieces(const std::string& path, const json& model, const Vocab& vocab,
-                  const json& added, bool byte_level, TokenizerIR* ir) {
+Error fill_pieces(const std::string& path, const json& model, const Vocab& vocab, const json& added, bool byte_level,
+                  TokenizerIR* ir) {
   const auto map = unicode_to_byte();
-  const std::string unk = model.contains("unk_token") && model["unk_token"].is_string() ? model["unk_token"].get<std::string>() : "";
+  const std::string unk =
+      model.contains("unk_token") && model["unk_token"].is_string() ? model["unk_token"].get<std::string>() : "";
   for (const auto& [text, id] : vocab) {
     if (byte_level) {
       std::string raw;
@@ -258,7 +262,8 @@ Error fill_pieces(const std::string& path, const json& model, const Vocab& vocab
   for (const auto& t : added) {
     const int64_t id = t.value("id", -1);
     const std::string content = t.value("content", "");
-    TERN_CHECK_OR_RETURN(id >= 0 && !content.empty(), Error::InvalidArgument, "%s: malformed added token", path.c_str());
+    TERN_CHECK_OR_RETURN(id >= 0 && !content.empty(), Error::InvalidArgument, "%s: malformed added token",
+                         path.c_str());
     if (!byte_level && content == unk) continue;  // <unk> stays the unknown piece
     ir->pieces[id] = content;
     ir->attrs[id] = t.value("special", false) ? TokenAttr::Control : TokenAttr::UserDefined;
@@ -267,8 +272,7 @@ Error fill_pieces(const std::string& path, const json& model, const Vocab& vocab
 }
 
 // The merges ("a b" strings or ["a", "b"] pairs) as pairs of vocab ids, by rank.
-Error read_merges(const std::string& path, const json& model, const Vocab& vocab,
-                  TokenizerIR* ir) {
+Error read_merges(const std::string& path, const json& model, const Vocab& vocab, TokenizerIR* ir) {
   if (!model.contains("merges") || !model["merges"].is_array()) return Error::Ok;
   ir->merges.reserve(model["merges"].size());
   for (const auto& m : model["merges"]) {

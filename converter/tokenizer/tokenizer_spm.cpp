@@ -26,8 +26,7 @@ class WireReader {
     *field = static_cast<uint32_t>(key >> 3);
     *wire = static_cast<uint32_t>(key & 7);
     switch (*wire) {
-      case 0:
-        return read_varint(varint);
+      case 0: return read_varint(varint);
       case 1:
         if (end_ - p_ < 8) return false;
         p_ += 8;
@@ -44,8 +43,7 @@ class WireReader {
         if (end_ - p_ < 4) return false;
         p_ += 4;
         return true;
-      default:
-        return false;
+      default: return false;
     }
   }
 

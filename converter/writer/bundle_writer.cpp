@@ -11,10 +11,10 @@
 
 #include <unistd.h>
 
-#include "converter/writer/dense_quantize.h"
 #include "converter/tokenizer/tokenizer_import.h"
-#include "runtime/model/tensor_names.h"
+#include "converter/writer/dense_quantize.h"
 #include "runtime/base/version.h"
+#include "runtime/model/tensor_names.h"
 #include "schema/bundle_generated.h"
 
 namespace tern::convert {
@@ -220,7 +220,8 @@ Result<uint64_t> plan_segments(const std::string& path, const BundleContents& co
   uint64_t cursor = 0;
   for (size_t i = 0; i < contents.tensors.size(); ++i) {
     const TensorSpec& t = contents.tensors[i];
-    if (!names.insert(t.name).second) return fail(Error::InvalidArgument, "%s: duplicate tensor '%s'", path.c_str(), t.name.c_str());
+    if (!names.insert(t.name).second)
+      return fail(Error::InvalidArgument, "%s: duplicate tensor '%s'", path.c_str(), t.name.c_str());
     if (t.shape.empty() || t.shape.size() > 4 || t.elements() == 0) {
       return fail(Error::ShapeMismatch, "%s: tensor '%s' has an invalid shape", path.c_str(), t.name.c_str());
     }
@@ -262,9 +263,9 @@ flatbuffers::Offset<schema::ModelConfig> write_config(flatbuffers::FlatBufferBui
     for (const auto& [name, text] : contents.embedding.prompts) {
       prompts.push_back(schema::CreateEmbeddingPromptDirect(fbb, name.c_str(), text.c_str()));
     }
-    embedding_off = schema::CreateEmbeddingDirect(fbb, static_cast<schema::Pooling>(cfg.pooling), cfg.embedding_normalize,
-                                                  cfg.hidden, &prompts, contents.embedding.default_prompt.c_str(),
-                                                  cfg.embedding_append_eos);
+    embedding_off = schema::CreateEmbeddingDirect(fbb, static_cast<schema::Pooling>(cfg.pooling),
+                                                  cfg.embedding_normalize, cfg.hidden, &prompts,
+                                                  contents.embedding.default_prompt.c_str(), cfg.embedding_append_eos);
   }
   schema::ModelConfigBuilder cb(fbb);
   cb.add_family(static_cast<schema::ModelFamily>(cfg.family));
@@ -332,11 +333,10 @@ flatbuffers::Offset<schema::KvProfile> write_kv_profile(flatbuffers::FlatBufferB
     allocations.push_back(
         schema::CreateKvAllocationDirect(fbb, a.average_bits, &a.key_bits, &a.value_bits, a.rule.c_str()));
   }
-  return schema::CreateKvProfileDirect(fbb, &heads, kv.sink_tokens, kv.recent_window, kv.group_size, kv.average_bits,
-                                       kv.provenance.c_str(),
-                                       kv.sensitivity_widths.empty() ? nullptr : &kv.sensitivity_widths,
-                                       kv.sensitivity_tokens, allocations.empty() ? nullptr : &allocations,
-                                       kv.value_group);
+  return schema::CreateKvProfileDirect(
+      fbb, &heads, kv.sink_tokens, kv.recent_window, kv.group_size, kv.average_bits, kv.provenance.c_str(),
+      kv.sensitivity_widths.empty() ? nullptr : &kv.sensitivity_widths, kv.sensitivity_tokens,
+      allocations.empty() ? nullptr : &allocations, kv.value_group);
 }
 
 // The FlatBuffer header: config, provenance, the tensor table with every segment's place,
@@ -427,7 +427,8 @@ Result<WriteStats> write_bundle(const std::string& path, const BundleContents& c
     }
   }
   TERN_RETURN_IF_ERROR(sink.pad_to(total));
-  if (std::fflush(f.get()) != 0) return fail(Error::IoError, "%s: flush failed: %s", path.c_str(), std::strerror(errno));
+  if (std::fflush(f.get()) != 0)
+    return fail(Error::IoError, "%s: flush failed: %s", path.c_str(), std::strerror(errno));
   // A trailing hole from write_zeros is only a seek: give the file its full length.
   if (ftruncate(fileno(f.get()), static_cast<off_t>(total)) != 0) {
     return fail(Error::IoError, "%s: cannot set the file size: %s", path.c_str(), std::strerror(errno));

@@ -97,7 +97,7 @@ struct BundleContents {
 struct WriteStats {
   size_t tensors = 0;
   uint64_t file_size = 0;
-  uint64_t header_size = 0;        // FlatBuffer incl. tokenizer
+  uint64_t header_size = 0;  // FlatBuffer incl. tokenizer
   uint64_t ternary_bytes = 0;
   uint64_t ternary_weights = 0;
   uint64_t embedding_bytes = 0;    // tok_embeddings + lm_head incl. group scales

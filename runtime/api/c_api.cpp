@@ -17,14 +17,14 @@
 #include "platform/file_map.h"
 #include "platform/log.h"
 #include "platform/memory.h"
-#include "runtime/model/bundle.h"
-#include "runtime/structured/json_schema.h"
-#include "runtime/kv/kv_profile.h"
+#include "runtime/base/version.h"
 #include "runtime/engine/memory_plan.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/session.h"
+#include "runtime/kv/kv_profile.h"
+#include "runtime/model/bundle.h"
+#include "runtime/structured/json_schema.h"
 #include "runtime/text/tokenizer.h"
-#include "runtime/base/version.h"
 #include "schema/bundle_generated.h"
 
 namespace tern {
@@ -49,8 +49,9 @@ static_assert(static_cast<int>(KvType::F16) == TERN_KV_F16 && static_cast<int>(K
 static_assert(static_cast<int>(LogLevel::Debug) == TERN_LOG_DEBUG && static_cast<int>(LogLevel::Off) == TERN_LOG_OFF,
               "log levels");
 static_assert(static_cast<int>(StopReason::ContextFull) == TERN_STOP_CONTEXT_FULL, "stop reasons");
-static_assert(static_cast<int>(EmbedFormat::Binary) == TERN_EMBED_BINARY && static_cast<int>(Pooling::First) ==
-              TERN_POOLING_FIRST, "embedding enums");
+static_assert(static_cast<int>(EmbedFormat::Binary) == TERN_EMBED_BINARY &&
+                  static_cast<int>(Pooling::First) == TERN_POOLING_FIRST,
+              "embedding enums");
 
 Model* as_model(tern_model* m) { return reinterpret_cast<Model*>(m); }
 const Model* as_model(const tern_model* m) { return reinterpret_cast<const Model*>(m); }
@@ -63,8 +64,8 @@ tern_status null_argument(const char* function, const char* argument) {
   return status(fail(Error::InvalidArgument, "%s: %s is NULL", function, argument));
 }
 
-#define TERN_C_REQUIRE_(ptr) \
-  do {                        \
+#define TERN_C_REQUIRE_(ptr)                                    \
+  do {                                                          \
     if ((ptr) == nullptr) return null_argument(__func__, #ptr); \
   } while (0)
 
@@ -82,7 +83,7 @@ tern_status null_argument(const char* function, const char* argument) {
   X(frequency_penalty)
 
 // Each field of tern_model_params beside its ModelParams name, likewise for both directions.
-#define TERN_MODEL_PARAM_FIELDS_(X)             \
+#define TERN_MODEL_PARAM_FIELDS_(X)           \
   X(memory_budget_bytes, memory_budget_bytes) \
   X(arena_buffer, arena_buffer)               \
   X(arena_buffer_bytes, arena_buffer_bytes)   \
@@ -190,8 +191,7 @@ tern_generate_params tern_generate_default_params(void) {
 const char* tern_status_string(tern_status s) {
   switch (s) {
 #define TERN_C_NAME_(name, cname, value, msg) \
-  case TERN_##cname:                           \
-    return #cname;
+  case TERN_##cname: return #cname;
     TERN_ERROR_LIST(TERN_C_NAME_)
 #undef TERN_C_NAME_
   }
@@ -304,8 +304,8 @@ tern_status tern_tokenize(tern_model* model, const char* text, size_t text_size,
   Tokenizer* t = as_model(model)->tokenizer();
   if (t == nullptr) return status(fail(Error::InvalidState, "tern_tokenize: the model has no tokenizer"));
   size_t needed = 0;
-  auto n = as_model(model)->encode(text == nullptr ? "" : text, text_size, add_bos != 0, parse_special != 0, out_tokens, capacity,
-                     &needed);
+  auto n = as_model(model)->encode(text == nullptr ? "" : text, text_size, add_bos != 0, parse_special != 0, out_tokens,
+                                   capacity, &needed);
   if (!n.ok()) {
     *out_count = needed;
     return status(n.error());
@@ -662,8 +662,7 @@ tern_status tern_session_state_load_file(tern_session* session, const char* path
   return status(as_session(session)->load_state(mapped->data(), mapped->size()));
 }
 
-tern_status tern_session_history(const tern_session* session, int32_t* out_tokens, size_t capacity,
-                                 size_t* out_count) {
+tern_status tern_session_history(const tern_session* session, int32_t* out_tokens, size_t capacity, size_t* out_count) {
   TERN_C_REQUIRE_(session);
   TERN_C_REQUIRE_(out_count);
   if (out_tokens == nullptr && capacity != 0) return null_argument(__func__, "out_tokens");
@@ -701,8 +700,7 @@ tern_status tern_session_set_grammar(tern_session* session, const char* grammar,
   return status(as_session(session)->set_grammar(grammar, size));
 }
 
-tern_status tern_json_schema_to_grammar(const char* schema, size_t size, char* buf, size_t capacity,
-                                        size_t* out_size) {
+tern_status tern_json_schema_to_grammar(const char* schema, size_t size, char* buf, size_t capacity, size_t* out_size) {
   TERN_C_REQUIRE_(out_size);
   if (schema == nullptr && size != 0) return null_argument(__func__, "schema");
   return status(json_schema_to_grammar(schema, size, buf, capacity, out_size));
@@ -731,8 +729,8 @@ tern_status tern_parse_memory_budget(const char* text, uint64_t* out_bytes) {
       return status(fail(Error::InvalidArgument, "'%s': write available-P%% with 0 <= P < 100", text));
     }
   } else if (*rest != '\0') {
-    return status(fail(Error::InvalidArgument, "'%s' is not a memory budget (a size like 512M, or available[-P%%])",
-                       text));
+    return status(
+        fail(Error::InvalidArgument, "'%s' is not a memory budget (a size like 512M, or available[-P%%])", text));
   }
   uint64_t available = 0;
   if (const tern_status s = tern_available_memory(&available); s != TERN_OK) return s;

@@ -13,7 +13,7 @@ namespace tern {
 enum class ArenaPurpose : int {
   Weights = 0,  // weights copied into the arena (never when the bundle is mmap'd)
   Tokenizer,
-  Scratch,      // activations and per-token buffers
+  Scratch,  // activations and per-token buffers
   KvCache,
   Sampler,
   Other,
@@ -37,7 +37,8 @@ class ArenaAllocator {
     if (count != 0 && sizeof(T) > SIZE_MAX / count) {
       return fail(Error::ArenaExhausted, "array of %zu elements overflows size_t", count);
     }
-    TERN_ASSIGN_OR_RETURN(void* p, allocate(count * sizeof(T), alignment < alignof(T) ? alignof(T) : alignment, purpose));
+    TERN_ASSIGN_OR_RETURN(void* p,
+                          allocate(count * sizeof(T), alignment < alignof(T) ? alignof(T) : alignment, purpose));
     return static_cast<T*>(p);
   }
 

@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "platform/clock.h"
-#include "runtime/model/bundle.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/session.h"
+#include "runtime/model/bundle.h"
 #include "schema/bundle_generated.h"
 
 namespace tern {
@@ -96,9 +96,9 @@ void embed_finish(float* v, uint32_t n, uint32_t dims, bool normalize, EmbedForm
 
 // The rows assembled for the next forward pass and where the text in progress stands.
 struct Session::EmbedBatch {
-  uint32_t rows = 0;        // rows assembled
-  uint32_t position = 0;    // cache position of the next row
-  uint32_t pooled = 0;      // rows of the text in progress pooled so far
+  uint32_t rows = 0;      // rows assembled
+  uint32_t position = 0;  // cache position of the next row
+  uint32_t pooled = 0;    // rows of the text in progress pooled so far
   EmbedStats* stats = nullptr;
 };
 
@@ -181,8 +181,8 @@ Error Session::embed(const char* const* texts, const size_t* sizes, size_t count
     if (prompt_size > 0) {  // joined first: the tokens at the seam depend on both sides
       if (prompt_size + size > buffers_.embed_text_bytes) {
         reset();
-        return fail(Error::PromptTooLong, "text %zu with its %zu-byte prompt is %zu bytes; at most %zu can be joined", i,
-                    prompt_size, prompt_size + size, buffers_.embed_text_bytes);
+        return fail(Error::PromptTooLong, "text %zu with its %zu-byte prompt is %zu bytes; at most %zu can be joined",
+                    i, prompt_size, prompt_size + size, buffers_.embed_text_bytes);
       }
       std::memcpy(buffers_.embed_text, prompt, prompt_size);
       if (size > 0) std::memcpy(buffers_.embed_text + prompt_size, text, size);

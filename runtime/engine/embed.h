@@ -35,9 +35,9 @@ struct EmbedOptions {
 
 struct EmbedStats {
   uint32_t texts = 0;
-  uint64_t tokens = 0;        // tokens run, prompts and end tokens included
-  uint32_t batches = 0;       // forward passes
-  uint32_t truncated = 0;     // texts cut to the context (options.truncate)
+  uint64_t tokens = 0;     // tokens run, prompts and end tokens included
+  uint32_t batches = 0;    // forward passes
+  uint32_t truncated = 0;  // texts cut to the context (options.truncate)
   double seconds = 0.0;
 };
 

@@ -88,8 +88,8 @@ float sum_of_squares(const float* x, size_t n) {
 enum class NormKind { None, Weighted, ParameterFree };
 
 // Normalizes n rows of `cols` (row stride `in_stride`) into s.xn (stride `wide`) and quantizes them.
-void normalize_and_quantize(ForwardScratch& s, const float* in, size_t in_stride, uint32_t n, size_t cols,
-                            size_t wide, NormKind kind, const float* weight, float eps) {
+void normalize_and_quantize(ForwardScratch& s, const float* in, size_t in_stride, uint32_t n, size_t cols, size_t wide,
+                            NormKind kind, const float* weight, float eps) {
   for (uint32_t t = 0; t < n; ++t) {
     const float* row = in + t * in_stride;
     float* out = s.xn + t * wide;
@@ -387,8 +387,7 @@ void ffn_block(const Model& model, ForwardScratch& s, uint32_t l, uint32_t n, co
 Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t* tokens, uint32_t n, uint32_t pos0,
               bool want_logits, const std::atomic<int>* abort) {
   const ModelConfig& c = model.config();
-  TERN_CHECK_OR_RETURN(n > 0 && n <= s.batch, Error::InvalidArgument, "forward of %u tokens (batch %u)", n,
-                       s.batch);
+  TERN_CHECK_OR_RETURN(n > 0 && n <= s.batch, Error::InvalidArgument, "forward of %u tokens (batch %u)", n, s.batch);
   TERN_CHECK_OR_RETURN(s.scores_per_head >= kv.attention_scores_per_head(c.heads / c.kv_heads), Error::InvalidArgument,
                        "forward scratch holds %zu attention scores per KV head, the cache needs %zu", s.scores_per_head,
                        kv.attention_scores_per_head(c.heads / c.kv_heads));

@@ -8,8 +8,8 @@
 
 #include "platform/error.h"
 #include "runtime/base/arena.h"
-#include "runtime/kv/kv_cache.h"
 #include "runtime/base/rope.h"
+#include "runtime/kv/kv_cache.h"
 #include "runtime/model/model_config.h"
 
 namespace tern {
@@ -24,25 +24,25 @@ struct ForwardScratch {
   // After eviction, score the sink tokens with the query at its position within the
   // cache (StreamingLLM). Off only to measure what that fixes (TERN_KV_NO_SINK_REPOSITION).
   bool reposition_sinks = true;
-  float* x = nullptr;        // [batch][hidden] residual stream
-  float* xn = nullptr;       // [batch][wide] normalized input of a matmul
-  int8_t* xq = nullptr;      // [batch][wide] its int8 codes
-  float* xq_scale = nullptr; // [batch]
-  int32_t* xq_sum = nullptr; // [batch]
-  float* q = nullptr;        // [batch][heads*head_dim]
-  float* k = nullptr;        // [batch][kv_heads*head_dim]
+  float* x = nullptr;         // [batch][hidden] residual stream
+  float* xn = nullptr;        // [batch][wide] normalized input of a matmul
+  int8_t* xq = nullptr;       // [batch][wide] its int8 codes
+  float* xq_scale = nullptr;  // [batch]
+  int32_t* xq_sum = nullptr;  // [batch]
+  float* q = nullptr;         // [batch][heads*head_dim]
+  float* k = nullptr;         // [batch][kv_heads*head_dim]
   float* v = nullptr;
-  float* att = nullptr;      // [batch][heads*head_dim]
-  float* gate = nullptr;     // [batch][ffn]
-  float* up = nullptr;       // [batch][ffn]
-  float* proj = nullptr;     // [batch][hidden] o_proj / down output
-  float* rope_cos = nullptr; // [batch][head_dim/2]
+  float* att = nullptr;       // [batch][heads*head_dim]
+  float* gate = nullptr;      // [batch][ffn]
+  float* up = nullptr;        // [batch][ffn]
+  float* proj = nullptr;      // [batch][hidden] o_proj / down output
+  float* rope_cos = nullptr;  // [batch][head_dim/2]
   float* rope_sin = nullptr;
-  float* scores = nullptr;   // [kv_heads][scores_per_head]
-  float* q_sinks = nullptr;  // [batch][heads*head_dim] queries re-positioned for the sinks
-  float* sink_cos = nullptr; // [head_dim/2] rotation by -evicted positions
+  float* scores = nullptr;    // [kv_heads][scores_per_head]
+  float* q_sinks = nullptr;   // [batch][heads*head_dim] queries re-positioned for the sinks
+  float* sink_cos = nullptr;  // [head_dim/2] rotation by -evicted positions
   float* sink_sin = nullptr;
-  float* logits = nullptr;   // [vocab]
+  float* logits = nullptr;  // [vocab]
   // The embedding families (projection norms, sliding windows) and packed texts.
   float* xh = nullptr;              // [batch][hidden] attn_norm / ffn_norm output the projection norms read
   float* xh_inv_rms = nullptr;      // [batch] 1 / rms of its rows

@@ -1,9 +1,9 @@
 #include "runtime/engine/memory_plan.h"
 
-#include <cerrno>
-#include <cstdio>
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "runtime/engine/session_layout.h"
@@ -41,11 +41,10 @@ struct Totals {
 Totals totals_for(const MemoryPlanRequest& r, uint32_t context) {
   Totals t{};
   const uint32_t batch = r.batch_tokens < context ? r.batch_tokens : context;
-  t.session =
-      align_up(session_arena_bytes(r.config, batch, context, *r.kv, &t.scratch, &t.sampler, &t.kv, r.draft_tokens,
-                                   r.grammar_bytes),
-               64) +
-      64;
+  t.session = align_up(session_arena_bytes(r.config, batch, context, *r.kv, &t.scratch, &t.sampler, &t.kv,
+                                           r.draft_tokens, r.grammar_bytes),
+                       64) +
+              64;
   const uint32_t sessions = r.sessions == 0 ? 1 : r.sessions;
   t.arena = r.arena_weight_bytes + r.tokenizer_bytes + session_table_bytes(sessions) + sessions * t.session;
   t.total = kProcessOverheadBytes + r.resident_weight_bytes + t.arena;
@@ -55,7 +54,8 @@ Totals totals_for(const MemoryPlanRequest& r, uint32_t context) {
 }  // namespace
 
 uint32_t sessions_that_fit(const MemoryPlan& plan, uint64_t budget) {
-  const size_t fixed = plan.overhead_bytes + plan.resident_weight_bytes + plan.arena_weight_bytes + plan.tokenizer_bytes;
+  const size_t fixed =
+      plan.overhead_bytes + plan.resident_weight_bytes + plan.arena_weight_bytes + plan.tokenizer_bytes;
   if (plan.session_bytes == 0 || budget <= fixed) return 0;
   // The slot table grows with the count: step down from the estimate until it fits.
   uint64_t n = (budget - fixed) / plan.session_bytes;
@@ -66,8 +66,8 @@ uint32_t sessions_that_fit(const MemoryPlan& plan, uint64_t budget) {
 
 Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
   const ModelConfig& c = r.config;
-  TERN_CHECK_OR_RETURN(c.hidden > 0 && c.layers > 0 && c.heads > 0 && c.kv_heads > 0 && c.head_dim > 0 &&
-                           c.vocab > 0 && c.ffn_hidden > 0,
+  TERN_CHECK_OR_RETURN(c.hidden > 0 && c.layers > 0 && c.heads > 0 && c.kv_heads > 0 && c.head_dim > 0 && c.vocab > 0 &&
+                           c.ffn_hidden > 0,
                        Error::InvalidArgument, "model config has a zero dimension");
   TERN_CHECK_OR_RETURN(r.batch_tokens > 0, Error::InvalidArgument, "prefill batch of 0 tokens");
   // A verification step runs the drafts and the token before them as one batch.
@@ -175,13 +175,12 @@ Result<MemoryPlan> plan_memory_auto(const MemoryPlanRequest& base, const KvModeR
     size_t used = 0;
     fits[0] = '\0';
     for (size_t i = 0; i < n && used + 1 < sizeof fits; ++i) {
-      const int w = std::snprintf(fits + used, sizeof fits - used, "%s%s %u", used ? ", " : "", candidates[i].name,
-                                  got[i]);
+      const int w =
+          std::snprintf(fits + used, sizeof fits - used, "%s%s %u", used ? ", " : "", candidates[i].name, got[i]);
       if (w > 0) used += std::min(static_cast<size_t>(w), sizeof fits - used - 1);
     }
-    return fail(Error::BudgetTooSmall,
-                "KV mode auto: no mode holds %u tokens in %llu bytes; the context each gets: %s", wanted,
-                static_cast<unsigned long long>(base.budget_bytes), fits);
+    return fail(Error::BudgetTooSmall, "KV mode auto: no mode holds %u tokens in %llu bytes; the context each gets: %s",
+                wanted, static_cast<unsigned long long>(base.budget_bytes), fits);
   }
   KvModeRequest r = kv;
   r.mode = candidates[best].name;
@@ -201,9 +200,21 @@ Result<uint64_t> parse_byte_size(const char* text) {
   double multiplier = 1.0;
   switch (*end) {
     case '\0': break;
-    case 'k': case 'K': multiplier = 1024.0; ++end; break;
-    case 'm': case 'M': multiplier = 1024.0 * 1024.0; ++end; break;
-    case 'g': case 'G': multiplier = 1024.0 * 1024.0 * 1024.0; ++end; break;
+    case 'k':
+    case 'K':
+      multiplier = 1024.0;
+      ++end;
+      break;
+    case 'm':
+    case 'M':
+      multiplier = 1024.0 * 1024.0;
+      ++end;
+      break;
+    case 'g':
+    case 'G':
+      multiplier = 1024.0 * 1024.0 * 1024.0;
+      ++end;
+      break;
     default: return fail(Error::InvalidArgument, "'%s': unknown size suffix (use K, M or G)", text);
   }
   if (*end == 'i' || *end == 'I') ++end;

@@ -32,17 +32,17 @@ inline constexpr uint32_t kMaxDraftTokens = kMinContextTokens - 1;
 
 struct MemoryPlanRequest {
   ModelConfig config;
-  uint64_t budget_bytes = 0;        // 0: no limit (context = requested or the model's)
+  uint64_t budget_bytes = 0;         // 0: no limit (context = requested or the model's)
   size_t resident_weight_bytes = 0;  // mmap'd bundle bytes that become resident when touched
   size_t arena_weight_bytes = 0;     // weights converted into the arena (e.g. bf16 norms -> f32)
   size_t tokenizer_bytes = 0;
-  uint32_t batch_tokens = 64;        // prefill batch
-  uint32_t context_request = 0;      // 0: as many as fit, up to the model's
-  uint32_t sessions = 1;             // session slots, each with the planned context
+  uint32_t batch_tokens = 64;                // prefill batch
+  uint32_t context_request = 0;              // 0: as many as fit, up to the model's
+  uint32_t sessions = 1;                     // session slots, each with the planned context
   uint32_t min_context = kMinContextTokens;  // dense caches; a compressed one's least is S + W + G
   const KvCacheSpec* kv = nullptr;           // required
-  uint32_t draft_tokens = 0;  // speculative decoding: drafted tokens one step may verify (0: off)
-  size_t grammar_bytes = 0;   // per session: a compiled grammar and its parse stacks (0: none)
+  uint32_t draft_tokens = 0;                 // speculative decoding: drafted tokens one step may verify (0: off)
+  size_t grammar_bytes = 0;                  // per session: a compiled grammar and its parse stacks (0: none)
 };
 
 struct MemoryPlan {
@@ -51,22 +51,22 @@ struct MemoryPlan {
   size_t arena_weight_bytes = 0;
   size_t tokenizer_bytes = 0;
   // One session's parts (every slot is the same).
-  size_t scratch_bytes = 0;   // activations, attention rows, logits, token history
+  size_t scratch_bytes = 0;  // activations, attention rows, logits, token history
   size_t sampler_bytes = 0;
   size_t kv_bytes = 0;
-  size_t session_bytes = 0;   // one slot: the session object, scratch, sampler and KV, aligned
-  uint32_t sessions = 1;      // slots
-  size_t arena_bytes = 0;     // the one allocation: converted weights + tokenizer + slot table + slots
-  size_t total_bytes = 0;     // overhead + resident weights + arena
+  size_t session_bytes = 0;         // one slot: the session object, scratch, sampler and KV, aligned
+  uint32_t sessions = 1;            // slots
+  size_t arena_bytes = 0;           // the one allocation: converted weights + tokenizer + slot table + slots
+  size_t total_bytes = 0;           // overhead + resident weights + arena
   size_t minimum_budget_bytes = 0;  // total at min_context
-  uint32_t context_tokens = 0;  // positions the KV cache holds (with eviction: resident at once)
+  uint32_t context_tokens = 0;      // positions the KV cache holds (with eviction: resident at once)
   uint32_t batch_tokens = 0;
   uint32_t draft_tokens = 0;      // room for this many drafted tokens per verification step
   size_t grammar_bytes = 0;       // per session, inside sampler_bytes: room for a grammar
   double kv_bytes_per_token = 0;  // marginal KV bytes per position (all layers and heads)
   bool kv_compressed = false;
-  bool kv_evicting = false;       // positions may exceed context_tokens (StreamingLLM eviction)
-  char kv_mode[32] = "";          // the planned cache's mode (the one "auto" chose)
+  bool kv_evicting = false;  // positions may exceed context_tokens (StreamingLLM eviction)
+  char kv_mode[32] = "";     // the planned cache's mode (the one "auto" chose)
 };
 
 // Sessions of `context` tokens that fit in `budget` beside the rest of `plan` (its weights,
@@ -80,8 +80,8 @@ size_t session_table_bytes(uint32_t sessions);
 // runtime/engine/session_layout.h lays them out. `draft_tokens` > 0 adds what verifying that
 // many drafted tokens needs; `grammar_bytes` the session's grammar memory (counted with the sampler).
 size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t context, const KvCacheSpec& kv,
-                           size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes,
-                           uint32_t draft_tokens = 0, size_t grammar_bytes = 0);
+                           size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes, uint32_t draft_tokens = 0,
+                           size_t grammar_bytes = 0);
 
 // BudgetTooSmall (message states the minimum) when the budget cannot hold min_context.
 Result<MemoryPlan> plan_memory(const MemoryPlanRequest& request);

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <new>
 
-#include "runtime/model/bundle.h"
 #include "platform/log.h"
 #include "runtime/engine/session.h"
+#include "runtime/model/bundle.h"
 #include "runtime/model/tensor_names.h"
 #include "schema/bundle_generated.h"
 #include "schema/tokenizer_generated.h"
@@ -88,9 +88,11 @@ Error validate_weights(const ModelConfig& c, const ModelWeights& w) {
       const WeightSpec& spec = kLayerTensors[i];
       const size_t rows = tensor_dim(spec.rows, c);
       if (spec.ternary) {
-        TERN_RETURN_IF_ERROR(check_ternary(spec.name, l, w.layers[l].*spec.ternary_field, rows, tensor_dim(spec.cols, c)));
+        TERN_RETURN_IF_ERROR(
+            check_ternary(spec.name, l, w.layers[l].*spec.ternary_field, rows, tensor_dim(spec.cols, c)));
       } else if (family_traits(c.family)->layer_norms) {
-        TERN_RETURN_IF_ERROR(check_vector(spec.name, l, w.layers[l].*spec.vector_field, rows, tensor_required(spec, c)));
+        TERN_RETURN_IF_ERROR(
+            check_vector(spec.name, l, w.layers[l].*spec.vector_field, rows, tensor_required(spec, c)));
       }
     }
   }
@@ -128,8 +130,7 @@ size_t arena_weight_bytes(const ModelConfig& config, const ModelWeights& weights
 // The one planning path: the KV cache spec and the memory plan for a model, loaded or not.
 // `bits` holds config.layers * config.kv_heads entries (adaptive modes point into it).
 Error plan_for(const ModelConfig& config, const ModelWeights& weights, size_t resident_weight_bytes,
-               const Bundle* bundle, const ModelParams& params, KvHeadBits* bits, KvCacheSpec* spec,
-               MemoryPlan* plan) {
+               const Bundle* bundle, const ModelParams& params, KvHeadBits* bits, KvCacheSpec* spec, MemoryPlan* plan) {
   TERN_RETURN_IF_ERROR(validate_weights(config, weights));
   TERN_CHECK_OR_RETURN(params.batch_tokens > 0, Error::InvalidArgument, "batch_tokens must be > 0");
   const schema::KvProfile* calibrated = bundle != nullptr ? bundle->kv_profile() : nullptr;
@@ -207,8 +208,8 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
   const size_t heads = static_cast<size_t>(config.layers) * config.kv_heads;
   kv_bits_.reset(new (std::nothrow) KvHeadBits[heads]);
   TERN_CHECK_OR_RETURN(kv_bits_ != nullptr, Error::OutOfMemory, "cannot allocate %zu KV head entries", heads);
-  TERN_RETURN_IF_ERROR(plan_for(config, weights, resident_weight_bytes, bundle_.get(), params, kv_bits_.get(),
-                                &kv_spec_, &plan_));
+  TERN_RETURN_IF_ERROR(
+      plan_for(config, weights, resident_weight_bytes, bundle_.get(), params, kv_bits_.get(), &kv_spec_, &plan_));
   bundle_identity_ = bundle_ != nullptr ? bundle_->identity() : 0;
   kv_layout_identity_ = tern::kv_layout_identity(kv_spec_, plan_.context_tokens);
   // Debug switch: measure generation past the capacity without re-positioning the sinks.
@@ -217,8 +218,8 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
   const bool layer_norms = family_traits(config.family)->layer_norms;
   TERN_ASSIGN_OR_RETURN(pool_, ThreadPool::create(params.threads));
   if (params.threads > pool_.num_threads()) {
-    log(LogLevel::Warning, "%u threads requested, %zu cores available: using %zu", params.threads,
-                available_cores(), pool_.num_threads());
+    log(LogLevel::Warning, "%u threads requested, %zu cores available: using %zu", params.threads, available_cores(),
+        pool_.num_threads());
   }
   // Kernel dispatch initializes on first use (CPU detection allocates): do it at load,
   // never inside the first prefill.
@@ -273,8 +274,8 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
   }
   // The session slots, each a region of the same planned size.
   static_assert(sizeof(SessionSlot) <= kSessionSlotBytes, "kSessionSlotBytes is too small");
-  TERN_ASSIGN_OR_RETURN(void* table, arena_.allocate(session_table_bytes(plan_.sessions) - kAlign, kAlign,
-                                                     ArenaPurpose::Other));
+  TERN_ASSIGN_OR_RETURN(void* table,
+                        arena_.allocate(session_table_bytes(plan_.sessions) - kAlign, kAlign, ArenaPurpose::Other));
   slots_ = static_cast<SessionSlot*>(table);
   const size_t used_before = arena_.used_bytes();
   for (uint32_t i = 0; i < plan_.sessions; ++i) {

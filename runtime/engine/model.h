@@ -12,13 +12,13 @@
 #include "platform/error.h"
 #include "platform/thread_pool.h"
 #include "runtime/base/arena.h"
-#include "runtime/text/chat.h"
-#include "runtime/structured/grammar.h"
-#include "runtime/kv/kv_cache_spec.h"
 #include "runtime/engine/memory_plan.h"
+#include "runtime/engine/sampler.h"
+#include "runtime/kv/kv_cache_spec.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/model_family.h"
-#include "runtime/engine/sampler.h"
+#include "runtime/structured/grammar.h"
+#include "runtime/text/chat.h"
 #include "runtime/text/tokenizer.h"
 
 namespace tern {
@@ -33,10 +33,10 @@ struct ModelParams {
   uint64_t memory_budget_bytes = 0;  // 0: no limit
   void* arena_buffer = nullptr;      // optional caller-owned arena; must hold plan().arena_bytes
   size_t arena_buffer_bytes = 0;
-  uint32_t threads = 1;              // 0: one per available core; more than the cores is clamped
-  uint32_t context_tokens = 0;       // 0: as many as the budget allows, up to the model's
-  uint32_t batch_tokens = 64;        // prefill batch
-  uint32_t sessions = 1;             // sessions the model holds at once, each with its own slot (0: 1)
+  uint32_t threads = 1;          // 0: one per available core; more than the cores is clamped
+  uint32_t context_tokens = 0;   // 0: as many as the budget allows, up to the model's
+  uint32_t batch_tokens = 64;    // prefill batch
+  uint32_t sessions = 1;         // sessions the model holds at once, each with its own slot (0: 1)
   KvType kv_type = KvType::F32;  // deprecated: kv_mode "f32" / "fp16" say the same
   // KV mode by parse_kv_mode name: "f32", "fp16" (dense, exact), "q8", "q4", "q3", "q2",
   // "k4v2" (compressed, every head alike), "adaptive:B" (the bundle's calibrated per-head
@@ -142,9 +142,9 @@ class Model {
   ThreadPool pool_;
   std::unique_ptr<Bundle> bundle_;
   void* owned_arena_ = nullptr;
-  ArenaAllocator arena_;          // the model's part; the slots' regions are carved from it
+  ArenaAllocator arena_;  // the model's part; the slots' regions are carved from it
   struct SessionSlot {
-    ArenaAllocator arena;         // the slot's region
+    ArenaAllocator arena;  // the slot's region
     Session* session = nullptr;
   };
   SessionSlot* slots_ = nullptr;  // plan_.sessions entries

@@ -89,8 +89,8 @@ void Sampler::load_candidates(const float* logits, const int32_t* history, size_
   const size_t n_vocab = vocab_;
   for (size_t i = 0; i < n_vocab; ++i) candidates_[i] = Candidate{logits[i], static_cast<int32_t>(i)};
 
-  const bool penalize = params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
-                        params_.frequency_penalty != 0.0f;
+  const bool penalize =
+      params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
   if (penalize && params_.repeat_last_n > 0 && history != nullptr) {
     const size_t n = std::min(history_len, static_cast<size_t>(params_.repeat_last_n));
     const int32_t* recent = history + (history_len - n);

@@ -13,11 +13,11 @@
 namespace tern {
 
 struct SamplerParams {
-  float temperature = 0.8f;      // 0 = greedy
-  int32_t top_k = 40;            // 0 = all tokens
-  float top_p = 0.95f;           // 1 = off
-  float min_p = 0.05f;           // 0 = off
-  float repeat_penalty = 1.0f;   // 1 = off; >1 discourages tokens seen in the last repeat_last_n
+  float temperature = 0.8f;     // 0 = greedy
+  int32_t top_k = 40;           // 0 = all tokens
+  float top_p = 0.95f;          // 1 = off
+  float min_p = 0.05f;          // 0 = off
+  float repeat_penalty = 1.0f;  // 1 = off; >1 discourages tokens seen in the last repeat_last_n
   int32_t repeat_last_n = 64;
   uint64_t seed = 0x7465726eULL;
   float presence_penalty = 0.0f;   // subtracted once from every token seen in the last repeat_last_n

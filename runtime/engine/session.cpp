@@ -16,8 +16,8 @@ namespace {
 // Ids past the tokenizer (padded embedding rows) can never be turned into text: do not sample them.
 uint32_t sampled_vocab(const Model& model) {
   uint32_t vocab = model.config().vocab;
-  if (const Tokenizer* t = model.tokenizer(); t != nullptr && t->vocab_size() > 0 &&
-                                              static_cast<uint32_t>(t->vocab_size()) < vocab) {
+  if (const Tokenizer* t = model.tokenizer();
+      t != nullptr && t->vocab_size() > 0 && static_cast<uint32_t>(t->vocab_size()) < vocab) {
     vocab = static_cast<uint32_t>(t->vocab_size());
   }
   return vocab;
@@ -83,9 +83,8 @@ Error Session::prefill(const int32_t* tokens, size_t count) {
   TERN_RETURN_IF_ERROR(check_consistent());
   if (count == 0) return Error::Ok;
   if (!evicting_ && count > context_ - position_) {
-    return fail(Error::PromptTooLong,
-                "%zu tokens do not fit: %u of the %u-token context are free (KV eviction is off)", count,
-                context_ - position_, context_);
+    return fail(Error::PromptTooLong, "%zu tokens do not fit: %u of the %u-token context are free (KV eviction is off)",
+                count, context_ - position_, context_);
   }
   if (evicting_ && count > UINT32_MAX - position_) {
     return fail(Error::PromptTooLong, "%zu tokens after position %u pass the last position 2^32-1", count, position_);
@@ -186,9 +185,8 @@ Error Session::set_logit_bias(const LogitBias* entries, size_t count) {
                        kMaxLogitBias);
   const uint32_t vocab = model_->config().vocab;
   for (size_t i = 0; i < count; ++i) {
-    TERN_CHECK_OR_RETURN(entries[i].token >= 0 && static_cast<uint32_t>(entries[i].token) < vocab,
-                         Error::InvalidToken, "logit bias entry %zu: token %d outside the vocabulary of %u", i,
-                         entries[i].token, vocab);
+    TERN_CHECK_OR_RETURN(entries[i].token >= 0 && static_cast<uint32_t>(entries[i].token) < vocab, Error::InvalidToken,
+                         "logit bias entry %zu: token %d outside the vocabulary of %u", i, entries[i].token, vocab);
     TERN_CHECK_OR_RETURN(!std::isnan(entries[i].bias) && entries[i].bias != INFINITY, Error::InvalidArgument,
                          "logit bias entry %zu: bias %g (finite, or -inf to ban)", i, entries[i].bias);
   }

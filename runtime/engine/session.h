@@ -31,8 +31,8 @@ enum class StopReason : int32_t {
 
 struct GenerateOptions {
   uint32_t max_new_tokens = 128;
-  bool add_bos = true;         // only applies when the session is empty
-  bool parse_special = true;   // "<|eot_id|>" in the prompt becomes the control token
+  bool add_bos = true;        // only applies when the session is empty
+  bool parse_special = true;  // "<|eot_id|>" in the prompt becomes the control token
   const char* const* stop_strings = nullptr;
   size_t stop_string_count = 0;
 };
@@ -42,7 +42,7 @@ struct GenerateStats {
   uint32_t generated_tokens = 0;  // sampled tokens, the end token included
   uint32_t decoded_tokens = 0;    // tokens run through decode() (or accepted by a verification)
   double prefill_seconds = 0.0;
-  double decode_seconds = 0.0;    // sampling included
+  double decode_seconds = 0.0;  // sampling included
   StopReason stop_reason = StopReason::MaxTokens;
   uint32_t drafted_tokens = 0;   // speculative decoding: tokens proposed by prompt lookup
   uint32_t accepted_tokens = 0;  // of those, the ones verification kept
@@ -234,14 +234,14 @@ class Session {
   size_t bias_count_ = 0;
   LogitHook hook_ = nullptr;
   void* hook_user_ = nullptr;
-  uint32_t draft_max_ = 0;       // in use (set_draft_tokens)
-  uint32_t pending_count_ = 0;   // accepted drafts not yet emitted by generate()
-  uint32_t pending_next_ = 0;    // the next of them: buffers_.verify_tokens[1 + pending_next_]
-  int32_t forced_next_ = -1;     // speculative sampling: the token a rejection drew, emitted after pending_
+  uint32_t draft_max_ = 0;      // in use (set_draft_tokens)
+  uint32_t pending_count_ = 0;  // accepted drafts not yet emitted by generate()
+  uint32_t pending_next_ = 0;   // the next of them: buffers_.verify_tokens[1 + pending_next_]
+  int32_t forced_next_ = -1;    // speculative sampling: the token a rejection drew, emitted after pending_
   Grammar grammar_;
-  uint64_t grammar_hash_ = 0;       // the compiled text's FNV-1a and size, to skip recompiling it
+  uint64_t grammar_hash_ = 0;  // the compiled text's FNV-1a and size, to skip recompiling it
   size_t grammar_size_ = 0;
-  Session* draft_ = nullptr;     // the draft model's session (in that model's arena)
+  Session* draft_ = nullptr;  // the draft model's session (in that model's arena)
   uint32_t history_len_ = 0;
   uint32_t context_ = 0;
   uint32_t position_ = 0;

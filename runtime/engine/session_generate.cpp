@@ -52,8 +52,8 @@ bool Session::ends_generation(int32_t token) const {
   return model_->tokenizer()->is_end_of_generation(token) || token == c.eos_id || (c.eot_id >= 0 && token == c.eot_id);
 }
 
-Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOptions& options,
-                        PieceCallback on_piece, void* user_data, GenerateStats* stats) {
+Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOptions& options, PieceCallback on_piece,
+                        void* user_data, GenerateStats* stats) {
   GenerateStats local;
   GenerateStats& st = stats != nullptr ? *stats : local;
   st = GenerateStats{};

@@ -86,8 +86,8 @@ Result<uint32_t> Session::verify_batch(int32_t token, const int32_t* drafts, uin
   TERN_CHECK_OR_RETURN(k > 0 && k <= draft_max_ && k + 1 <= scratch_.batch && drafts != nullptr, Error::InvalidArgument,
                        "verify %u drafts: 1 to %u (draft_tokens)", k, draft_max_);
   const uint32_t p0 = position_;
-  TERN_CHECK_OR_RETURN(k + 1 <= kv_->exact_append_room() && (evicting_ || k + 1 <= context_ - p0),
-                       Error::OutOfRange, "verify %u drafts at position %u: no room to roll back exactly", k, p0);
+  TERN_CHECK_OR_RETURN(k + 1 <= kv_->exact_append_room() && (evicting_ || k + 1 <= context_ - p0), Error::OutOfRange,
+                       "verify %u drafts at position %u: no room to roll back exactly", k, p0);
   const uint32_t vocab = model_->config().vocab;
   for (uint32_t i = 0; i <= k; ++i) {
     const int32_t t = i == 0 ? token : drafts[i - 1];
@@ -251,25 +251,24 @@ Error Session::set_draft_model(Model* draft) {
   const Tokenizer* theirs = draft->tokenizer();
   TERN_CHECK_OR_RETURN(mine != nullptr && theirs != nullptr, Error::InvalidArgument,
                        "draft model: both models need a bundle's tokenizer");
-  TERN_CHECK_OR_RETURN(mine->kind() == theirs->kind() && mine->vocab_size() == theirs->vocab_size(),
-                       Error::InvalidArgument,
-                       "draft model: its tokenizer differs (%d tokens, kind %d; this model's has %d, kind %d)",
-                       theirs->vocab_size(), static_cast<int>(theirs->kind()), mine->vocab_size(),
-                       static_cast<int>(mine->kind()));
+  TERN_CHECK_OR_RETURN(
+      mine->kind() == theirs->kind() && mine->vocab_size() == theirs->vocab_size(), Error::InvalidArgument,
+      "draft model: its tokenizer differs (%d tokens, kind %d; this model's has %d, kind %d)", theirs->vocab_size(),
+      static_cast<int>(theirs->kind()), mine->vocab_size(), static_cast<int>(mine->kind()));
   TERN_CHECK_OR_RETURN(mine->bos_id() == theirs->bos_id() && mine->eos_id() == theirs->eos_id() &&
                            mine->eot_id() == theirs->eot_id() && mine->unk_id() == theirs->unk_id(),
                        Error::InvalidArgument, "draft model: its tokenizer's special tokens differ");
   for (int32_t id = 0; id < mine->vocab_size(); ++id) {
     const PieceView a = mine->piece(id), b = theirs->piece(id);
-    TERN_CHECK_OR_RETURN(a.size == b.size && std::memcmp(a.data, b.data, a.size) == 0 &&
-                             mine->is_control(id) == theirs->is_control(id),
-                         Error::InvalidArgument, "draft model: its tokenizer differs at token %d ('%.*s', here '%.*s')",
-                         id, static_cast<int>(b.size), b.data, static_cast<int>(a.size), a.data);
+    TERN_CHECK_OR_RETURN(
+        a.size == b.size && std::memcmp(a.data, b.data, a.size) == 0 && mine->is_control(id) == theirs->is_control(id),
+        Error::InvalidArgument, "draft model: its tokenizer differs at token %d ('%.*s', here '%.*s')", id,
+        static_cast<int>(b.size), b.data, static_cast<int>(a.size), a.data);
   }
   SamplerParams greedy;  // the draft's own sampler is not used: drafts come from this session's
   greedy.temperature = 0.0f;
   release();  // checked: now its slot may go to the new draft (the same model again)
-  TERN_ASSIGN_OR_RETURN(Session* d, draft->create_session(greedy));
+  TERN_ASSIGN_OR_RETURN(Session * d, draft->create_session(greedy));
   if (d->sampler_.vocab() != sampler_.vocab()) {
     const uint32_t theirs_vocab = d->sampler_.vocab();
     draft->destroy_session(d);

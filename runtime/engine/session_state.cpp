@@ -104,8 +104,8 @@ Error Session::load_state(const void* buf, size_t size) {
   TERN_CHECK_OR_RETURN(!model_->config().embedding, Error::NotSupported, "an embedding session holds no state");
   TERN_CHECK_OR_RETURN(buf != nullptr || size == 0, Error::InvalidArgument, "session state: null buffer");
   StateHeader h;
-  TERN_CHECK_OR_RETURN(size >= sizeof h, Error::Truncated, "session state of %zu bytes is shorter than its header (%zu)",
-                       size, sizeof h);
+  TERN_CHECK_OR_RETURN(size >= sizeof h, Error::Truncated,
+                       "session state of %zu bytes is shorter than its header (%zu)", size, sizeof h);
   std::memcpy(&h, buf, sizeof h);
   TERN_CHECK_OR_RETURN(std::memcmp(h.magic, kStateMagic, sizeof h.magic) == 0, Error::BadMagic,
                        "not a Tern session state (bad magic)");
@@ -129,9 +129,9 @@ Error Session::load_state(const void* buf, size_t size) {
   const uint32_t vocab = model_->config().vocab;
   const size_t logits_bytes = h.has_logits ? static_cast<size_t>(vocab) * sizeof(float) : 0;
   const size_t history_bytes = static_cast<size_t>(h.history_len) * sizeof(int32_t);
-  TERN_CHECK_OR_RETURN(h.vocab == vocab && h.history_len <= buffers_.history_capacity &&
-                           h.history_len <= h.position && (evicting_ || h.position <= context_) &&
-                           h.kv_bytes <= h.payload_bytes && history_bytes + logits_bytes == h.payload_bytes - h.kv_bytes,
+  TERN_CHECK_OR_RETURN(h.vocab == vocab && h.history_len <= buffers_.history_capacity && h.history_len <= h.position &&
+                           (evicting_ || h.position <= context_) && h.kv_bytes <= h.payload_bytes &&
+                           history_bytes + logits_bytes == h.payload_bytes - h.kv_bytes,
                        Error::CorruptFile, "session state: position %u, %u history tokens and %llu KV bytes do not fit",
                        h.position, h.history_len, static_cast<unsigned long long>(h.kv_bytes));
   SamplerParams sp;
@@ -161,7 +161,7 @@ Error Session::load_state(const void* buf, size_t size) {
   if (has_logits_) std::memcpy(scratch_.logits, p + history_bytes, logits_bytes);
   needs_reset_ = false;
   forced_next_ = -1;
-  grammar_.restart();  // a grammar's state is not saved: it starts again
+  grammar_.restart();                      // a grammar's state is not saved: it starts again
   if (draft_ != nullptr) draft_->reset();  // it catches up from the history when it next drafts
   (void)sampler_.configure(sp);
   sampler_.rng().set_state(h.rng);

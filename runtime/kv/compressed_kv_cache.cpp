@@ -19,8 +19,8 @@ struct CompressedKvCache::HeadState {
   uint32_t window_count = 0;
   uint32_t middle_start = 0;  // ring index of the oldest tier-1 block
   uint32_t middle_count = 0;
-  KvHeadBits aged;            // tier 2's widths
-  uint32_t aged_start = 0;    // ring index of the oldest tier-2 block
+  KvHeadBits aged;          // tier 2's widths
+  uint32_t aged_start = 0;  // ring index of the oldest tier-2 block
   uint32_t aged_count = 0;
   // Heavy-hitter eviction (in the head's storage at layout.block_map): per middle slot its
   // first position, the attention it got and `queries` when it entered; `order` lists the
@@ -63,7 +63,9 @@ void load_exact(KvType type, const uint8_t* src, uint32_t n, float* out) {
 }  // namespace
 
 CompressedKvCache::CompressedKvCache(const KvCacheProfile& profile, uint32_t capacity, uint32_t middle_blocks)
-    : KvCache(profile.shape, capacity), profile_(profile), isa_(active_isa_level()),
+    : KvCache(profile.shape, capacity),
+      profile_(profile),
+      isa_(active_isa_level()),
       middle_blocks_(static_cast<uint32_t>(profile.tier1_blocks(middle_blocks))),
       aged_blocks_(middle_blocks - static_cast<uint32_t>(profile.tier1_blocks(middle_blocks))),
       resident_capacity_(capacity) {
@@ -80,15 +82,15 @@ Result<CompressedKvCache*> CompressedKvCache::create(const KvCacheProfile& profi
                        static_cast<unsigned long long>(capacity));
   const KvShape& s = profile.shape;
   const size_t heads = static_cast<size_t>(s.layers) * s.kv_heads;
-  TERN_ASSIGN_OR_RETURN(void* object, arena.allocate(align_up(sizeof(CompressedKvCache), kAlign), kAlign,
-                                                     ArenaPurpose::KvCache));
-  TERN_ASSIGN_OR_RETURN(void* states, arena.allocate(align_up(heads * sizeof(HeadState), kAlign), kAlign,
-                                                     ArenaPurpose::KvCache));
-  TERN_ASSIGN_OR_RETURN(void* bits, arena.allocate(align_up(heads * sizeof(KvHeadBits), kAlign), kAlign,
-                                                   ArenaPurpose::KvCache));
-  TERN_ASSIGN_OR_RETURN(void* flush,
-                        arena.allocate(align_up(static_cast<size_t>(profile.block_tokens) * s.head_dim * 8, kAlign),
-                                       kAlign, ArenaPurpose::KvCache));
+  TERN_ASSIGN_OR_RETURN(void* object,
+                        arena.allocate(align_up(sizeof(CompressedKvCache), kAlign), kAlign, ArenaPurpose::KvCache));
+  TERN_ASSIGN_OR_RETURN(void* states,
+                        arena.allocate(align_up(heads * sizeof(HeadState), kAlign), kAlign, ArenaPurpose::KvCache));
+  TERN_ASSIGN_OR_RETURN(void* bits,
+                        arena.allocate(align_up(heads * sizeof(KvHeadBits), kAlign), kAlign, ArenaPurpose::KvCache));
+  TERN_ASSIGN_OR_RETURN(
+      void* flush, arena.allocate(align_up(static_cast<size_t>(profile.block_tokens) * s.head_dim * 8, kAlign), kAlign,
+                                  ArenaPurpose::KvCache));
   auto* cache = new (object) CompressedKvCache(profile, static_cast<uint32_t>(capacity), static_cast<uint32_t>(blocks));
   cache->heads_ = static_cast<HeadState*>(states);
   const char* requantize = std::getenv("TERN_KV_AGING_REQUANTIZE");
@@ -160,8 +162,8 @@ Error CompressedKvCache::age_block(HeadState& h) {
         kv_truncate_value_row(values + t * row, D, profile_.value_group, h.bits.value_bits, h.aged.value_bits,
                               aged_values + t * aged_row);
       } else {
-        kv_requantize_value_row(isa_, values + t * row, D, profile_.value_group, h.bits.value_bits,
-                                h.aged.value_bits, flush_, aged_values + t * aged_row);
+        kv_requantize_value_row(isa_, values + t * row, D, profile_.value_group, h.bits.value_bits, h.aged.value_bits,
+                                flush_, aged_values + t * aged_row);
       }
     }
   }
@@ -245,8 +247,8 @@ Error CompressedKvCache::flush_block(HeadState& h) {
       kv_quantize_key_block(isa_, flush_, G, D, h.bits.key_bits, block);
       const size_t value_row = kv_value_row_bytes(h.bits.value_bits, D, profile_.value_group);
       for (uint32_t t = 0; t < G; ++t)
-        kv_quantize_value_row(isa_, flush_ + static_cast<size_t>(G + t) * D, D, profile_.value_group,
-                              h.bits.value_bits, values + t * value_row);
+        kv_quantize_value_row(isa_, flush_ + static_cast<size_t>(G + t) * D, D, profile_.value_group, h.bits.value_bits,
+                              values + t * value_row);
     }
     ++h.middle_count;
   }
@@ -255,8 +257,7 @@ Error CompressedKvCache::flush_block(HeadState& h) {
   return Error::Ok;
 }
 
-Error CompressedKvCache::write(uint32_t layer, uint32_t kv_head, uint32_t pos, const float* key,
-                               const float* value) {
+Error CompressedKvCache::write(uint32_t layer, uint32_t kv_head, uint32_t pos, const float* key, const float* value) {
   HeadState& h = heads_[static_cast<size_t>(layer) * shape_.kv_heads + kv_head];
   if (pos != h.next_pos) {
     return fail(Error::InvalidArgument, "KV head %u.%u: write of position %u, expected %u", layer, kv_head, pos,
@@ -329,8 +330,8 @@ void CompressedKvCache::for_each_segment(const HeadState& h, uint32_t end_pos, F
                           h.layout.aged_values, h.layout.aged_key_block_bytes, h.layout.aged_value_block_bytes,
                           h.aged.exact(), true) ||
              !ring_blocks(middle_first, h.middle_count, h.middle_start, middle_blocks_, h.layout.middle_keys,
-                          h.layout.middle_values, h.layout.key_block_bytes, h.layout.value_block_bytes,
-                          h.bits.exact(), false)) {
+                          h.layout.middle_values, h.layout.key_block_bytes, h.layout.value_block_bytes, h.bits.exact(),
+                          false)) {
     return;
   }
   if (limit <= window_first) return;
@@ -348,8 +349,7 @@ void CompressedKvCache::for_each_segment(const HeadState& h, uint32_t end_pos, F
 uint32_t CompressedKvCache::evicted_positions(uint32_t layer, uint32_t kv_head) const {
   const HeadState& h = heads_[static_cast<size_t>(layer) * shape_.kv_heads + kv_head];
   if (h.next_pos <= profile_.sink_tokens) return 0;
-  return h.next_pos - profile_.sink_tokens -
-         ((h.middle_count + h.aged_count) * profile_.block_tokens + h.window_count);
+  return h.next_pos - profile_.sink_tokens - ((h.middle_count + h.aged_count) * profile_.block_tokens + h.window_count);
 }
 
 void CompressedKvCache::reset() {
@@ -501,7 +501,8 @@ Error CompressedKvCache::load_block_map(HeadState& h, const uint8_t*& in, const 
     h.order[b] = b;
     TERN_CHECK_OR_RETURN(h.block_first[b] >= next_free && h.block_first[b] + G <= window_first &&
                              (h.block_first[b] - profile_.sink_tokens) % G == 0,
-                         Error::CorruptFile, "compressed KV state: a block at position %u does not fit", h.block_first[b]);
+                         Error::CorruptFile, "compressed KV state: a block at position %u does not fit",
+                         h.block_first[b]);
     next_free = h.block_first[b] + G;
   }
   take32(&h.queries);
@@ -538,12 +539,14 @@ Error CompressedKvCache::load_state(uint32_t position, const uint8_t* in, size_t
     const uint64_t kept = static_cast<uint64_t>(sinks) +
                           (uint64_t{c.middle_count} + c.aged_count) * profile_.block_tokens + c.window_count;
     // Tier 2 only fills once tier 1 is full.
-    if (c.next_pos != position || c.window_count > ring || c.window_start >= ring || c.middle_count > h.layout.tier1_blocks ||
-        c.aged_count > aged_blocks_ || (c.aged_count > 0 && c.middle_count != middle_blocks_) ||
-        kept > c.next_pos || (profile_.eviction == KvEviction::None && kept != c.next_pos)) {
-      e = fail(Error::CorruptFile, "compressed KV state: head %zu's counters (position %u, window %u at %u, %u blocks) "
-               "do not fit this cache at position %u", i, c.next_pos, c.window_count, c.window_start, c.middle_count,
-               position);
+    if (c.next_pos != position || c.window_count > ring || c.window_start >= ring ||
+        c.middle_count > h.layout.tier1_blocks || c.aged_count > aged_blocks_ ||
+        (c.aged_count > 0 && c.middle_count != middle_blocks_) || kept > c.next_pos ||
+        (profile_.eviction == KvEviction::None && kept != c.next_pos)) {
+      e = fail(Error::CorruptFile,
+               "compressed KV state: head %zu's counters (position %u, window %u at %u, %u blocks) "
+               "do not fit this cache at position %u",
+               i, c.next_pos, c.window_count, c.window_start, c.middle_count, position);
       break;
     }
     if (!take(h.base + h.layout.sink_keys, sinks * row) || !take(h.base + h.layout.sink_values, sinks * row) ||
@@ -569,7 +572,8 @@ Error CompressedKvCache::load_state(uint32_t position, const uint8_t* in, size_t
     h.aged_count = c.aged_count;
     if (heavy_hitter() && (e = load_block_map(h, in, end)) != Error::Ok) break;
   }
-  if (e == Error::Ok && in != end) e = fail(Error::CorruptFile, "compressed KV state has %zu bytes too many", size_t(end - in));
+  if (e == Error::Ok && in != end)
+    e = fail(Error::CorruptFile, "compressed KV state has %zu bytes too many", size_t(end - in));
   if (e != Error::Ok) {
     reset();
     return e;
@@ -706,9 +710,9 @@ void CompressedKvCache::read_rows(uint32_t layer, uint32_t kv_head, uint32_t beg
       } else if (keys) {
         kv_dequantize_key_block(static_cast<const uint8_t*>(base), G, D, bits.key_bits, t, 1, dst);
       } else {
-        kv_dequantize_value_row(static_cast<const uint8_t*>(base) + t * kv_value_row_bytes(bits.value_bits, D,
-                                                                                          profile_.value_group),
-                                D, profile_.value_group, bits.value_bits, dst);
+        kv_dequantize_value_row(
+            static_cast<const uint8_t*>(base) + t * kv_value_row_bytes(bits.value_bits, D, profile_.value_group), D,
+            profile_.value_group, bits.value_bits, dst);
       }
       if (h.rotated) kv_hadamard_rotate(dst, D);
     }

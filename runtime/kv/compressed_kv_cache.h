@@ -35,9 +35,7 @@ class CompressedKvCache final : public KvCache {
     return static_cast<size_t>(group < kKvMaxQueries ? group : kKvMaxQueries) * resident_capacity_;
   }
   // Heavy-hitter eviction: 0, heads drop different positions and attend() re-positions.
-  uint32_t evicted_positions(uint32_t layer) const override {
-    return heavy_hitter() ? 0 : evicted_positions(layer, 0);
-  }
+  uint32_t evicted_positions(uint32_t layer) const override { return heavy_hitter() ? 0 : evicted_positions(layer, 0); }
   // Rows of positions [begin, begin + count) in the original basis; evicted positions read as zeros.
   void read_keys(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const override;
   void read_values(uint32_t layer, uint32_t kv_head, uint32_t begin, uint32_t count, float* out) const override;

@@ -95,9 +95,7 @@ class DenseKvCache final : public KvCache {
     const size_t head_index = static_cast<size_t>(layer) * shape_.kv_heads + kv_head;
     return base + head_index * capacity_ * shape_.head_dim;
   }
-  size_t key_state_elements(uint32_t position) const {
-    return kv_key_extent(position, shape_.head_dim, capacity_);
-  }
+  size_t key_state_elements(uint32_t position) const { return kv_key_extent(position, shape_.head_dim, capacity_); }
   size_t head_state_elements(uint32_t position) const {
     return key_state_elements(position) + static_cast<size_t>(position) * shape_.head_dim;
   }
@@ -124,9 +122,13 @@ class DenseKvCache final : public KvCache {
 };
 
 template <>
-void DenseKvCache<float>::encode_row(const float* x, uint32_t n, float* out) { std::memcpy(out, x, n * sizeof(float)); }
+void DenseKvCache<float>::encode_row(const float* x, uint32_t n, float* out) {
+  std::memcpy(out, x, n * sizeof(float));
+}
 template <>
-void DenseKvCache<float>::decode(const float* src, size_t n, float* out) { std::memcpy(out, src, n * sizeof(float)); }
+void DenseKvCache<float>::decode(const float* src, size_t n, float* out) {
+  std::memcpy(out, src, n * sizeof(float));
+}
 template <>
 void DenseKvCache<uint16_t>::encode_row(const float* x, uint32_t n, uint16_t* out) {
   kv_float_halves(active_isa_level(), x, n, out);
@@ -136,8 +138,8 @@ void DenseKvCache<uint16_t>::decode(const uint16_t* src, size_t n, float* out) {
   for (size_t i = 0; i < n; ++i) out[i] = f16_to_f32(src[i]);
 }
 template <>
-void DenseKvCache<float>::scores(Isa isa, const float* q, uint32_t group, uint32_t hd, const float* keys,
-                                 uint32_t len, uint32_t capacity, float scale, float* out, size_t stride) {
+void DenseKvCache<float>::scores(Isa isa, const float* q, uint32_t group, uint32_t hd, const float* keys, uint32_t len,
+                                 uint32_t capacity, float scale, float* out, size_t stride) {
   dense_attention_scores(isa, q, group, hd, keys, len, capacity, scale, out, stride);
 }
 template <>
@@ -151,8 +153,8 @@ void DenseKvCache<float>::values(Isa isa, const float* probs, size_t stride, uin
   dense_attention_values(isa, probs, stride, group, rows, hd, len, out);
 }
 template <>
-void DenseKvCache<uint16_t>::values(Isa isa, const float* probs, size_t stride, uint32_t group,
-                                    const uint16_t* rows, uint32_t hd, uint32_t len, float* out) {
+void DenseKvCache<uint16_t>::values(Isa isa, const float* probs, size_t stride, uint32_t group, const uint16_t* rows,
+                                    uint32_t hd, uint32_t len, float* out) {
   dense_attention_values_f16(isa, probs, stride, group, rows, hd, len, out);
 }
 

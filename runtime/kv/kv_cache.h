@@ -13,8 +13,8 @@
 #include "platform/error.h"
 #include "platform/thread_pool.h"
 #include "runtime/base/arena.h"
-#include "runtime/model/model_config.h"
 #include "runtime/base/rope.h"
+#include "runtime/model/model_config.h"
 
 namespace tern {
 
@@ -54,10 +54,10 @@ struct KvAttention {
   float* out = nullptr;            // [n][heads * head_dim]
   uint32_t n = 0;
   uint32_t pos0 = 0;
-  uint32_t heads = 0;              // query heads (a multiple of the cache's kv_heads)
-  float scale = 1.0f;              // 1 / sqrt(head_dim)
-  float* scores = nullptr;         // [kv_heads][scores_per_head] scratch
-  size_t scores_per_head = 0;      // at least the cache's attention_scores_per_head(group)
+  uint32_t heads = 0;          // query heads (a multiple of the cache's kv_heads)
+  float scale = 1.0f;          // 1 / sqrt(head_dim)
+  float* scores = nullptr;     // [kv_heads][scores_per_head] scratch
+  size_t scores_per_head = 0;  // at least the cache's attention_scores_per_head(group)
   const AttentionObserver* observer = nullptr;
   // The model's RoPE, for caches that re-position queries themselves (heavy-hitter eviction:
   // heads hold different positions, runtime/kv/kv_policy.h); null: keep true distances.

@@ -13,8 +13,7 @@
 
 namespace tern {
 
-Error parse_kv_aging(const char* suffix, uint8_t* aged_bits, uint32_t* aged_after_tokens,
-                     uint8_t* aged_after_percent) {
+Error parse_kv_aging(const char* suffix, uint8_t* aged_bits, uint32_t* aged_after_tokens, uint8_t* aged_after_percent) {
   TERN_CHECK_OR_RETURN(suffix != nullptr && suffix[0] == '>', Error::InvalidArgument, "KV aging: '>A@N' expected");
   char* end = nullptr;
   const long bits = std::strtol(suffix + 1, &end, 10);
@@ -30,7 +29,8 @@ Error parse_kv_aging(const char* suffix, uint8_t* aged_bits, uint32_t* aged_afte
                        Error::InvalidArgument,
                        "KV aging '%s': >A@N or >A@P%% with A in 2, 3, 4, 8 (bits of aged blocks), N > 0 tokens past "
                        "the exact window or 1 <= P <= 100 %% of the middle blocks kept at full width, e.g. q4>2@96, "
-                       "q3>2@50%%", suffix);
+                       "q3>2@50%%",
+                       suffix);
   *aged_bits = static_cast<uint8_t>(bits);
   *aged_after_tokens = percent ? 0 : static_cast<uint32_t>(tokens);
   *aged_after_percent = percent ? static_cast<uint8_t>(tokens) : 0;
@@ -68,8 +68,7 @@ Error parse_kv_mode(const char* full_name, KvModeName* out) {
   const char* aging = std::strchr(full_name, '>');
   const char* hh = std::strchr(full_name, '/');
   TERN_CHECK_OR_RETURN(aging == nullptr || hh == nullptr, Error::InvalidArgument,
-                       "KV mode '%s': heavy-hitter eviction (/hh) does not combine with aging tiers (>A@N)",
-                       full_name);
+                       "KV mode '%s': heavy-hitter eviction (/hh) does not combine with aging tiers (>A@N)", full_name);
   if (hh != nullptr) {
     TERN_RETURN_IF_ERROR(parse_kv_heavy_hitter(hh, &spec.equal_shares, &spec.hh_recent_percent));
     spec.heavy_hitter = true;
@@ -118,11 +117,11 @@ Error parse_kv_mode(const char* full_name, KvModeName* out) {
       return fail(Error::InvalidArgument, "KV mode 'auto' is resolved by the planner (plan_memory_auto), not here");
     return fail(Error::InvalidArgument,
                 "unknown KV mode '%s' (fp16, f32, q8, q4, q3, q2, k4v2, adaptive:B, auto; aging: q4>2@96; "
-                "heavy-hitter eviction: q4/hh)", name);
+                "heavy-hitter eviction: q4/hh)",
+                name);
   }
   TERN_CHECK_OR_RETURN(aging == nullptr || spec.kind != KvModeName::Kind::Exact, Error::InvalidArgument,
-                       "KV mode '%s': exact modes have nothing to age (age a quantized one, e.g. q4>2@96)",
-                       full_name);
+                       "KV mode '%s': exact modes have nothing to age (age a quantized one, e.g. q4>2@96)", full_name);
   *out = spec;
   return Error::Ok;
 }
@@ -157,9 +156,7 @@ Error make_kv_cache_spec(const KvModeRequest& request, const ModelConfig& config
       p.exact_type = mode.exact_type;
       p.uniform = KvHeadBits{0, 0};
       break;
-    case KvModeName::Kind::Uniform:
-      p.uniform = mode.bits;
-      break;
+    case KvModeName::Kind::Uniform: p.uniform = mode.bits; break;
     case KvModeName::Kind::Adaptive:
       TERN_CHECK_OR_RETURN(bits != nullptr, Error::InvalidArgument, "adaptive KV mode without per-head storage");
       TERN_RETURN_IF_ERROR(kv_profile_for_average(calibrated, p.shape, mode.average_bits, bits, &p));
@@ -296,7 +293,8 @@ Result<KvCapacityLadder> kv_capacity_ladder(const KvCacheSpec& spec, uint32_t mi
   uint64_t max_blocks = model_context <= fixed ? 0 : (model_context - fixed) / p.block_tokens;
   if (context_request > 0) max_blocks = std::min<uint64_t>(max_blocks, kv_blocks_for_tokens(p, context_request));
   TERN_CHECK_OR_RETURN(kv_tokens_for_blocks(p, max_blocks) <= UINT32_MAX, Error::OutOfRange,
-                       "KV cache of %llu positions", static_cast<unsigned long long>(kv_tokens_for_blocks(p, max_blocks)));
+                       "KV cache of %llu positions",
+                       static_cast<unsigned long long>(kv_tokens_for_blocks(p, max_blocks)));
   ladder.first = static_cast<uint32_t>(fixed);
   ladder.steps = static_cast<uint32_t>(max_blocks);
   return ladder;

@@ -58,8 +58,7 @@ Error parse_kv_heavy_hitter(const char* suffix, bool* equal_shares, uint8_t* rec
 Error parse_kv_mode(const char* name, KvModeName* out);
 // The aging suffix alone (">A@N", as in parse_kv_mode); tools with mode names of their own
 // (tern-eval's uniform:B) split it off with std::strchr(name, '>').
-Error parse_kv_aging(const char* suffix, uint8_t* aged_bits, uint32_t* aged_after_tokens,
-                     uint8_t* aged_after_percent);
+Error parse_kv_aging(const char* suffix, uint8_t* aged_bits, uint32_t* aged_after_tokens, uint8_t* aged_after_percent);
 
 // kv_mode "auto": the planner picks the mode (plan_memory_auto, runtime/engine/memory_plan.h).
 bool kv_mode_is_auto(const char* name);

@@ -31,11 +31,10 @@
 // group's query heads); a block leaving the window into a full middle replaces the block
 // with the least mean attention per query among the head's older blocks (the newest
 // hh_recent_percent % of its middle are kept, as H2O keeps recent tokens; so are blocks no
-// query scored yet; ties and no candidate: the oldest). So heads hold different positions: a per-head block map (first position of each
-// slot, slots in position order) says which.
-// Keys are cached after RoPE at their original positions: relative distances between
-// the query and every kept middle/window token stay right after eviction (and are bounded
-// by the capacity), with nothing to re-rotate.
+// query scored yet; ties and no candidate: the oldest). So heads hold different positions: a per-head block map (first
+// position of each slot, slots in position order) says which. Keys are cached after RoPE at their original positions:
+// relative distances between the query and every kept middle/window token stay right after eviction (and are bounded by
+// the capacity), with nothing to re-rotate.
 //
 // Sink positions (StreamingLLM's "positions within the cache"): the distance from a query
 // at position p to the sinks would grow without bound, past the model's trained context.
@@ -62,8 +61,8 @@
 namespace tern {
 
 enum class KvEviction : uint32_t {
-  None = 0,       // writes past the capacity fail
-  Streaming = 1,  // keep sinks + recent window, drop the oldest middle block
+  None = 0,         // writes past the capacity fail
+  Streaming = 1,    // keep sinks + recent window, drop the oldest middle block
   HeavyHitter = 2,  // per-head middles, drop the block the head attends to least
 };
 
@@ -178,7 +177,7 @@ struct KvHeadLayout {
   // Heavy-hitter eviction: per middle slot its first position, attention sum (float) and
   // the head's query count when it entered, then the slots in position order (4 bytes each).
   size_t block_map = 0;
-  size_t total = 0;                           // padded for SIMD over-reads, 64-aligned
+  size_t total = 0;  // padded for SIMD over-reads, 64-aligned
 };
 KvHeadLayout kv_head_layout(const KvCacheProfile& profile, KvHeadBits bits, uint64_t middle_blocks);
 

@@ -72,8 +72,8 @@ Error kv_profile_from_bundle(const schema::KvProfile& profile, const KvShape& sh
                          Error::InvalidBundle, "KV profile head outside %u layers x %u heads", shape.layers,
                          shape.kv_heads);
     KvHeadBits& slot = bits[static_cast<size_t>(h->layer()) * shape.kv_heads + h->kv_head()];
-    TERN_CHECK_OR_RETURN(slot.key_bits == 0xFF, Error::InvalidBundle, "KV profile lists head %u.%u twice",
-                         h->layer(), h->kv_head());
+    TERN_CHECK_OR_RETURN(slot.key_bits == 0xFF, Error::InvalidBundle, "KV profile lists head %u.%u twice", h->layer(),
+                         h->kv_head());
     const KvHeadBits b = h->sink() ? KvHeadBits{0, 0} : KvHeadBits{h->key_bits(), h->value_bits()};
     TERN_CHECK_OR_RETURN(b.exact() || (kv_bits_supported(b.key_bits) && kv_bits_supported(b.value_bits)),
                          Error::InvalidBundle, "KV profile head %u.%u: %u/%u bits", h->layer(), h->kv_head(),

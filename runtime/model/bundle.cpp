@@ -122,22 +122,25 @@ Error check_config(const Ctx& ctx, const schema::ModelConfig* c) {
     return fail(Error::UnsupportedModel, "%s: unknown model family %u", ctx.label, static_cast<unsigned>(c->family()));
   }
   if (static_cast<uint32_t>(c->activation()) > static_cast<uint32_t>(schema::Activation::MAX)) {
-    return fail(Error::UnsupportedModel, "%s: unknown activation %u", ctx.label, static_cast<unsigned>(c->activation()));
+    return fail(Error::UnsupportedModel, "%s: unknown activation %u", ctx.label,
+                static_cast<unsigned>(c->activation()));
   }
   if (static_cast<uint32_t>(c->rope_style()) > static_cast<uint32_t>(schema::RopeStyle::MAX)) {
-    return fail(Error::UnsupportedModel, "%s: unknown rope style %u", ctx.label, static_cast<unsigned>(c->rope_style()));
+    return fail(Error::UnsupportedModel, "%s: unknown rope style %u", ctx.label,
+                static_cast<unsigned>(c->rope_style()));
   }
   const struct {
     const char* name;
     uint32_t value;
     uint32_t max;
-  } dims[] = {{"hidden", c->hidden(), kMaxDim},     {"ffn_hidden", c->ffn_hidden(), kMaxDim},
-              {"layers", c->layers(), kMaxLayers},  {"heads", c->heads(), 4096},
-              {"kv_heads", c->kv_heads(), 4096},    {"head_dim", c->head_dim(), 4096},
-              {"vocab", c->vocab(), 1u << 24},      {"max_context", c->max_context(), 1u << 24}};
+  } dims[] = {{"hidden", c->hidden(), kMaxDim},    {"ffn_hidden", c->ffn_hidden(), kMaxDim},
+              {"layers", c->layers(), kMaxLayers}, {"heads", c->heads(), 4096},
+              {"kv_heads", c->kv_heads(), 4096},   {"head_dim", c->head_dim(), 4096},
+              {"vocab", c->vocab(), 1u << 24},     {"max_context", c->max_context(), 1u << 24}};
   for (const auto& d : dims) {
     if (d.value == 0 || d.value > d.max) {
-      return fail(Error::InvalidBundle, "%s: config %s = %u is out of range (1..%u)", ctx.label, d.name, d.value, d.max);
+      return fail(Error::InvalidBundle, "%s: config %s = %u is out of range (1..%u)", ctx.label, d.name, d.value,
+                  d.max);
     }
   }
   if (c->heads() % c->kv_heads() != 0) {
@@ -187,7 +190,8 @@ Error check_config(const Ctx& ctx, const schema::ModelConfig* c) {
 
 Error check_shape(const Ctx& ctx, const schema::Tensor* t, uint64_t d0, uint64_t d1) {
   const auto* s = t->shape();
-  const bool ok = d1 == 0 ? (s->size() == 1 && s->Get(0) == d0) : (s->size() == 2 && s->Get(0) == d0 && s->Get(1) == d1);
+  const bool ok =
+      d1 == 0 ? (s->size() == 1 && s->Get(0) == d0) : (s->size() == 2 && s->Get(0) == d0 && s->Get(1) == d1);
   if (!ok) {
     return fail(Error::ShapeMismatch, "%s: tensor '%s' has shape [%llu%s%llu], the config needs [%llu%s%llu]",
                 ctx.label, t->name()->c_str(), static_cast<unsigned long long>(s->Get(0)), s->size() > 1 ? ", " : "",
@@ -203,7 +207,8 @@ Error check_model_tensors(const Ctx& ctx, const ModelConfig& c,
   auto check = [&](const WeightSpec& spec, const char* name) -> Error {
     const schema::Tensor* t = tensors->LookupByKey(name);
     if (t == nullptr) {
-      if (tensor_required(spec, c)) return fail(Error::UnknownTensor, "%s: required tensor '%s' is missing", ctx.label, name);
+      if (tensor_required(spec, c))
+        return fail(Error::UnknownTensor, "%s: required tensor '%s' is missing", ctx.label, name);
       return Error::Ok;
     }
     if ((t->type() == schema::TensorType::Ternary) != spec.ternary) {
@@ -257,7 +262,8 @@ Error check_tokenizer(const Ctx& ctx, const schema::Tokenizer* tok) {
   if (const auto* attrs = tok->attrs()) {
     for (uint32_t i = 0; i < attrs->size(); ++i) {
       if (attrs->Get(i) > static_cast<uint8_t>(schema::TokenAttr::MAX)) {
-        return fail(Error::InvalidBundle, "%s: tokenizer piece %u has unknown attribute %u", ctx.label, i, attrs->Get(i));
+        return fail(Error::InvalidBundle, "%s: tokenizer piece %u has unknown attribute %u", ctx.label, i,
+                    attrs->Get(i));
       }
     }
   }
@@ -459,8 +465,8 @@ TensorView make_view(const uint8_t* file, uint64_t data_start, const schema::Ten
   v.scale = t->scale();
   v.dense_type = static_cast<DenseType>(t->dense_type());
   // Only Q8/Q4 scale segments were checked against the file; ignore any other.
-  const bool quantized = t->type() == schema::TensorType::Dense &&
-                         (v.dense_type == DenseType::Q8 || v.dense_type == DenseType::Q4);
+  const bool quantized =
+      t->type() == schema::TensorType::Dense && (v.dense_type == DenseType::Q8 || v.dense_type == DenseType::Q4);
   if (quantized && t->group_scales() != nullptr && t->group_scales()->size() != 0) {
     v.group_scales = reinterpret_cast<const float*>(file + data_start + t->group_scales()->offset());
   }
@@ -516,8 +522,6 @@ const schema::Tokenizer* Bundle::tokenizer() const { return root_ == nullptr ? n
 
 const schema::KvProfile* Bundle::kv_profile() const { return root_ == nullptr ? nullptr : root_->kv_profile(); }
 
-const schema::Embedding* Bundle::embedding() const {
-  return root_ == nullptr ? nullptr : root_->config()->embedding();
-}
+const schema::Embedding* Bundle::embedding() const { return root_ == nullptr ? nullptr : root_->config()->embedding(); }
 
 }  // namespace tern

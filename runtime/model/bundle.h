@@ -66,7 +66,7 @@ class Bundle {
   Result<TensorView> tensor_at(size_t index) const;
 
   const schema::Bundle* root() const { return root_; }
-  const schema::Tokenizer* tokenizer() const;  // never null after open()
+  const schema::Tokenizer* tokenizer() const;   // never null after open()
   const schema::KvProfile* kv_profile() const;  // null when the bundle was not calibrated
   const schema::Embedding* embedding() const;   // null unless an embedding model
 

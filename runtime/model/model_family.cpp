@@ -71,14 +71,14 @@ const WeightSpec kLayerTensors[] = {
      nullptr, &LayerWeights::wv_in_norm, &LayerRuntime::wv_in_norm, true},
     {n::kWGateInNorm, false, D::Hidden, D::None, R::ProjectionNorms, "ffn_gate_norm_in", "mlp.gate_proj.norm.weight",
      nullptr, &LayerWeights::w_gate_in_norm, &LayerRuntime::w_gate_in_norm, true},
-    {n::kWUpInNorm, false, D::Hidden, D::None, R::ProjectionNorms, "ffn_up_norm_in", "mlp.up_proj.norm.weight",
-     nullptr, &LayerWeights::w_up_in_norm, &LayerRuntime::w_up_in_norm, true},
+    {n::kWUpInNorm, false, D::Hidden, D::None, R::ProjectionNorms, "ffn_up_norm_in", "mlp.up_proj.norm.weight", nullptr,
+     &LayerWeights::w_up_in_norm, &LayerRuntime::w_up_in_norm, true},
     {n::kQNorm, false, D::HeadDim, D::None, R::QkNorms, "attn_q_norm", "self_attn.q_norm.weight", nullptr,
      &LayerWeights::q_norm, &LayerRuntime::q_norm},
     {n::kKNorm, false, D::HeadDim, D::None, R::QkNorms, "attn_k_norm", "self_attn.k_norm.weight", nullptr,
      &LayerWeights::k_norm, &LayerRuntime::k_norm},
-    {n::kPostAttnNorm, false, D::Hidden, D::None, R::PostNorms, "post_attention_norm", "post_attention_layernorm.weight",
-     nullptr, &LayerWeights::post_attn_norm, &LayerRuntime::post_attn_norm},
+    {n::kPostAttnNorm, false, D::Hidden, D::None, R::PostNorms, "post_attention_norm",
+     "post_attention_layernorm.weight", nullptr, &LayerWeights::post_attn_norm, &LayerRuntime::post_attn_norm},
     {n::kPostFfnNorm, false, D::Hidden, D::None, R::PostNorms, "post_ffw_norm", "post_feedforward_layernorm.weight",
      nullptr, &LayerWeights::post_ffn_norm, &LayerRuntime::post_ffn_norm},
 };
@@ -171,15 +171,17 @@ Error validate_config(const ModelConfig& c) {
   if (!(c.norm_eps >= 0.0f) || !(c.rope_theta > 0.0f)) {
     return fail(Error::InvalidBundle, "config norm_eps %g / rope_theta %g out of range", c.norm_eps, c.rope_theta);
   }
-  if (!(c.embedding_scale > 0.0f && c.embedding_scale < 1e6f) || !(c.attention_scale >= 0.0f && c.attention_scale < 1e6f) ||
+  if (!(c.embedding_scale > 0.0f && c.embedding_scale < 1e6f) ||
+      !(c.attention_scale >= 0.0f && c.attention_scale < 1e6f) ||
       !(c.rope_local_theta >= 0.0f && c.rope_local_theta < 1e30f)) {
-    return fail(Error::InvalidBundle, "config embedding_scale %g / attention_scale %g / rope_local_theta %g out of range",
-                c.embedding_scale, c.attention_scale, c.rope_local_theta);
+    return fail(Error::InvalidBundle,
+                "config embedding_scale %g / attention_scale %g / rope_local_theta %g out of range", c.embedding_scale,
+                c.attention_scale, c.rope_local_theta);
   }
   if (static_cast<uint32_t>(c.activation) > static_cast<uint32_t>(Activation::GeluTanh) ||
       static_cast<uint32_t>(c.pooling) > static_cast<uint32_t>(Pooling::First)) {
-    return fail(Error::UnsupportedModel, "config activation %u / pooling %u unknown", static_cast<unsigned>(c.activation),
-                static_cast<unsigned>(c.pooling));
+    return fail(Error::UnsupportedModel, "config activation %u / pooling %u unknown",
+                static_cast<unsigned>(c.activation), static_cast<unsigned>(c.pooling));
   }
   if (c.sliding_layers != 0 && c.sliding_window == 0) {
     return fail(Error::InvalidBundle, "config has sliding-window layers but no sliding_window");

@@ -58,7 +58,7 @@ struct ModelWeights {
 
 struct FamilyTraits {
   ModelFamily family;
-  const char* name;          // as tern-inspect prints it
+  const char* name;  // as tern-inspect prints it
   // Per-layer RMSNorm weights (attn_norm, ffn_norm). Without them, every ternary linear's
   // input goes through the parameter-free norm a / (rms(a) * n) instead (bitllama2.c).
   bool layer_norms;
@@ -83,9 +83,9 @@ uint64_t tensor_dim(TensorDim dim, const ModelConfig& config);
 
 enum class TensorRequired : uint8_t {
   Always,
-  LayerNorms,  // the family has per-layer norms
-  SubNorms,    // config.has_sub_norms
-  Untied,      // !config.tied_embeddings
+  LayerNorms,       // the family has per-layer norms
+  SubNorms,         // config.has_sub_norms
+  Untied,           // !config.tied_embeddings
   ProjectionNorms,  // the family's traits say so
   QkNorms,
   PostNorms,
@@ -95,7 +95,7 @@ struct WeightSpec {
   const char* name;  // bundle name; per-layer tensors are "layers.<i>." + name
   bool ternary;      // a ternary matrix, else a dense one (matrix or vector)
   TensorDim rows;
-  TensorDim cols;    // None: a vector of `rows` values
+  TensorDim cols;  // None: a vector of `rows` values
   TensorRequired required;
   const char* gguf;  // GGUF name: per layer "blk.<i>." + gguf + ".weight", else gguf + ".weight"
   const char* hf;    // Hugging Face name: per layer "model.layers.<i>." + hf (ternary: + ".weight"/".weight_scale")

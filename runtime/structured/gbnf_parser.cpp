@@ -61,9 +61,14 @@ const char* read_char(const char* text, size_t end, size_t* i, uint32_t* cp) {
     case 'n': *cp = '\n'; break;
     case 'r': *cp = '\r'; break;
     case 't': *cp = '\t'; break;
-    case '\\': case '"': case '\'': case '[': case ']': case '-': case '^': case '/':
-      *cp = static_cast<uint8_t>(e);
-      break;
+    case '\\':
+    case '"':
+    case '\'':
+    case '[':
+    case ']':
+    case '-':
+    case '^':
+    case '/': *cp = static_cast<uint8_t>(e); break;
     default: return "an unknown escape (\\x \\u \\U \\n \\r \\t \\\\ \\\" \\' \\[ \\] \\- \\^ \\/)";
   }
   if (digits == 0) {
@@ -131,7 +136,8 @@ Error Parser::rules_defined() {
                    static_cast<int>(rules_[i].name_size), text_ + rules_[i].name_begin);
     }
   }
-  if (find("root") == kNone) return fail(Error::InvalidGrammar, "the grammar has no 'root' rule (where the text starts)");
+  if (find("root") == kNone)
+    return fail(Error::InvalidGrammar, "the grammar has no 'root' rule (where the text starts)");
   return Error::Ok;
 }
 

@@ -21,18 +21,18 @@ struct AstNode {
   Ast kind;
   uint8_t negated;
   uint16_t dfa_states;  // Class/Any: how many states its DFA has
-  uint32_t child;    // Alt: first Seq; Seq: first item; Repeat: the item
-  uint32_t sibling;  // next in the parent's list
-  uint32_t a, b;     // Literal/Class: the content's text span; Ref: rule; Repeat: min, max
-  uint32_t dfa;      // Class/Any: the DFA's first state
+  uint32_t child;       // Alt: first Seq; Seq: first item; Repeat: the item
+  uint32_t sibling;     // next in the parent's list
+  uint32_t a, b;        // Literal/Class: the content's text span; Ref: rule; Repeat: min, max
+  uint32_t dfa;         // Class/Any: the DFA's first state
 };
 
 // A rule: its name (a span of the text) and body; `compiled`, `ast_size` and the flags but
 // `defined` are the compiler's.
 struct RuleDef {
   uint32_t name_begin, name_size;
-  uint32_t body = kNone;     // an Alt node
-  uint32_t defined_at = 0;   // text offsets, for messages
+  uint32_t body = kNone;    // an Alt node
+  uint32_t defined_at = 0;  // text offsets, for messages
   uint32_t first_use = kNone;
   uint32_t compiled = kNone;  // its index among the compiled rules
   uint32_t ast_size = 0;

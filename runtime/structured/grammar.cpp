@@ -33,7 +33,7 @@ size_t GrammarVocab::required_arena_bytes(const schema::Tokenizer* table) {
 Error GrammarVocab::build(const Tokenizer& tokenizer, uint32_t n_tokens, ArenaAllocator& arena) {
   const uint32_t n = std::min<uint32_t>(n_tokens, static_cast<uint32_t>(tokenizer.vocab_size()));
   TERN_CHECK_OR_RETURN(n > 0, Error::InvalidArgument, "grammar vocabulary: no tokens");
-  TERN_ASSIGN_OR_RETURN(uint32_t* offsets, arena.allocate_array<uint32_t>(n + 1, ArenaPurpose::Tokenizer, 64));
+  TERN_ASSIGN_OR_RETURN(uint32_t * offsets, arena.allocate_array<uint32_t>(n + 1, ArenaPurpose::Tokenizer, 64));
   // Sizes first, then the bytes in one block.
   uint8_t piece[4096];
   size_t total = 0;
@@ -42,7 +42,7 @@ Error GrammarVocab::build(const Tokenizer& tokenizer, uint32_t n_tokens, ArenaAl
     total += tokenizer.token_bytes(static_cast<int32_t>(id), piece, sizeof piece);
   }
   offsets[n] = static_cast<uint32_t>(total);
-  TERN_ASSIGN_OR_RETURN(uint8_t* bytes, arena.allocate_array<uint8_t>(total + 1, ArenaPurpose::Tokenizer, 64));
+  TERN_ASSIGN_OR_RETURN(uint8_t * bytes, arena.allocate_array<uint8_t>(total + 1, ArenaPurpose::Tokenizer, 64));
   for (uint32_t id = 0; id < n; ++id) {
     (void)tokenizer.token_bytes(static_cast<int32_t>(id), bytes + offsets[id], offsets[id + 1] - offsets[id]);
   }
@@ -73,7 +73,7 @@ Error GrammarVocab::build(const uint8_t* bytes, const uint32_t* offsets, uint32_
     n_sorted += has_text(id) ? 1 : 0;
     max_length = std::max(max_length, offsets[id + 1] - offsets[id]);
   }
-  TERN_ASSIGN_OR_RETURN(uint32_t* sorted, arena.allocate_array<uint32_t>(n, ArenaPurpose::Tokenizer, 64));
+  TERN_ASSIGN_OR_RETURN(uint32_t * sorted, arena.allocate_array<uint32_t>(n, ArenaPurpose::Tokenizer, 64));
   uint32_t k = 0;
   for (uint32_t id = 0; id < n; ++id) {
     if (has_text(id)) sorted[k++] = id;
@@ -83,7 +83,7 @@ Error GrammarVocab::build(const uint8_t* bytes, const uint32_t* offsets, uint32_
     const int c = std::memcmp(bytes + offsets[a], bytes + offsets[b], std::min(la, lb));
     return c < 0 || (c == 0 && (la < lb || (la == lb && a < b)));
   });
-  TERN_ASSIGN_OR_RETURN(uint32_t* rank_offsets,
+  TERN_ASSIGN_OR_RETURN(uint32_t * rank_offsets,
                         arena.allocate_array<uint32_t>(n_sorted + 1, ArenaPurpose::Tokenizer, 64));
   size_t sorted_total = 0;
   for (uint32_t r = 0; r < n_sorted; ++r) {
@@ -91,14 +91,14 @@ Error GrammarVocab::build(const uint8_t* bytes, const uint32_t* offsets, uint32_
     sorted_total += offsets[sorted[r] + 1] - offsets[sorted[r]];
   }
   rank_offsets[n_sorted] = static_cast<uint32_t>(sorted_total);
-  TERN_ASSIGN_OR_RETURN(uint8_t* rank_bytes,
+  TERN_ASSIGN_OR_RETURN(uint8_t * rank_bytes,
                         arena.allocate_array<uint8_t>(sorted_total + 1, ArenaPurpose::Tokenizer, 64));
   for (uint32_t r = 0; r < n_sorted; ++r) {
     std::memcpy(rank_bytes + rank_offsets[r], bytes + offsets[sorted[r]], rank_offsets[r + 1] - rank_offsets[r]);
   }
-  TERN_ASSIGN_OR_RETURN(uint8_t* lcp, arena.allocate_array<uint8_t>(n_sorted + 1, ArenaPurpose::Tokenizer, 64));
+  TERN_ASSIGN_OR_RETURN(uint8_t * lcp, arena.allocate_array<uint8_t>(n_sorted + 1, ArenaPurpose::Tokenizer, 64));
   const uint32_t blocks = n_sorted / kLcpBlock + 1;
-  TERN_ASSIGN_OR_RETURN(uint8_t* block_min, arena.allocate_array<uint8_t>(blocks, ArenaPurpose::Tokenizer, 64));
+  TERN_ASSIGN_OR_RETURN(uint8_t * block_min, arena.allocate_array<uint8_t>(blocks, ArenaPurpose::Tokenizer, 64));
   for (uint32_t b = 0; b < blocks; ++b) block_min[b] = 255;
   for (uint32_t r = 0; r < n_sorted; ++r) {
     uint32_t common = 0;
@@ -248,9 +248,7 @@ Error expand(Program& g, uint32_t node, uint32_t* out, uint32_t* count, uint32_t
         out[(*count)++] = id;
         break;
       }
-      case NfaKind::Split:
-        ok = push(g.states[s.next].pos, parent) && push(g.states[s.next2].pos, parent);
-        break;
+      case NfaKind::Split: ok = push(g.states[s.next].pos, parent) && push(g.states[s.next2].pos, parent); break;
       case NfaKind::Ref: {
         const uint32_t ret = s.tail ? parent : intern(g, g.states[s.next].pos, parent);
         if (ret == UINT32_MAX) return pool_full(g);
@@ -380,8 +378,8 @@ Error Grammar::start_state() {
 Error Grammar::advance(const State& in, uint8_t byte, State* out) {
   uint8_t accepting = 0, can_end = 0;
   out->count = 0;
-  TERN_RETURN_IF_ERROR(step(*program_, in.leaves, in.count, byte, out->leaves, &out->count, out->capacity, &accepting,
-                            &can_end));
+  TERN_RETURN_IF_ERROR(
+      step(*program_, in.leaves, in.count, byte, out->leaves, &out->count, out->capacity, &accepting, &can_end));
   out->accepting = accepting != 0;
   return Error::Ok;
 }

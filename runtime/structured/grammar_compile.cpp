@@ -140,8 +140,10 @@ class Compiler {
 
   Result<uint32_t> state(NfaKind kind, uint32_t arg, uint32_t next, uint32_t next2) {
     if (++work_ > kMaxWork) {
-      return fail(Error::GrammarTooLarge, "the grammar expands to more than %u automaton states (repetition counts "
-                  "multiply)", kMaxWork);
+      return fail(Error::GrammarTooLarge,
+                  "the grammar expands to more than %u automaton states (repetition counts "
+                  "multiply)",
+                  kMaxWork);
     }
     if (region_.low<NfaState>(1) == nullptr) return no_room(region_, "the automaton");
     NfaState& s = states_[n_states_];
@@ -196,8 +198,10 @@ class Compiler {
   // States for `node` that continue at `next`; returns the first.
   Result<uint32_t> lower(uint32_t node, uint32_t next) {
     if (++work_ > kMaxWork) {
-      return fail(Error::GrammarTooLarge, "the grammar expands to more than %u automaton states (repetition counts "
-                  "multiply)", kMaxWork);
+      return fail(Error::GrammarTooLarge,
+                  "the grammar expands to more than %u automaton states (repetition counts "
+                  "multiply)",
+                  kMaxWork);
     }
     const AstNode n = parser_.nodes()[node];
     switch (n.kind) {
@@ -205,7 +209,7 @@ class Compiler {
       case Ast::Seq: {
         const size_t mark = region_.high_mark();
         uint32_t count = 0;
-        TERN_ASSIGN_OR_RETURN(uint32_t* items, children(node, &count));
+        TERN_ASSIGN_OR_RETURN(uint32_t * items, children(node, &count));
         uint32_t s = next;
         if (n.kind == Ast::Seq) {
           for (uint32_t i = count; i-- > 0;) {
@@ -245,8 +249,7 @@ class Compiler {
         return first;
       }
       case Ast::Class:
-      case Ast::Any:
-        return state(NfaKind::Terminal, n.dfa, next, n.dfa_states);
+      case Ast::Any: return state(NfaKind::Terminal, n.dfa, next, n.dfa_states);
       case Ast::Ref: {
         const RuleDef& callee = parser_.rules()[n.a];
         if (callee.inlined) return lower(callee.body, next);
@@ -479,7 +482,8 @@ class Compiler {
 
 Error Grammar::compile(const char* text, size_t size, const GrammarVocab& vocab, void* region, size_t bytes) {
   clear();
-  TERN_CHECK_OR_RETURN(vocab.built(), Error::InvalidState, "no vocabulary for grammars (the model reserved no grammar "
+  TERN_CHECK_OR_RETURN(vocab.built(), Error::InvalidState,
+                       "no vocabulary for grammars (the model reserved no grammar "
                        "memory: tern_model_params.grammar_bytes)");
   TERN_CHECK_OR_RETURN(text != nullptr || size == 0, Error::InvalidArgument, "null grammar text");
   TERN_CHECK_OR_RETURN(region != nullptr || bytes == 0, Error::InvalidArgument, "null grammar memory");
@@ -508,14 +512,14 @@ Error Grammar::compile(const char* text, size_t size, const GrammarVocab& vocab,
     // What must fit besides the caches: the working memory, and the walk's temporaries.
     const size_t states = 4 + kMaxDraftSlots;
     const size_t working = kNodes * sizeof(Node) + 2 * kNodes * sizeof(uint32_t) + kVisits * sizeof(Visit) +
-                           2 * kWorklist * sizeof(uint32_t) +
-                           kWalk * sizeof(uint32_t) + (vocab.max_length() + 2) * sizeof(WalkLevel) +
-                           (vocab.size() + 31) / 32 * sizeof(uint32_t) + states * kMaxLeaves * sizeof(uint32_t) +
-                           (7 + states) * 64;
+                           2 * kWorklist * sizeof(uint32_t) + kWalk * sizeof(uint32_t) +
+                           (vocab.max_length() + 2) * sizeof(WalkLevel) + (vocab.size() + 31) / 32 * sizeof(uint32_t) +
+                           states * kMaxLeaves * sizeof(uint32_t) + (7 + states) * 64;
     const size_t walk = g->n_positions * sizeof(TokenCache) +
                         (vocab.size() + 2 * static_cast<size_t>(vocab.sorted_size()) + 2) * sizeof(uint32_t) + 192;
     if (r.used() + working + walk > r.size()) {
-      return fail(Error::GrammarTooLarge, "the grammar needs at least %zu bytes of grammar memory, and its token "
+      return fail(Error::GrammarTooLarge,
+                  "the grammar needs at least %zu bytes of grammar memory, and its token "
                   "caches more; the session has %zu (reserve more: tern_model_params.grammar_bytes)",
                   r.used() + working + walk, r.size());
     }
@@ -570,9 +574,11 @@ Error Grammar::compile(const char* text, size_t size, const GrammarVocab& vocab,
     clear();
     if (e == Error::GrammarTooLarge && cache_bytes > 0) {
       const size_t need = before_caches + g->n_positions * sizeof(TokenCache) + cache_bytes +
-                         (vocab.size() + 2 * static_cast<size_t>(vocab.sorted_size()) + 2) * sizeof(uint32_t) + 256;
-      return fail(Error::GrammarTooLarge, "the grammar needs about %zu bytes of grammar memory; the session has %zu "
-                  "(reserve more: tern_model_params.grammar_bytes)", need, bytes);
+                          (vocab.size() + 2 * static_cast<size_t>(vocab.sorted_size()) + 2) * sizeof(uint32_t) + 256;
+      return fail(Error::GrammarTooLarge,
+                  "the grammar needs about %zu bytes of grammar memory; the session has %zu "
+                  "(reserve more: tern_model_params.grammar_bytes)",
+                  need, bytes);
     }
     return e;
   }

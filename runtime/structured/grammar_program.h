@@ -83,9 +83,9 @@ inline constexpr uint32_t kNoPos = 0xFFFFFFFFu;
 struct WalkLevel {
   uint32_t begin;
   uint32_t count;
-  uint32_t node_top;  // the pool's top when the level was made
-  uint8_t accepting;  // a pop reached the root: the text may end here
-  uint8_t can_end;    // a pop reached the marker: the position's rule may end here
+  uint32_t node_top;         // the pool's top when the level was made
+  uint8_t accepting;         // a pop reached the root: the text may end here
+  uint8_t can_end;           // a pop reached the marker: the position's rule may end here
   uint8_t uncertain_before;  // the rule could end before a byte that may follow it
   uint8_t unused;
 };
@@ -119,7 +119,7 @@ struct Grammar::Program {
   uint32_t table_mask = 0;
   grammar_detail::Visit* visits = nullptr;  // this step's expansion marks
   uint32_t visit_mask = 0;
-  uint32_t* worklist = nullptr;  // (position, parent) pairs
+  uint32_t* worklist = nullptr;    // (position, parent) pairs
   uint32_t worklist_capacity = 0;  // pairs
   uint32_t stamp = 0;
   uint32_t* walk = nullptr;  // leaves of the walk levels
@@ -146,8 +146,8 @@ void truncate(Program& g, uint32_t top);
 Error expand(Program& g, uint32_t node, uint32_t* out, uint32_t* count, uint32_t capacity, uint8_t* accepting,
              uint8_t* can_end);
 // One byte from the leaves in[0, n): the new leaves and flags, as expand.
-Error step(Program& g, const uint32_t* in, uint32_t n, uint8_t byte, uint32_t* out, uint32_t* count,
-           uint32_t capacity, uint8_t* accepting, uint8_t* can_end);
+Error step(Program& g, const uint32_t* in, uint32_t n, uint8_t byte, uint32_t* out, uint32_t* count, uint32_t capacity,
+           uint8_t* accepting, uint8_t* can_end);
 
 // A walk over tokens from one set of leaves (levels[0]), one byte per level.
 class Walker {

@@ -77,7 +77,8 @@ class Validator {
         if (p + 1 >= end_) break;
         const char e = p[1];
         if (e == 'u') {
-          if (end_ - p < 6 || hex_value(p[2]) < 0 || hex_value(p[3]) < 0 || hex_value(p[4]) < 0 || hex_value(p[5]) < 0) {
+          if (end_ - p < 6 || hex_value(p[2]) < 0 || hex_value(p[3]) < 0 || hex_value(p[4]) < 0 ||
+              hex_value(p[5]) < 0) {
             return error(p, "\\u needs four hex digits");
           }
           p += 6;
@@ -91,7 +92,8 @@ class Validator {
         ++p;
         continue;
       }
-      const unicode::Decoded d = unicode::decode_utf8(reinterpret_cast<const uint8_t*>(p), static_cast<size_t>(end_ - p));
+      const unicode::Decoded d =
+          unicode::decode_utf8(reinterpret_cast<const uint8_t*>(p), static_cast<size_t>(end_ - p));
       if (!d.valid) return error(p, "invalid UTF-8 in a string");
       p += d.length;
     }
@@ -415,7 +417,7 @@ namespace {
 struct Decimal {
   bool negative = false;
   char digits[40];
-  int count = 0;       // significant digits kept (at most 40)
+  int count = 0;         // significant digits kept (at most 40)
   int64_t exponent = 0;  // value = digits * 10^exponent (digits dropped past 40 raise it)
   bool inexact = false;  // nonzero digits were dropped
 };

@@ -5,7 +5,6 @@ namespace tern::json_rules {
 
 namespace {
 
-
 constexpr const char* kWsRule = "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
 constexpr const char* kStringRule = "string ::= \"\\\"\" " TERN_JSON_CHAR "* \"\\\"\" ws\n";
 constexpr const char* kNumberRule =
@@ -39,9 +38,8 @@ void write_used_rules(GbnfWriter& out, uint32_t used) {
   const struct {
     uint32_t bit;
     const char* text;
-  } rules[] = {{kWs, kWsRule},          {kString, kStringRule}, {kNumber, kNumberRule},
-               {kInteger, kIntegerRule}, {kBoolean, kBooleanRule}, {kNull, kNullRule},
-               {kValue, kValueRules}};
+  } rules[] = {{kWs, kWsRule},           {kString, kStringRule}, {kNumber, kNumberRule}, {kInteger, kIntegerRule},
+               {kBoolean, kBooleanRule}, {kNull, kNullRule},     {kValue, kValueRules}};
   if (used & kValue) used |= kString | kNumber | kBoolean | kNull;
   used |= kWs;
   for (const auto& r : rules) {

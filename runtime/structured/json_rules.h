@@ -26,7 +26,7 @@ enum Primitive : uint32_t {
 
 // One character of a JSON string: anything but a quote, a backslash or a control character
 // (DEL included), or an escape (\u with four hex digits; surrogates only as a valid pair).
-#define TERN_JSON_CHAR                                                                              \
+#define TERN_JSON_CHAR                                                                                    \
   "( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" ( [0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | " \
   "[dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2} ) ) )"
 

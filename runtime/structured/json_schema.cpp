@@ -26,8 +26,8 @@ constexpr size_t kPropertyPool = 4096;  // properties of the objects being writt
 constexpr int kMaxDepth = 64;
 
 // Keywords that only describe.
-const char* const kAnnotations[] = {"title",      "description", "default",  "examples", "$comment", "$schema",
-                                    "$id",        "deprecated",  "readOnly", "writeOnly", "$anchor"};
+const char* const kAnnotations[] = {"title", "description", "default",  "examples",  "$comment", "$schema",
+                                    "$id",   "deprecated",  "readOnly", "writeOnly", "$anchor"};
 
 // A string value's unescaped bytes as a C string in out[0, N), cut to fit (messages, names
 // to compare); returns the whole string's length.
@@ -44,8 +44,8 @@ enum class JobKind : uint8_t { Schema, Items, KeyValue, AdditionalKeyValue };
 struct Job {
   JobKind kind;
   uint32_t id;
-  Value schema;   // the schema (Items: the item schema; KeyValue: the property's schema)
-  Value key;      // KeyValue: the key; AdditionalKeyValue: the object (its listed keys are excluded)
+  Value schema;    // the schema (Items: the item schema; KeyValue: the property's schema)
+  Value key;       // KeyValue: the key; AdditionalKeyValue: the object (its listed keys are excluded)
   char path[160];  // where in the document, for messages
 };
 
@@ -180,7 +180,8 @@ class Converter {
       out_.put("value");
       return Error::Ok;
     }
-    if (schema.kind != Kind::Object) return invalid("a schema must be an object or a boolean, not %s", json::to_string(schema.kind));
+    if (schema.kind != Kind::Object)
+      return invalid("a schema must be an object or a boolean, not %s", json::to_string(schema.kind));
     Value v;
     if (json::find(schema, "$ref", &v)) {
       static const char* const kRefOnlyKeywords[] = {"$ref", "$defs", "definitions", nullptr};
@@ -206,7 +207,9 @@ class Converter {
       out_.put(" )");
       return Error::Ok;
     }
-    const char* alternatives = json::find(schema, "anyOf", &v) ? "anyOf" : json::find(schema, "oneOf", &v) ? "oneOf" : nullptr;
+    const char* alternatives = json::find(schema, "anyOf", &v)   ? "anyOf"
+                               : json::find(schema, "oneOf", &v) ? "oneOf"
+                                                                 : nullptr;
     if (alternatives != nullptr) {
       static const char* const kAlternativesKeywords[] = {"anyOf", "oneOf", "$defs", "definitions", nullptr};
       TERN_RETURN_IF_ERROR(check_keywords(schema, kAlternativesKeywords));
@@ -214,7 +217,8 @@ class Converter {
       if (json::find(schema, "anyOf", &other) && json::find(schema, "oneOf", &other)) {
         return unsupported("both 'anyOf' and 'oneOf'");
       }
-      if (v.kind != Kind::Array || json::count_items(v) == 0) return invalid("'%s' must be a non-empty array", alternatives);
+      if (v.kind != Kind::Array || json::count_items(v) == 0)
+        return invalid("'%s' must be a non-empty array", alternatives);
       json::Items items(v);
       Value item;
       out_.put("( ");
@@ -246,14 +250,28 @@ class Converter {
     }
     // Typed schemas: each type reads its own keywords; the others' are vacuous for it (as
     // JSON Schema has it), so one list serves every type.
-    static const char* const kTypedKeywords[] = {
-        "type", "minLength", "maxLength", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-        "items", "minItems", "maxItems", "properties", "required", "additionalProperties", "$defs", "definitions",
-        nullptr};
+    static const char* const kTypedKeywords[] = {"type",
+                                                 "minLength",
+                                                 "maxLength",
+                                                 "format",
+                                                 "minimum",
+                                                 "maximum",
+                                                 "exclusiveMinimum",
+                                                 "exclusiveMaximum",
+                                                 "items",
+                                                 "minItems",
+                                                 "maxItems",
+                                                 "properties",
+                                                 "required",
+                                                 "additionalProperties",
+                                                 "$defs",
+                                                 "definitions",
+                                                 nullptr};
     if (json::find(schema, "type", &v)) {
       TERN_RETURN_IF_ERROR(check_keywords(schema, kTypedKeywords));
       if (v.kind == Kind::String) return typed(schema, v, depth);
-      if (v.kind != Kind::Array || json::count_items(v) == 0) return invalid("'type' must be a string or a non-empty array");
+      if (v.kind != Kind::Array || json::count_items(v) == 0)
+        return invalid("'type' must be a string or a non-empty array");
       json::Items items(v);
       Value t;
       out_.put("( ");
@@ -306,7 +324,8 @@ class Converter {
     if (json::find(schema, "items", &v) || json::find(schema, "minItems", &v) || json::find(schema, "maxItems", &v)) {
       return "array";
     }
-    if (json::find(schema, "minLength", &v) || json::find(schema, "maxLength", &v) || json::find(schema, "format", &v)) {
+    if (json::find(schema, "minLength", &v) || json::find(schema, "maxLength", &v) ||
+        json::find(schema, "format", &v)) {
       return "string";
     }
     if (json::find(schema, "minimum", &v) || json::find(schema, "maximum", &v) ||
@@ -384,8 +403,14 @@ class Converter {
     if (k > sizeof raw || !c->put("\"", 1)) return false;
     for (size_t i = 0; i < k; ++i) {
       const uint8_t b = static_cast<uint8_t>(raw[i]);
-      const char* e = b == '"' ? "\\\"" : b == '\\' ? "\\\\" : b == '\b' ? "\\b" : b == '\f' ? "\\f"
-                    : b == '\n' ? "\\n" : b == '\r' ? "\\r" : b == '\t' ? "\\t" : nullptr;
+      const char* e = b == '"'    ? "\\\""
+                      : b == '\\' ? "\\\\"
+                      : b == '\b' ? "\\b"
+                      : b == '\f' ? "\\f"
+                      : b == '\n' ? "\\n"
+                      : b == '\r' ? "\\r"
+                      : b == '\t' ? "\\t"
+                                  : nullptr;
       char hex[8];
       if (e == nullptr && b < 0x20) {
         std::snprintf(hex, sizeof hex, "\\u%04x", b);
@@ -447,7 +472,9 @@ class Converter {
       out_.put("string");
       return Error::Ok;
     }
-    if (max >= 0 && max < min) return invalid("'maxLength' %lld is below 'minLength' %lld", static_cast<long long>(max), static_cast<long long>(min));
+    if (max >= 0 && max < min)
+      return invalid("'maxLength' %lld is below 'minLength' %lld", static_cast<long long>(max),
+                     static_cast<long long>(min));
     if (min > 65535 || max > 65535) return unsupported("string lengths above 65535");
     used_ |= kWs;
     out_.put("\"\\\"\" " TERN_JSON_CHAR);
@@ -640,7 +667,9 @@ class Converter {
         const size_t k = json::unescape(name, buf, sizeof buf);
         for (size_t i = 0; i < n && !listed; ++i) listed = k <= sizeof buf && json::string_equals(props[i].key, buf, k);
         if (listed) continue;
-        if (!extra) return invalid("the required property '%.*s' is not in 'properties' and 'additionalProperties' is false", static_cast<int>(k < sizeof buf ? k : sizeof buf), buf);
+        if (!extra)
+          return invalid("the required property '%.*s' is not in 'properties' and 'additionalProperties' is false",
+                         static_cast<int>(k < sizeof buf ? k : sizeof buf), buf);
         if (n == kMaxProperties) return unsupported("more than %zu properties", kMaxProperties);
         props[n++] = Property{name, extra_schema, true};
       }
@@ -689,7 +718,8 @@ class Converter {
         pop_path(mark);
       }
       auto rest = [&](size_t from) {  // properties after a present one
-        for (size_t j = from; j < n; ++j) out_.printf(props[j].required ? " \",\" ws kv%u" : " ( \",\" ws kv%u )?", kv[j]);
+        for (size_t j = from; j < n; ++j)
+          out_.printf(props[j].required ? " \",\" ws kv%u" : " ( \",\" ws kv%u )?", kv[j]);
         if (extra) out_.printf(" ( \",\" ws %s )*", extra_kv);
       };
       out_.put("( ");
@@ -773,8 +803,8 @@ Error json_schema_to_grammar(const char* schema, size_t size, char* out, size_t 
   TERN_RETURN_IF_ERROR(converter->run());
   text.finish();
   *out_size = text.size();
-  TERN_CHECK_OR_RETURN(text.size() < capacity, Error::OutOfRange, "the grammar needs %zu bytes (and a NUL); the buffer has %zu",
-                       text.size(), capacity);
+  TERN_CHECK_OR_RETURN(text.size() < capacity, Error::OutOfRange,
+                       "the grammar needs %zu bytes (and a NUL); the buffer has %zu", text.size(), capacity);
   return Error::Ok;
 }
 

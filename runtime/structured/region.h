@@ -45,8 +45,10 @@ class Region {
 
 // GrammarTooLarge, naming what did not fit.
 inline Error no_room(const Region& r, const char* what) {
-  return fail(Error::GrammarTooLarge, "the grammar does not fit in its %zu bytes of memory (%s); reserve more "
-              "(tern_model_params.grammar_bytes)", r.size(), what);
+  return fail(Error::GrammarTooLarge,
+              "the grammar does not fit in its %zu bytes of memory (%s); reserve more "
+              "(tern_model_params.grammar_bytes)",
+              r.size(), what);
 }
 
 }  // namespace tern::grammar_detail

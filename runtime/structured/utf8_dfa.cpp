@@ -35,7 +35,7 @@ uint32_t normalize_ranges(CpRange* r, uint32_t n, bool negated) {
   for (uint32_t i = 0; i < m; ++i) {
     const CpRange x = r[i];
     if (x.hi < 0xD800 || x.lo > 0xDFFF) continue;
-    const bool left = x.lo < 0xD800, right = x.hi > 0xDFFF;
+    const bool left = x.lo<0xD800, right = x.hi> 0xDFFF;
     if (left && right) {
       std::memmove(r + i + 2, r + i + 1, (m - i - 1) * sizeof(CpRange));
       r[i] = CpRange{x.lo, 0xD7FF};
@@ -124,7 +124,8 @@ Result<uint32_t> DfaBuilder::chars(const CpRange* ranges, uint32_t n, uint32_t* 
 }
 
 Result<uint32_t> DfaBuilder::new_state() {
-  if (n_ >= kMaxDfaStates) return fail(Error::GrammarTooLarge, "the grammar's characters need more than %u DFA states", kMaxDfaStates);
+  if (n_ >= kMaxDfaStates)
+    return fail(Error::GrammarTooLarge, "the grammar's characters need more than %u DFA states", kMaxDfaStates);
   if (region_.low<uint16_t>(256) == nullptr) return no_room(region_, "character tables");
   uint16_t* t = table(n_);
   for (int i = 0; i < 256; ++i) t[i] = kDfaReject;

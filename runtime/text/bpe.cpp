@@ -14,10 +14,9 @@ Error Tokenizer::encode_bpe_fragment(const uint8_t* text, size_t len, Scratch& s
     // Normalized into the scratch's tail (kept while the fragment is encoded), with the
     // decomposition's working memory where the runs go afterwards.
     uint8_t* normalized = scratch.take_tail(unicode::nfc_output_bytes(len));
-    TERN_CHECK_OR_RETURN(normalized != nullptr && scratch.bytes() >= unicode::nfc_work_bytes(len),
-                         Error::BudgetTooSmall,
-                         "NFC of a %zu-byte text needs %zu bytes of tokenizer scratch, have less", len,
-                         encode_scratch_bytes(len));
+    TERN_CHECK_OR_RETURN(
+        normalized != nullptr && scratch.bytes() >= unicode::nfc_work_bytes(len), Error::BudgetTooSmall,
+        "NFC of a %zu-byte text needs %zu bytes of tokenizer scratch, have less", len, encode_scratch_bytes(len));
     len = unicode::nfc(text, len, reinterpret_cast<uint32_t*>(scratch.run_buffer()), normalized);
     text = normalized;
   }

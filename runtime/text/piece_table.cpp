@@ -37,7 +37,7 @@ uint32_t table_capacity(size_t entries) {
 
 Error Tokenizer::build_piece_table(ArenaAllocator& arena, uint32_t capacity) {
   // piece bytes -> id; the first of duplicate pieces wins.
-  TERN_ASSIGN_OR_RETURN(int32_t* pieces, arena.allocate_array<int32_t>(capacity, ArenaPurpose::Tokenizer, 64));
+  TERN_ASSIGN_OR_RETURN(int32_t * pieces, arena.allocate_array<int32_t>(capacity, ArenaPurpose::Tokenizer, 64));
   std::fill(pieces, pieces + capacity, -1);
   piece_table_ = pieces;
   piece_table_mask_ = capacity - 1;

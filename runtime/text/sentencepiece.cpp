@@ -84,8 +84,8 @@ size_t Tokenizer::measure_spm_word(const uint8_t* text, size_t len, bool dummy, 
     // before one, and one at the start of a word is emitted as is. (Unigram scores them
     // in its lattice, as libsentencepiece does.)
     const Special* user = user_defined_count_ > 0 && kind_ == TokenizerKind::SentencePieceBpe
-                               ? match_special(text + i, len - i, true)
-                               : nullptr;
+                              ? match_special(text + i, len - i, true)
+                              : nullptr;
     if (user != nullptr) {
       if (word_bytes > 0) break;
       emit(user->id, out, capacity, count);

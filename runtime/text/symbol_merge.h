@@ -9,10 +9,10 @@
 namespace tern::tokenizer_detail {
 
 struct QueuedPair {
-  float key;       // higher merges first: SentencePiece score, or -rank for BPE
-  uint32_t left;   // symbol index; ties merge the leftmost pair first
+  float key;      // higher merges first: SentencePiece score, or -rank for BPE
+  uint32_t left;  // symbol index; ties merge the leftmost pair first
   uint32_t right;
-  int32_t aux;     // BPE: merged id; SentencePiece: merged length in bytes
+  int32_t aux;  // BPE: merged id; SentencePiece: merged length in bytes
 };
 
 inline bool before(const QueuedPair& a, const QueuedPair& b) {

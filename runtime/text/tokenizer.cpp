@@ -48,9 +48,8 @@ Error Tokenizer::build_specials(ArenaAllocator& arena, uint32_t count) {
     const uint8_t first = static_cast<uint8_t>(p.data[0]);
     special_first_byte_[first >> 3] |= static_cast<uint8_t>(1u << (first & 7));
   }
-  std::sort(specials, specials + n, [](const Special& x, const Special& y) {
-    return x.size != y.size ? x.size > y.size : x.id < y.id;
-  });
+  std::sort(specials, specials + n,
+            [](const Special& x, const Special& y) { return x.size != y.size ? x.size > y.size : x.id < y.id; });
   specials_ = specials;
   special_count_ = n;
   return Error::Ok;
@@ -111,8 +110,8 @@ Result<size_t> Tokenizer::encode(const char* text, size_t len, bool add_bos, boo
     }
   }
   if (len > fragment_start) {
-    TERN_RETURN_IF_ERROR(encode_fragment(s + fragment_start, len - fragment_start, fragment_start == 0, scratch, out,
-                                         capacity, &count));
+    TERN_RETURN_IF_ERROR(
+        encode_fragment(s + fragment_start, len - fragment_start, fragment_start == 0, scratch, out, capacity, &count));
   }
   if (needed != nullptr) *needed = count;
   TERN_CHECK_OR_RETURN(count <= capacity, Error::OutOfRange, "text needs %zu token ids, output holds %zu", count,

@@ -72,9 +72,8 @@ class Tokenizer {
   // parsed control token.
   // Uses the arena scratch unless `scratch` is given: the arena scratch makes concurrent
   // calls on one Tokenizer unsafe; caller scratch buffers make them safe.
-  Result<size_t> encode(const char* text, size_t len, bool add_bos, bool parse_special, int32_t* out,
-                        size_t capacity, size_t* needed = nullptr, void* scratch = nullptr,
-                        size_t scratch_bytes = 0);
+  Result<size_t> encode(const char* text, size_t len, bool add_bos, bool parse_special, int32_t* out, size_t capacity,
+                        size_t* needed = nullptr, void* scratch = nullptr, size_t scratch_bytes = 0);
   // Scratch bytes that always suffice to encode `text_len` bytes.
   size_t encode_scratch_bytes(size_t text_len) const;
 
@@ -125,16 +124,13 @@ class Tokenizer {
                             size_t capacity, size_t* count) const;
   // The measuring pass over the SentencePiece word at *pos: its normalized bytes (0: no word
   // left) and its end. User-defined pieces before it are emitted and skipped (*pos moves).
-  size_t measure_spm_word(const uint8_t* text, size_t len, bool dummy, size_t* pos, size_t* word_end,
-                          Scratch& scratch, int32_t* out, size_t capacity, size_t* count) const;
+  size_t measure_spm_word(const uint8_t* text, size_t len, bool dummy, size_t* pos, size_t* word_end, Scratch& scratch,
+                          int32_t* out, size_t capacity, size_t* count) const;
   // The filling pass: text[pos, word_end) normalized into buf, after the dummy-prefix mark
   // when `dummy`; returns the bytes written.
-  size_t copy_spm_word(const uint8_t* text, size_t pos, size_t word_end, size_t len, bool dummy,
-                       uint8_t* buf) const;
-  Error bpe_run(const uint8_t* run, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
-                size_t* count) const;
-  Error spm_word(const uint8_t* word, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
-                 size_t* count) const;
+  size_t copy_spm_word(const uint8_t* text, size_t pos, size_t word_end, size_t len, bool dummy, uint8_t* buf) const;
+  Error bpe_run(const uint8_t* run, size_t len, Scratch& scratch, int32_t* out, size_t capacity, size_t* count) const;
+  Error spm_word(const uint8_t* word, size_t len, Scratch& scratch, int32_t* out, size_t capacity, size_t* count) const;
   Error spm_ranked_word(const uint8_t* word, size_t len, Scratch& scratch, int32_t* out, size_t capacity,
                         size_t* count) const;
   bool is_glue(uint32_t cp) const;
@@ -142,8 +138,8 @@ class Tokenizer {
                      size_t* count) const;
   // One SentencePiece piece of the segmentation: its id, or its bytes through byte fallback
   // or as (a run of) <unk> when `id` is -1 or the unknown piece.
-  void emit_spm_piece(int32_t id, const uint8_t* bytes, uint32_t size, Scratch& scratch, int32_t* out,
-                      size_t capacity, size_t* count) const;
+  void emit_spm_piece(int32_t id, const uint8_t* bytes, uint32_t size, Scratch& scratch, int32_t* out, size_t capacity,
+                      size_t* count) const;
   bool is_sentencepiece() const { return kind_ != TokenizerKind::ByteLevelBpe; }
   int32_t lookup_merge(int32_t left, int32_t right, uint32_t* rank) const;
   // find_piece with the piece table's hash of the bytes already computed.
@@ -173,8 +169,8 @@ class Tokenizer {
   static constexpr uint32_t kMaxGlue = 16;
   uint32_t glue_[kMaxGlue] = {};
   uint32_t glue_count_ = 0;
-  bool nfc_ = false;          // NFC-normalize each fragment first (Qwen)
-  uint32_t max_digits_ = 3;   // digits one pre-token takes: LLaMA-3 3, Qwen2 1
+  bool nfc_ = false;         // NFC-normalize each fragment first (Qwen)
+  uint32_t max_digits_ = 3;  // digits one pre-token takes: LLaMA-3 3, Qwen2 1
   // Unigram: the least and greatest score of a normal piece (SentencePiece's min_score_ and
   // max_score_, the latter starting from FLT_MIN as libsentencepiece's does); an unknown
   // character costs min - 10, a user-defined piece of L bytes scores L * max - 0.1.
@@ -192,7 +188,7 @@ class Tokenizer {
   uint32_t merge_table_mask_ = 0;
   const char* unk_surface_ = " \xE2\x81\x87 ";  // SentencePiece's default
   size_t unk_surface_size_ = 5;
-  int32_t byte_ids_[256] = {};  // byte -> token (byte-level BPE: the byte; SentencePiece: <0xXX>)
+  int32_t byte_ids_[256] = {};         // byte -> token (byte-level BPE: the byte; SentencePiece: <0xXX>)
   const Special* specials_ = nullptr;  // longest first
   uint32_t special_count_ = 0;
   uint32_t user_defined_count_ = 0;

@@ -50,14 +50,13 @@ Error Tokenizer::plan(const schema::Tokenizer* fb, const TokenizerOptions& optio
   }
   layout->vocab = vocab;
   layout->piece_capacity = table_capacity(vocab);
-  layout->merge_capacity =
-      type == schema::TokenizerType::ByteLevelBpe || merges > 0 ? table_capacity(merges) : 0;
+  layout->merge_capacity = type == schema::TokenizerType::ByteLevelBpe || merges > 0 ? table_capacity(merges) : 0;
   layout->specials = specials;
   layout->scratch_bytes = Scratch::required(options.max_run_bytes);
   // Each allocation may need up to 63 bytes of alignment padding.
   layout->total = align_up(layout->piece_capacity * sizeof(int32_t), 64) +
-                  align_up(layout->merge_capacity * sizeof(MergeEntry), 64) +
-                  align_up(specials * sizeof(Special), 64) + align_up(layout->scratch_bytes, 64) + 4 * 64;
+                  align_up(layout->merge_capacity * sizeof(MergeEntry), 64) + align_up(specials * sizeof(Special), 64) +
+                  align_up(layout->scratch_bytes, 64) + 4 * 64;
   return Error::Ok;
 }
 

@@ -20,8 +20,8 @@ inline constexpr uint8_t kAttrUnknown = static_cast<uint8_t>(schema::TokenAttr::
 inline constexpr uint8_t kAttrUserDefined = static_cast<uint8_t>(schema::TokenAttr::UserDefined);
 inline constexpr uint8_t kAttrUnused = static_cast<uint8_t>(schema::TokenAttr::Unused);
 
-inline constexpr uint8_t kSpaceMark[3] = {0xE2, 0x96, 0x81};     // U+2581, SentencePiece's space
-inline constexpr uint8_t kReplacement[3] = {0xEF, 0xBF, 0xBD};   // U+FFFD
+inline constexpr uint8_t kSpaceMark[3] = {0xE2, 0x96, 0x81};    // U+2581, SentencePiece's space
+inline constexpr uint8_t kReplacement[3] = {0xEF, 0xBF, 0xBD};  // U+FFFD
 // Longest piece accepted; lets the decoder and the merge builder work in stack buffers.
 inline constexpr size_t kMaxPieceBytes = 1024;
 inline constexpr size_t kMaxUnknownSurface = 64;

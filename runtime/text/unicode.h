@@ -22,8 +22,8 @@ inline bool is_number(uint32_t cp) { return classify(cp) & kNumber; }
 inline bool is_whitespace(uint32_t cp) { return classify(cp) & kWhitespace; }
 
 struct Decoded {
-  uint32_t cp;     // kReplacementChar when !valid
-  uint32_t length; // bytes consumed: the sequence length, or 1 for an invalid byte
+  uint32_t cp;      // kReplacementChar when !valid
+  uint32_t length;  // bytes consumed: the sequence length, or 1 for an invalid byte
   bool valid;
 };
 

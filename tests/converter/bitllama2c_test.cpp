@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "converter/import/bitllama2c_import.h"
-#include "converter/writer/bundle_writer.h"
 #include "converter/import/import.h"
+#include "converter/writer/bundle_writer.h"
 #include "fixtures.h"
 #include "kernels/dense_matmul.h"
 #include "kernels/ternary_layout.h"
@@ -28,9 +28,12 @@ const char* kKinds[] = {"wq", "wk", "wv", "wo", "w_gate", "w_down", "w_up"};  //
 
 void kind_shape(const BinSpec& s, int kind, uint64_t* out, uint64_t* in) {
   const uint64_t kv = static_cast<uint64_t>(s.kv_heads) * (s.dim / s.heads);
-  const uint64_t shapes[7][2] = {{uint64_t(s.dim), uint64_t(s.dim)},    {kv, uint64_t(s.dim)},
-                                 {kv, uint64_t(s.dim)},                  {uint64_t(s.dim), uint64_t(s.dim)},
-                                 {uint64_t(s.hidden), uint64_t(s.dim)}, {uint64_t(s.dim), uint64_t(s.hidden)},
+  const uint64_t shapes[7][2] = {{uint64_t(s.dim), uint64_t(s.dim)},
+                                 {kv, uint64_t(s.dim)},
+                                 {kv, uint64_t(s.dim)},
+                                 {uint64_t(s.dim), uint64_t(s.dim)},
+                                 {uint64_t(s.hidden), uint64_t(s.dim)},
+                                 {uint64_t(s.dim), uint64_t(s.hidden)},
                                  {uint64_t(s.hidden), uint64_t(s.dim)}};
   *out = shapes[kind][0];
   *in = shapes[kind][1];
@@ -211,9 +214,7 @@ TEST(Bitllama2c, Real3MBundleMatchesTheBin) {
   EXPECT_EQ(b->config().vocab, 512u);
   EXPECT_EQ(b->config().family, ModelFamily::Bitllama2c);
 
-  const struct {
-    int kind, layer;
-  } picks[] = {{0, 0}, {1, 3}, {3, 6}, {5, 7}, {6, 5}};
+  const struct { int kind, layer; } picks[] = {{0, 0}, {1, 3}, {3, 6}, {5, 7}, {6, 5}};
   for (const auto& p : picks) {
     const BinMatrix want = read_bin_matrix(bin, s, p.kind, p.layer);
     auto v = b->layer_tensor(p.layer, kKinds[p.kind]);
@@ -288,7 +289,7 @@ TEST(Cli, ConvertAndInspect) {
   TERN_REQUIRE_SHARED("models/bitllama2c-3M/bit_model.bin");
   testing::TempFile out(".tern");
   const CommandResult c = run(std::string(TERN_CONVERT_EXE) + " -q --embed q8 " +
-                    testing::shared_path("models/bitllama2c-3M/bit_model.bin") + " -o " + out.path());
+                              testing::shared_path("models/bitllama2c-3M/bit_model.bin") + " -o " + out.path());
   ASSERT_EQ(c.rc, 0) << c.output;
   EXPECT_NE(c.output.find("embeddings (q8)"), std::string::npos) << c.output;
   EXPECT_NE(c.output.find("bits/weight"), std::string::npos) << c.output;

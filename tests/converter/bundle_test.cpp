@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "converter/writer/bundle_writer.h"
 #include "converter/import/synthetic.h"
+#include "converter/writer/bundle_writer.h"
 #include "fixtures.h"
 #include "kernels/dense_matmul.h"
 #include "kernels/ternary_layout.h"
@@ -268,7 +268,8 @@ TEST(Bundle, WrongIdentifierAndVersion) {
   {
     // Patch format_version through the table's vtable: a future version must be refused.
     auto copy = bytes;
-    auto* root = reinterpret_cast<const flatbuffers::Table*>(flatbuffers::GetSizePrefixedRoot<schema::Bundle>(copy.data()));
+    auto* root =
+        reinterpret_cast<const flatbuffers::Table*>(flatbuffers::GetSizePrefixedRoot<schema::Bundle>(copy.data()));
     const uint8_t* field = root->GetAddressOf(schema::Bundle::VT_FORMAT_VERSION);
     ASSERT_NE(field, nullptr);
     const uint32_t two = 2;
@@ -400,7 +401,9 @@ TEST(Bundle, TensorsBeyond4GiBAreAddressed) {
   filler.name = "filler";
   filler.shape = {1, (1ull << 31) + 512};
   filler.dense_type = DenseType::F16;
-  filler.produce = [&](convert::SegmentSink& sink, std::vector<float>&) { return sink.write_zeros(filler.data_size()); };
+  filler.produce = [&](convert::SegmentSink& sink, std::vector<float>&) {
+    return sink.write_zeros(filler.data_size());
+  };
   contents.tensors.insert(contents.tensors.begin(), filler);
   testing::TempFile file(".tern");
   auto stats = convert::write_bundle(file.path(), contents);
@@ -426,7 +429,8 @@ TEST(Bundle, TensorsBeyond4GiBAreAddressed) {
 
 // Inputs the bundle fuzzer once crashed on stay rejected (and clean under UBSan).
 TEST(Bundle, FuzzRegressionsAreRejected) {
-  const std::string path = std::string(TERN_SOURCE_DIR) + "/tests/fuzz/regressions/fuzz_bundle/misaligned-u64-shape.tern";
+  const std::string path =
+      std::string(TERN_SOURCE_DIR) + "/tests/fuzz/regressions/fuzz_bundle/misaligned-u64-shape.tern";
   const auto bytes = testing::read_file_bytes(path);
   ASSERT_FALSE(bytes.empty()) << path;
   Buffer buf(bytes, bytes.size());

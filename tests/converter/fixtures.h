@@ -17,7 +17,6 @@
 
 namespace tern::testing {
 
-
 inline void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
   ASSERT_NE(f, nullptr) << path;

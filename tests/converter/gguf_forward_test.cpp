@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "converter/writer/bundle_writer.h"
 #include "converter/import/gguf_import.h"
+#include "converter/writer/bundle_writer.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/session.h"
 #include "tests/support/test_util.h"

@@ -126,7 +126,8 @@ TEST(GgufDecode, RejectsDifferingBlockScalesAndInvalidCodes) {
   ASSERT_FALSE(kt.ok());
   EXPECT_EQ(kt.error(), Error::UnsupportedType);
   EXPECT_NE(std::string(last_error_message()).find("q4k.gguf: tensor 'blk.0.attn_q.weight' has type q4_K"),
-            std::string::npos) << last_error_message();
+            std::string::npos)
+      << last_error_message();
   EXPECT_EQ(gguf_decode_float(*kf, kf->tensors()[0]).error(), Error::UnsupportedType);
 
   // f16 weights that are not {-s, 0, +s}.
@@ -152,7 +153,9 @@ TEST(GgufTokenizer, Gpt2ByteMappingRoundTrips) {
 TEST(GgufTokenizer, SentencePieceVocabulary) {
   fx::Builder b;
   b.kv_str("tokenizer.ggml.model", "llama");
-  b.kv_strs("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "<0x41>", "\xE2\x96\x81" "a"});  // "▁a"
+  b.kv_strs("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "<0x41>",
+                                      "\xE2\x96\x81"
+                                      "a"});  // "▁a"
   b.kv_f32s("tokenizer.ggml.scores", {0.0f, 0.0f, 0.0f, -1.0f, -2.5f});
   b.kv_i32s("tokenizer.ggml.token_type", {2, 3, 3, 6, 1});
   b.kv_u32("tokenizer.ggml.unknown_token_id", 0);
@@ -165,7 +168,9 @@ TEST(GgufTokenizer, SentencePieceVocabulary) {
   auto tok = gguf_import_tokenizer(*f);
   ASSERT_TRUE(tok.ok()) << last_error_message();
   EXPECT_EQ(tok->type, TokenizerType::SentencePieceBpe);
-  EXPECT_EQ(tok->pieces[4], "\xE2\x96\x81" "a");  // SentencePiece pieces stay as spelled
+  EXPECT_EQ(tok->pieces[4],
+            "\xE2\x96\x81"
+            "a");  // SentencePiece pieces stay as spelled
   EXPECT_EQ(tok->scores, (std::vector<float>{0.0f, 0.0f, 0.0f, -1.0f, -2.5f}));
   EXPECT_EQ(tok->attrs, (std::vector<TokenAttr>{TokenAttr::Unknown, TokenAttr::Control, TokenAttr::Control,
                                                 TokenAttr::Byte, TokenAttr::Normal}));
@@ -234,7 +239,10 @@ std::vector<uint8_t> mini_model(const MiniModel& m = {}) {
   b.kv_str("tokenizer.ggml.model", "gpt2");
   b.kv_str("tokenizer.ggml.pre", m.pre);
   // Ġ = ' ', Ċ = '\n'; "<|eot|>" is a control token kept literally.
-  b.kv_strs("tokenizer.ggml.tokens", {"a", "b", "\xC4\xA0", "\xC4\xA0" "a", "ab", "\xC4\x8A", "<|bos|>", "<|eot|>"});
+  b.kv_strs("tokenizer.ggml.tokens", {"a", "b", "\xC4\xA0",
+                                      "\xC4\xA0"
+                                      "a",
+                                      "ab", "\xC4\x8A", "<|bos|>", "<|eot|>"});
   b.kv_i32s("tokenizer.ggml.token_type", {1, 1, 1, 1, 1, 1, 3, 3});
   b.kv_strs("tokenizer.ggml.merges", {"\xC4\xA0 a", "a b"});
   b.kv_u32("tokenizer.ggml.bos_token_id", 6);
@@ -357,7 +365,8 @@ TEST(GgufImport, RejectsBadModels) {
   expect_import_error(mini_model(extra), Error::UnknownTensor, "unexpected tensor 'blk.1.attn_norm.weight'");
   MiniModel layers;  // must fail fast, not plan a billion layers
   layers.layers = 1u << 30;
-  expect_import_error(mini_model(layers), Error::CorruptFile, "block_count is 1073741824 but the file has only 13 tensors");
+  expect_import_error(mini_model(layers), Error::CorruptFile,
+                      "block_count is 1073741824 but the file has only 13 tensors");
   MiniModel pre;
   pre.pre = "falcon";  // qwen2 is supported since the Qwen3 embedding model
   expect_import_error(mini_model(pre), Error::NotSupported, "pre-tokenizer 'falcon'");
@@ -417,7 +426,7 @@ TEST(GgufImport, FourSharedEncodingsDecodeToTheSameModel) {
   // Ternary tensors: identical codes in all four encodings, scales equal to the reference
   // within f16 precision.
   const std::map<std::string, std::string> gguf_to_tern = {
-      {"attn_q", "wq"}, {"attn_k", "wk"},       {"attn_v", "wv"},    {"attn_output", "wo"},
+      {"attn_q", "wq"},       {"attn_k", "wk"},   {"attn_v", "wv"},      {"attn_output", "wo"},
       {"ffn_gate", "w_gate"}, {"ffn_up", "w_up"}, {"ffn_down", "w_down"}};
   size_t checked = 0;
   for (const auto& [key, scale] : cfg["tensor_scales"].items()) {

@@ -36,9 +36,15 @@ std::vector<uint8_t> all_types_file(fx::Builder* b_out = nullptr) {
   b.kv_f32s("floats", {0.5f, -1.5f});
   // [[1, 2], []] as an array of u16 arrays.
   b.kv("nested", fx::kArray,
-       fx::Bytes().put<uint32_t>(fx::kArray).put<uint64_t>(2)
-           .put<uint32_t>(fx::kU16).put<uint64_t>(2).put<uint16_t>(1).put<uint16_t>(2)
-           .put<uint32_t>(fx::kU16).put<uint64_t>(0));
+       fx::Bytes()
+           .put<uint32_t>(fx::kArray)
+           .put<uint64_t>(2)
+           .put<uint32_t>(fx::kU16)
+           .put<uint64_t>(2)
+           .put<uint16_t>(1)
+           .put<uint16_t>(2)
+           .put<uint32_t>(fx::kU16)
+           .put<uint64_t>(0));
   b.tensor("vec", {3}, fx::kTypeF32, fx::f32_payload({1.0f, 2.0f, 3.0f}));
   b.tensor("mat", {2, 2}, fx::kTypeF16, fx::f16_payload({1.0f, -2.0f, 0.5f, 0.0f}));
   auto bytes = b.build();
@@ -219,7 +225,8 @@ TEST(GgufReader, RejectsBadTypesShapesAndOffsets) {
   expect_rejected(dup_t.build(), Error::CorruptFile, "duplicate tensor 't'");
 
   fx::Builder bools;
-  bools.kv("b", fx::kArray, fx::Bytes().put<uint32_t>(fx::kBool).put<uint64_t>(3).put<uint8_t>(1).put<uint8_t>(0).put<uint8_t>(9));
+  bools.kv("b", fx::kArray,
+           fx::Bytes().put<uint32_t>(fx::kBool).put<uint64_t>(3).put<uint8_t>(1).put<uint8_t>(0).put<uint8_t>(9));
   expect_rejected(bools.build(), Error::CorruptFile, "bool element 2 is 9");
 
   fx::Builder boolean;

@@ -5,10 +5,10 @@
 #include <functional>
 #include <map>
 
-#include "converter/writer/bundle_writer.h"
 #include "converter/import/hf_import.h"
 #include "converter/import/import.h"
 #include "converter/import/safetensors.h"
+#include "converter/writer/bundle_writer.h"
 #include "fixtures.h"
 #include "kernels/ternary_layout.h"
 #include "runtime/model/bundle.h"
@@ -29,7 +29,7 @@ struct Mat {
 };
 // hidden 8, ffn 12, 2 heads of 4, 1 KV head.
 const Mat kMats[] = {
-    {"self_attn.q_proj", "wq", 8, 8},   {"self_attn.k_proj", "wk", 4, 8}, {"self_attn.v_proj", "wv", 4, 8},
+    {"self_attn.q_proj", "wq", 8, 8},   {"self_attn.k_proj", "wk", 4, 8},   {"self_attn.v_proj", "wv", 4, 8},
     {"self_attn.o_proj", "wo", 8, 8},   {"mlp.gate_proj", "w_gate", 12, 8}, {"mlp.up_proj", "w_up", 12, 8},
     {"mlp.down_proj", "w_down", 8, 12},
 };
@@ -71,11 +71,13 @@ struct Fixture {
   std::function<void(std::vector<StEntry>&)> edit_entries;
 
   std::string config() const {
-    std::string s = "{\n  \"architectures\": [\"" + arch + "\"],\n  \"hidden_size\": 8,\n  \"intermediate_size\": 12,\n"
-                    "  \"num_hidden_layers\": 1,\n  \"num_attention_heads\": 2,\n  \"num_key_value_heads\": 1,\n"
-                    "  \"vocab_size\": 6,\n  \"max_position_embeddings\": 64,\n  \"rms_norm_eps\": 1e-06,\n"
-                    "  \"rope_theta\": 500000.0,\n  \"bos_token_id\": 3,\n  \"eos_token_id\": 4,\n  \"hidden_act\": \"" +
-                    act + "\",\n  \"tie_word_embeddings\": " + (tied ? "true" : "false");
+    std::string s =
+        "{\n  \"architectures\": [\"" + arch +
+        "\"],\n  \"hidden_size\": 8,\n  \"intermediate_size\": 12,\n"
+        "  \"num_hidden_layers\": 1,\n  \"num_attention_heads\": 2,\n  \"num_key_value_heads\": 1,\n"
+        "  \"vocab_size\": 6,\n  \"max_position_embeddings\": 64,\n  \"rms_norm_eps\": 1e-06,\n"
+        "  \"rope_theta\": 500000.0,\n  \"bos_token_id\": 3,\n  \"eos_token_id\": 4,\n  \"hidden_act\": \"" +
+        act + "\",\n  \"tie_word_embeddings\": " + (tied ? "true" : "false");
     if (!quant.empty() && weights == Weights::Packed) s += ",\n  \"quantization_config\": " + quant;
     return s + "\n}\n";
   }
@@ -207,7 +209,8 @@ TEST(HfImport, PackedAutoBitLinearUsesTheMultiplyConvention) {
   auto ir = import(f);
   ASSERT_TRUE(ir.ok()) << last_error_message();
   expect_codes(*ir);
-  for (int id = 0; id < 7; ++id) EXPECT_EQ(ir->find(std::string("layers.0.") + kMats[id].canon)->scale, packed_scale(id));
+  for (int id = 0; id < 7; ++id)
+    EXPECT_EQ(ir->find(std::string("layers.0.") + kMats[id].canon)->scale, packed_scale(id));
 }
 
 TEST(HfImport, Bf16MasterWeightsAreTernarizedByAbsmean) {
@@ -397,7 +400,8 @@ TEST(Safetensors, TruncatedAtEveryByteIsRejectedWithTheFileName) {
   for (size_t n = 0; n < bytes.size(); ++n) {
     auto st = convert::SafetensorsFile::parse(bytes.data(), n, "cut.safetensors");
     ASSERT_FALSE(st.ok()) << n;
-    ASSERT_TRUE(st.error() == Error::Truncated || st.error() == Error::CorruptFile) << n << ": " << last_error_message();
+    ASSERT_TRUE(st.error() == Error::Truncated || st.error() == Error::CorruptFile)
+        << n << ": " << last_error_message();
     ASSERT_NE(std::string(last_error_message()).find("cut.safetensors"), std::string::npos);
   }
   EXPECT_TRUE(convert::SafetensorsFile::parse(bytes.data(), bytes.size(), "whole.safetensors").ok());
@@ -411,7 +415,9 @@ TEST(Safetensors, TruncatedAtEveryByteIsRejectedWithTheFileName) {
 }
 
 TEST(Safetensors, HeaderProblems) {
-  auto parse = [](const std::vector<uint8_t>& b) { return convert::SafetensorsFile::parse(b.data(), b.size(), "x.st").error(); };
+  auto parse = [](const std::vector<uint8_t>& b) {
+    return convert::SafetensorsFile::parse(b.data(), b.size(), "x.st").error();
+  };
   auto with_header = [](const std::string& h) {
     std::vector<uint8_t> b;
     for (int i = 0; i < 8; ++i) b.push_back(static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i)));
@@ -426,8 +432,10 @@ TEST(Safetensors, HeaderProblems) {
   EXPECT_EQ(parse(with_header(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})")), Error::Truncated);
   EXPECT_EQ(parse(with_header(R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 0]}})")), Error::CorruptFile);
   EXPECT_EQ(parse(with_header(R"({"a": {"dtype": "F32", "shape": [0], "data_offsets": [4, 0]}})")), Error::CorruptFile);
-  EXPECT_EQ(parse(with_header(R"({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 0]}})")), Error::CorruptFile);
-  EXPECT_EQ(parse(with_header(R"({"a": {"dtype": "I64", "shape": [0], "data_offsets": [0, 0]}})")), Error::UnsupportedType);
+  EXPECT_EQ(parse(with_header(R"({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 0]}})")),
+            Error::CorruptFile);
+  EXPECT_EQ(parse(with_header(R"({"a": {"dtype": "I64", "shape": [0], "data_offsets": [0, 0]}})")),
+            Error::UnsupportedType);
   auto ok = with_header(R"({"a": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]}})");
   ok.insert(ok.end(), {0x80, 0x3f, 0x00, 0xc0});  // bf16 1.0, -2.0
   auto st = convert::SafetensorsFile::parse(ok.data(), ok.size(), "ok.st");

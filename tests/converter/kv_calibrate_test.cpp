@@ -14,15 +14,15 @@
 #include <string>
 #include <vector>
 
-#include "converter/writer/bundle_writer.h"
-#include "converter/import/import.h"
 #include "converter/calibration/kv_calibrate.h"
 #include "converter/calibration/kv_calibration_text.h"
 #include "converter/calibration/kv_quality.h"
-#include "runtime/model/bundle.h"
-#include "runtime/kv/kv_profile.h"
+#include "converter/import/import.h"
+#include "converter/writer/bundle_writer.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/session.h"
+#include "runtime/kv/kv_profile.h"
+#include "runtime/model/bundle.h"
 #include "schema/bundle_generated.h"
 #include "tests/support/test_util.h"
 
@@ -130,7 +130,8 @@ TEST_P(KvCalibrateTest, ProfileRoundTripsAndAllocationsMeetTheirAverages) {
     ASSERT_EQ(a->value_bits()->size(), n);
     int total = 0;
     for (size_t i = 0; i < n; ++i) {
-      const uint8_t k = a->key_bits()->Get(static_cast<uint32_t>(i)), v = a->value_bits()->Get(static_cast<uint32_t>(i));
+      const uint8_t k = a->key_bits()->Get(static_cast<uint32_t>(i)),
+                    v = a->value_bits()->Get(static_cast<uint32_t>(i));
       if (sink[i]) {
         EXPECT_EQ(k, 0) << "sink head " << i << " must stay exact";
         EXPECT_EQ(v, 0);
@@ -307,7 +308,8 @@ TEST_P(KvCalibrateTest, ModeNamesAndErrors) {
   auto u4 = kvq::mode_by_name(**model, "uniform:4", s);
   ASSERT_TRUE(u4.ok());
   // No sink heads in these models: uniform:4 is q4.
-  if (std::none_of(result_->profile.heads.begin(), result_->profile.heads.end(), [](const auto& h) { return h.sink; })) {
+  if (std::none_of(result_->profile.heads.begin(), result_->profile.heads.end(),
+                   [](const auto& h) { return h.sink; })) {
     EXPECT_DOUBLE_EQ(q4->bytes_per_token(), u4->bytes_per_token());
   }
   auto fp16 = kvq::mode_by_name(**model, "fp16", s);
@@ -327,7 +329,8 @@ INSTANTIATE_TEST_SUITE_P(Models, KvCalibrateTest,
 #else
 INSTANTIATE_TEST_SUITE_P(Models, KvCalibrateTest,
                          ::testing::Values(ModelCase{"tiny_austen", "examples/models/tiny-austen", false, false},
-                                           ModelCase{"bitllama2c_3M", "models/bitllama2c-3M/bit_model.bin", true, true}),
+                                           ModelCase{"bitllama2c_3M", "models/bitllama2c-3M/bit_model.bin", true,
+                                                     true}),
 #endif
                          [](const ::testing::TestParamInfo<ModelCase>& info) { return std::string(info.param.name); });
 

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "converter/report/heatmap_png.h"
 #include "converter/calibration/kv_calibration.h"
+#include "converter/report/heatmap_png.h"
 #include "tests/support/test_util.h"
 
 namespace tern::kvcal {
@@ -17,8 +17,8 @@ TEST(KvEntropyTest, HandComputedDistributions) {
   EXPECT_NEAR(shannon_entropy_bits(uniform4, 4), 2.0, 1e-9);
   EXPECT_NEAR(renyi2_entropy_bits(uniform4, 4), 2.0, 1e-9);
   const float skewed[] = {0.5f, 0.25f, 0.25f};
-  EXPECT_NEAR(shannon_entropy_bits(skewed, 3), 1.5, 1e-9);                 // .5*1 + 2 * .25*2
-  EXPECT_NEAR(renyi2_entropy_bits(skewed, 3), -std::log2(0.375), 1e-9);    // .25 + .0625 + .0625
+  EXPECT_NEAR(shannon_entropy_bits(skewed, 3), 1.5, 1e-9);               // .5*1 + 2 * .25*2
+  EXPECT_NEAR(renyi2_entropy_bits(skewed, 3), -std::log2(0.375), 1e-9);  // .25 + .0625 + .0625
   const float onehot[] = {0.0f, 1.0f, 0.0f};
   EXPECT_EQ(shannon_entropy_bits(onehot, 3), 0.0);
   EXPECT_EQ(renyi2_entropy_bits(onehot, 3), 0.0);
@@ -103,8 +103,7 @@ TEST(KvAllocationTest, EntropyRuleRepairsToTheExactAverage) {
 TEST(KvAllocationTest, SensitivityMinimizesTotalErrorAtTheBudget) {
   // Head 0 is very sensitive; the others barely care. 12 bits: 8 + 2 + 2 (error 2.1)
   // beats 4 + 4 + 4 (10.4) and 8 + ... any other split.
-  const std::vector<std::array<double, 4>> err = {
-      {100, 50, 10, 0.1}, {1, 0.5, 0.2, 0.01}, {1, 0.5, 0.2, 0.01}};
+  const std::vector<std::array<double, 4>> err = {{100, 50, 10, 0.1}, {1, 0.5, 0.2, 0.01}, {1, 0.5, 0.2, 0.01}};
   Allocation a = allocate_by_sensitivity(err, 4.0);
   EXPECT_EQ(a.bits, (std::vector<uint8_t>{8, 2, 2}));
   EXPECT_TRUE(a.exact);
@@ -115,14 +114,14 @@ TEST(KvAllocationTest, SensitivityMinimizesTotalErrorAtTheBudget) {
 
 TEST(HeatmapColourTest, TheScaleHitsItsStopsClampsAndInterpolates) {
   // Scale 0..4 bits.
-  EXPECT_EQ(heatmap_colour(0, 0, 4), (Rgb{68, 1, 84}));        // vmin: the low stop
-  EXPECT_EQ(heatmap_colour(4, 0, 4), (Rgb{253, 231, 37}));     // vmax: the high stop
-  EXPECT_EQ(heatmap_colour(2, 0, 4), (Rgb{33, 145, 140}));     // midpoint: the middle stop
+  EXPECT_EQ(heatmap_colour(0, 0, 4), (Rgb{68, 1, 84}));                 // vmin: the low stop
+  EXPECT_EQ(heatmap_colour(4, 0, 4), (Rgb{253, 231, 37}));              // vmax: the high stop
+  EXPECT_EQ(heatmap_colour(2, 0, 4), (Rgb{33, 145, 140}));              // midpoint: the middle stop
   EXPECT_EQ(heatmap_colour(std::nan(""), 0, 4), (Rgb{128, 128, 128}));  // NaN: missing
-  EXPECT_EQ(heatmap_colour(9, 0, 4), (Rgb{253, 231, 37}));     // above vmax clamps
-  EXPECT_EQ(heatmap_colour(-1, 0, 4), (Rgb{68, 1, 84}));       // below vmin clamps
+  EXPECT_EQ(heatmap_colour(9, 0, 4), (Rgb{253, 231, 37}));              // above vmax clamps
+  EXPECT_EQ(heatmap_colour(-1, 0, 4), (Rgb{68, 1, 84}));                // below vmin clamps
   // A quarter of the way: halfway between low and middle stops, rounded.
-  EXPECT_EQ(heatmap_colour(1, 0, 4), (Rgb{51, 73, 112}));      // (68+33)/2=50.5, (1+145)/2=73, (84+140)/2=112
+  EXPECT_EQ(heatmap_colour(1, 0, 4), (Rgb{51, 73, 112}));  // (68+33)/2=50.5, (1+145)/2=73, (84+140)/2=112
 }
 
 }  // namespace

@@ -66,8 +66,8 @@ std::vector<kvq::KvMode> stream_modes(const Model& model) {
   kvq::KvSettings exact;
   exact.exact_type = KvType::F32;
   std::vector<kvq::KvMode> modes;
-  modes.push_back(kvq::compressed_mode("f32", c, exact,
-                                       std::vector<KvHeadBits>(size_t{c.layers} * c.kv_heads, KvHeadBits{0, 0})));
+  modes.push_back(
+      kvq::compressed_mode("f32", c, exact, std::vector<KvHeadBits>(size_t{c.layers} * c.kv_heads, KvHeadBits{0, 0})));
   auto q4 = kvq::mode_by_name(model, "q4", kvq::KvSettings{});
   EXPECT_TRUE(q4.ok());
   modes.push_back(std::move(q4).value());

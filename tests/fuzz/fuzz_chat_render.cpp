@@ -49,7 +49,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::vector<char> buf(needed + 1);
   size_t written = 0;
-  if (tern_chat_apply(model, messages.data(), messages.size(), add_prefix, buf.data(), buf.size(), &written) != TERN_OK ||
+  if (tern_chat_apply(model, messages.data(), messages.size(), add_prefix, buf.data(), buf.size(), &written) !=
+          TERN_OK ||
       written != needed || buf[written] != '\0') {
     __builtin_trap();
   }

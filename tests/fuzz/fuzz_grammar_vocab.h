@@ -16,8 +16,8 @@ class FuzzVocab {
   FuzzVocab() : arena_memory_(1 << 20), arena_(arena_memory_.data(), arena_memory_.size()) {
     std::vector<std::string> tokens;
     for (int b = 0; b < 256; ++b) tokens.push_back(std::string(1, static_cast<char>(b)));
-    for (const char* t : {"{\"", "\":", "\",", "\"}", " \"", "true", "false", "null", "ab", "abc", "12", "3.5",
-                          ", ", "\n  ", "é", "\xC3", "東京", "\\u00", "\"\n", "]}", "[[", "-0"}) {
+    for (const char* t : {"{\"", "\":", "\",",  "\"}", " \"",  "true", "false", "null", "ab", "abc", "12",
+                          "3.5", ", ",  "\n  ", "é",   "\xC3", "東京", "\\u00", "\"\n", "]}", "[[",  "-0"}) {
       tokens.push_back(t);
     }
     end_ = static_cast<int32_t>(tokens.size());

@@ -15,7 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static std::unique_ptr<uint8_t[]> region(new uint8_t[kRegion]);
   static std::vector<char> text(size_t{1} << 20);
   size_t n = 0;
-  const tern::Error e = tern::json_schema_to_grammar(reinterpret_cast<const char*>(data), size, text.data(), text.size(), &n);
+  const tern::Error e =
+      tern::json_schema_to_grammar(reinterpret_cast<const char*>(data), size, text.data(), text.size(), &n);
   if (e != tern::Error::Ok) return 0;
   tern::Grammar g;
   const tern::Error c = g.compile(text.data(), n, vocab.vocab(), region.get(), kRegion);

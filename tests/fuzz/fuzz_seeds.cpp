@@ -161,8 +161,9 @@ int main(int argc, char** argv) {
   write(dir / "fuzz_hf_config" / "llama.json",
         std::string(R"({"architectures":["LlamaForCausalLM"],"hidden_size":64,"intermediate_size":128,)"
                     R"("num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100,"rms_norm_eps":1e-6})"));
-  write(dir / "fuzz_tokenizer_json" / "tiny.json",
-        std::string(R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b"]},)"
-                    R"("pre_tokenizer":{"type":"ByteLevel"},"added_tokens":[{"id":3,"content":"<s>","special":true}]})"));
+  write(
+      dir / "fuzz_tokenizer_json" / "tiny.json",
+      std::string(R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b"]},)"
+                  R"("pre_tokenizer":{"type":"ByteLevel"},"added_tokens":[{"id":3,"content":"<s>","special":true}]})"));
   return 0;
 }

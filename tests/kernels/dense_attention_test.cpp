@@ -26,9 +26,9 @@ struct Shape {
   uint32_t head_dim, queries, len, capacity;
 };
 const Shape kShapes[] = {
-    {32, 4, 1, 1},     {32, 4, 8, 8},    {32, 4, 9, 16},     {48, 1, 17, 19},  {64, 2, 40, 45},
-    {128, 4, 100, 128}, {128, 4, 203, 203}, {128, 5, 64, 70}, {80, 3, 33, 40},  {20, 8, 15, 24},
-    {72, 4, 31, 31},   {96, 2, 7, 7},    {128, 1, 250, 256}, {36, 4, 24, 26},
+    {32, 4, 1, 1},      {32, 4, 8, 8},      {32, 4, 9, 16},     {48, 1, 17, 19}, {64, 2, 40, 45},
+    {128, 4, 100, 128}, {128, 4, 203, 203}, {128, 5, 64, 70},   {80, 3, 33, 40}, {20, 8, 15, 24},
+    {72, 4, 31, 31},    {96, 2, 7, 7},      {128, 1, 250, 256}, {36, 4, 24, 26},
 };
 
 // Keys as rows [p][i] stored into the cache's layout.
@@ -44,7 +44,9 @@ std::vector<Element> block_layout(const std::vector<Element>& rows, uint32_t hea
 template <typename Element>
 std::vector<Element> stored(const std::vector<float>& x);
 template <>
-std::vector<float> stored(const std::vector<float>& x) { return x; }
+std::vector<float> stored(const std::vector<float>& x) {
+  return x;
+}
 template <>
 std::vector<uint16_t> stored(const std::vector<float>& x) {
   std::vector<uint16_t> h(x.size());
@@ -128,8 +130,7 @@ TEST_P(DenseAttentionIsaTest, ValuesEqualTheDefinitionBitForBit) { check_values<
 TEST_P(DenseAttentionIsaTest, F16ScoresEqualTheDefinitionBitForBit) { check_scores<uint16_t>(GetParam()); }
 TEST_P(DenseAttentionIsaTest, F16ValuesEqualTheDefinitionBitForBit) { check_values<uint16_t>(GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(Isa, DenseAttentionIsaTest, ::testing::ValuesIn(testing::all_kv_isas()),
-                         testing::kv_isa_name);
+INSTANTIATE_TEST_SUITE_P(Isa, DenseAttentionIsaTest, ::testing::ValuesIn(testing::all_kv_isas()), testing::kv_isa_name);
 
 }  // namespace
 }  // namespace tern

@@ -61,8 +61,7 @@ DenseProblem make_dense(const DenseCase& c, uint32_t seed) {
       const size_t groups = (c.cols + c.group - 1) / c.group;
       for (size_t r = 0; r < c.rows; ++r)
         for (size_t col = 0; col < c.cols; ++col)
-          p.decoded[r * c.cols + col] =
-              static_cast<double>(q[r * c.cols + col]) * p.scales[r * groups + col / c.group];
+          p.decoded[r * c.cols + col] = static_cast<double>(q[r * c.cols + col]) * p.scales[r * groups + col / c.group];
       break;
     }
     case DenseType::Q4: {
@@ -72,7 +71,8 @@ DenseProblem make_dense(const DenseCase& c, uint32_t seed) {
       for (auto& s : p.scales) s = std::fabs(dist(rng)) / 7.0f;
       const size_t groups = (c.cols + c.group - 1) / c.group, row_bytes = (c.cols + 1) / 2;
       if (c.cols % 2 != 0) {  // an odd row's last high nibble is padding, stored as code 0
-        for (size_t r = 0; r < c.rows; ++r) p.data[r * row_bytes + row_bytes - 1] = (p.data[r * row_bytes + row_bytes - 1] & 0xf) | 0x80;
+        for (size_t r = 0; r < c.rows; ++r)
+          p.data[r * row_bytes + row_bytes - 1] = (p.data[r * row_bytes + row_bytes - 1] & 0xf) | 0x80;
       }
       for (size_t r = 0; r < c.rows; ++r)
         for (size_t col = 0; col < c.cols; ++col) {
@@ -95,12 +95,12 @@ DenseProblem make_dense(const DenseCase& c, uint32_t seed) {
 // Shapes around the vector widths (4, 8, 16 floats) and the four-row blocking; Q8 groups
 // that do (64, 16, 8) and do not (12, 5) fit whole vectors.
 const DenseCase kCases[] = {
-    {DenseType::F32, 1, 1, 0},    {DenseType::F32, 5, 7, 0},    {DenseType::F32, 9, 100, 0},
-    {DenseType::F32, 33, 2560, 0}, {DenseType::F16, 3, 15, 0},  {DenseType::F16, 4, 16, 0},
-    {DenseType::F16, 13, 333, 0}, {DenseType::BF16, 6, 40, 0},  {DenseType::BF16, 7, 129, 0},
-    {DenseType::Q8, 5, 64, 64},   {DenseType::Q8, 9, 2560, 64}, {DenseType::Q8, 4, 48, 16},
-    {DenseType::Q8, 3, 24, 8},    {DenseType::Q8, 6, 36, 12},   {DenseType::Q8, 5, 23, 5},
-    {DenseType::Q4, 5, 64, 32},   {DenseType::Q4, 3, 9, 4},
+    {DenseType::F32, 1, 1, 0},     {DenseType::F32, 5, 7, 0},    {DenseType::F32, 9, 100, 0},
+    {DenseType::F32, 33, 2560, 0}, {DenseType::F16, 3, 15, 0},   {DenseType::F16, 4, 16, 0},
+    {DenseType::F16, 13, 333, 0},  {DenseType::BF16, 6, 40, 0},  {DenseType::BF16, 7, 129, 0},
+    {DenseType::Q8, 5, 64, 64},    {DenseType::Q8, 9, 2560, 64}, {DenseType::Q8, 4, 48, 16},
+    {DenseType::Q8, 3, 24, 8},     {DenseType::Q8, 6, 36, 12},   {DenseType::Q8, 5, 23, 5},
+    {DenseType::Q4, 5, 64, 32},    {DenseType::Q4, 3, 9, 4},
 };
 
 class DenseGemvTest : public ::testing::TestWithParam<std::tuple<Isa, DenseCase>> {};
@@ -140,7 +140,7 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, DenseGemvTest,
 // the scalar integer kernel to float rounding. Groups that are not whole vectors take the
 // f32 path, bit for bit.
 const DenseCase kI8Cases[] = {
-    {DenseType::Q8, 5, 64, 64},  {DenseType::Q8, 9, 2560, 64},  {DenseType::Q8, 6, 96, 32},
+    {DenseType::Q8, 5, 64, 64},   {DenseType::Q8, 9, 2560, 64}, {DenseType::Q8, 6, 96, 32},
     {DenseType::Q8, 7, 256, 128}, {DenseType::Q4, 5, 64, 64},   {DenseType::Q4, 9, 2560, 64},
     {DenseType::Q4, 3, 256, 128}, {DenseType::Q4, 6, 192, 64},  {DenseType::Q8, 4, 48, 16},
     {DenseType::Q4, 5, 64, 32},   {DenseType::Q8, 3, 100, 50},

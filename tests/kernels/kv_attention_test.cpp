@@ -57,8 +57,8 @@ History make_history(uint32_t head_dim, KvQuantLayout layout, uint32_t sinks, ui
     kv_dequantize_key_block(h.key_blocks[b].data(), G, head_dim, layout.key_bits, 0, used, k.data());
     h.ref_k.insert(h.ref_k.end(), k.begin(), k.end());
     for (uint32_t t = 0; t < used; ++t) {
-      kv_dequantize_value_row(h.value_blocks[b].data() + t * value_row, head_dim, layout.value_group,
-                              layout.value_bits, v.data());
+      kv_dequantize_value_row(h.value_blocks[b].data() + t * value_row, head_dim, layout.value_group, layout.value_bits,
+                              v.data());
       h.ref_v.insert(h.ref_v.end(), v.begin(), v.end());
     }
   }
@@ -102,8 +102,8 @@ TEST_P(KvAttentionIsaTest, MatchesDequantizeThenAttend) {
     uint32_t head_dim, key_bits, value_bits, G, group, sinks, blocks, last, recent;
   };
   const Case cases[] = {
-      {64, 4, 4, 32, 32, 4, 3, 32, 16},  {128, 2, 2, 32, 32, 4, 4, 17, 32}, {100, 3, 8, 16, 32, 1, 5, 16, 7},
-      {32, 8, 3, 64, 8, 2, 2, 64, 5},    {128, 4, 2, 64, 128, 4, 1, 1, 1},  {20, 2, 4, 8, 16, 3, 3, 5, 9},
+      {64, 4, 4, 32, 32, 4, 3, 32, 16}, {128, 2, 2, 32, 32, 4, 4, 17, 32}, {100, 3, 8, 16, 32, 1, 5, 16, 7},
+      {32, 8, 3, 64, 8, 2, 2, 64, 5},   {128, 4, 2, 64, 128, 4, 1, 1, 1},  {20, 2, 4, 8, 16, 3, 3, 5, 9},
   };
   uint32_t seed = 11;
   for (const Case& c : cases) {
@@ -113,8 +113,7 @@ TEST_P(KvAttentionIsaTest, MatchesDequantizeThenAttend) {
     const auto q = kv_random_rows(1, c.head_dim, seed + 3, 1.0f);
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     std::vector<float> scores(h.tokens), out(c.head_dim);
-    kv_attend(GetParam(), h.segs.data(), h.segs.size(), layout, c.head_dim, q.data(), scale, scores.data(),
-              out.data());
+    kv_attend(GetParam(), h.segs.data(), h.segs.size(), layout, c.head_dim, q.data(), scale, scores.data(), out.data());
     const auto want = reference_attention(h, q, scale);
     // Float32 sums of head_dim products (|q|,|k| ~ a few units, outliers x8) carry a
     // relative error ~ head_dim * 2^-24 ≈ 1e-5 in each score; through softmax that moves
@@ -141,8 +140,7 @@ TEST_P(KvAttentionIsaTest, SegmentScoresMatchScalarPerSegment) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, KvAttentionIsaTest, ::testing::ValuesIn(testing::all_kv_isas()),
-                         testing::kv_isa_name);
+INSTANTIATE_TEST_SUITE_P(Isa, KvAttentionIsaTest, ::testing::ValuesIn(testing::all_kv_isas()), testing::kv_isa_name);
 
 // The rotation leaves q·k unchanged and the rotated-back output equals the unrotated one.
 TEST(KvAttentionRotationTest, RotationIsTransparentForExactRows) {
@@ -238,8 +236,7 @@ TEST_P(KvMultiQueryIsaTest, GroupedQueriesMatchOneAtATime) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, KvMultiQueryIsaTest, ::testing::ValuesIn(testing::all_kv_isas()),
-                         testing::kv_isa_name);
+INSTANTIATE_TEST_SUITE_P(Isa, KvMultiQueryIsaTest, ::testing::ValuesIn(testing::all_kv_isas()), testing::kv_isa_name);
 
 }  // namespace
 }  // namespace tern

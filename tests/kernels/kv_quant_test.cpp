@@ -76,8 +76,8 @@ TEST(KvQuantParamsTest, CoversTheRangeOutward) {
 struct Shape {
   uint32_t head_dim, block_tokens, group;
 };
-const Shape kShapes[] = {{64, 32, 32}, {100, 32, 32}, {128, 64, 64}, {32, 7, 8}, {20, 1, 16}, {128, 16, 128},
-                         {3, 5, 8}};
+const Shape kShapes[] = {{64, 32, 32}, {100, 32, 32},  {128, 64, 64}, {32, 7, 8},
+                         {20, 1, 16},  {128, 16, 128}, {3, 5, 8}};
 
 class KvQuantIsaTest : public ::testing::TestWithParam<Isa> {
  protected:
@@ -379,14 +379,14 @@ std::vector<float> half_conversion_inputs() {
   for (uint32_t h = 0; h < 0x10000u; ++h) {
     const float a = f16_to_f32(static_cast<uint16_t>(h));
     x.push_back(a);
-    if ((h & 0x7c00u) == 0x7c00u || (h & 0x7fffu) == 0x7bffu) continue;  // no finite neighbour above
+    if ((h & 0x7c00u) == 0x7c00u || (h & 0x7fffu) == 0x7bffu) continue;       // no finite neighbour above
     const float mid = 0.5f * (a + f16_to_f32(static_cast<uint16_t>(h + 1)));  // exact: 12 significant bits
     x.push_back(mid);
     x.push_back(std::nextafter(mid, 0.0f));
     x.push_back(std::nextafter(mid, std::signbit(mid) ? -INFINITY : INFINITY));
   }
-  for (float v : {65504.0f, 65519.99f, 65520.0f, 1e9f, -65520.0f, 5.96e-8f, 2.98e-8f, 2.99e-8f, 1e-30f, -1e-40f,
-                  1e-45f, INFINITY, -INFINITY, 0.0f, -0.0f})
+  for (float v : {65504.0f, 65519.99f, 65520.0f, 1e9f, -65520.0f, 5.96e-8f, 2.98e-8f, 2.99e-8f, 1e-30f, -1e-40f, 1e-45f,
+                  INFINITY, -INFINITY, 0.0f, -0.0f})
     x.push_back(v);
   for (uint32_t b : {0x7f800001u, 0x7fbfffffu, 0x7fc00000u, 0x7fc00001u, 0x7fffffffu, 0xffc02000u, 0xff800400u})
     x.push_back(float_from_bits(b));
@@ -483,7 +483,7 @@ TEST(KvHalfTest, ConversionMatchesTheDefinitionForEveryHalf) {
       ASSERT_TRUE(std::isnan(got)) << h;
       continue;
     }
-    const double magnitude = exp == 31 ? INFINITY
+    const double magnitude = exp == 31  ? INFINITY
                              : exp == 0 ? std::ldexp(static_cast<double>(mant), -24)
                                         : std::ldexp(1.0 + mant / 1024.0, static_cast<int>(exp) - 15);
     const float want = static_cast<float>(sign ? -magnitude : magnitude);

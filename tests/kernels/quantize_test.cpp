@@ -48,9 +48,8 @@ TEST(QuantizeAbsmax, MatchesDoublePrecision) {
     float scale = 0;
     int32_t sum = 0;
     quantize_row_absmax_int8(x.data(), n, q.data(), &scale, &sum);
-    const double amax = std::fabs(*std::max_element(x.begin(), x.end(), [](float a, float b) {
-      return std::fabs(a) < std::fabs(b);
-    }));
+    const double amax =
+        std::fabs(*std::max_element(x.begin(), x.end(), [](float a, float b) { return std::fabs(a) < std::fabs(b); }));
     EXPECT_NEAR(scale, amax / 127.0, amax * 1e-7);
     for (size_t i = 0; i < n; ++i) {
       const double exact = x[i] * 127.0 / amax;
@@ -81,9 +80,9 @@ TEST(QuantizeAbsmax, EveryIsaMatchesScalarBitForBit) {
         std::vector<int8_t> expected(n + 1, 99), got(n + 1, 99);
         float expected_scale = -1, got_scale = -1;
         int32_t expected_sum = -1, got_sum = -1;
-        ASSERT_EQ(quantize_row_absmax_int8_isa(Isa::Scalar, x.data(), n, expected.data(), &expected_scale,
-                                               &expected_sum),
-                  Error::Ok);
+        ASSERT_EQ(
+            quantize_row_absmax_int8_isa(Isa::Scalar, x.data(), n, expected.data(), &expected_scale, &expected_sum),
+            Error::Ok);
         ASSERT_EQ(quantize_row_absmax_int8_isa(isa, x.data(), n, got.data(), &got_scale, &got_sum), Error::Ok);
         EXPECT_EQ(got, expected) << to_string(isa) << " n=" << n << " ties=" << ties;
         EXPECT_EQ(got_scale, expected_scale) << to_string(isa) << " n=" << n;

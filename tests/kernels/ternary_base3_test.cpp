@@ -39,7 +39,7 @@ TEST(TernaryBase3, PackedSizes) {
 TEST(TernaryBase3, HandFixture) {
   const size_t rows = 16, cols = 40;
   std::vector<int8_t> codes(rows * cols, 0);
-  codes[5 * cols + 9] = 1;       // tile 0, byte 4*5 + 1 = 21, digit 2: v = 121 + 9 = 130
+  codes[5 * cols + 9] = 1;         // tile 0, byte 4*5 + 1 = 21, digit 2: v = 121 + 9 = 130
   codes[1 * cols + 20 + 16] = -1;  // tile 1, byte 64 + 4*1 + 0 = 68, digit 4: v = 121 - 1 = 120
   std::vector<uint8_t> packed(t3i_packed_size(rows, cols));
   ASSERT_EQ(packed.size(), 128u);
@@ -126,7 +126,8 @@ TEST(TernaryBase3, KernelsMatchT2i16Scalar) {
           for (size_t c = 0; c < cols; ++c) q[t * stride + c] = static_cast<int8_t>(dist(rng));
         std::vector<int32_t> o3(tokens * 16, -1), o2(tokens * 16, -2);
         k3.fn(p3.data(), cols, q.data(), stride, tokens, o3.data());
-        for (size_t t = 0; t < tokens; ++t) k2.fn(p2.data(), cols, q.data() + t * stride, stride, 1, o2.data() + t * 16);
+        for (size_t t = 0; t < tokens; ++t)
+          k2.fn(p2.data(), cols, q.data() + t * stride, stride, 1, o2.data() + t * 16);
         ASSERT_EQ(o3, o2) << to_string(kc.isa) << " cols " << cols << " tokens " << tokens;
         if (kc.isa != Isa::Scalar) continue;
         for (size_t t = 0; t < tokens; ++t) {

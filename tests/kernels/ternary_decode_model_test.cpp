@@ -10,7 +10,7 @@ namespace tern {
 namespace {
 
 // One layer's ternary matrices (rows x cols): q, k, v, o, gate, up, down.
-constexpr size_t kMats[7][2] = {{2560, 2560}, {640, 2560}, {640, 2560}, {2560, 2560},
+constexpr size_t kMats[7][2] = {{2560, 2560}, {640, 2560},  {640, 2560}, {2560, 2560},
                                 {6912, 2560}, {6912, 2560}, {2560, 6912}};
 constexpr double kLayers = 30;
 

@@ -18,8 +18,8 @@ bool slow_emulation() { return std::getenv("TERN_SLOW_EMULATION") != nullptr; }
 
 struct Problem {
   size_t rows, cols, tokens, stride;
-  std::vector<int8_t> codes;   // rows x cols
-  std::vector<int8_t> q;       // tokens x stride
+  std::vector<int8_t> codes;  // rows x cols
+  std::vector<int8_t> q;      // tokens x stride
   std::vector<float> scales;
   std::vector<int32_t> sums;
   std::vector<uint8_t> packed;
@@ -29,8 +29,7 @@ struct Problem {
 
 // Activations include the extremes +-127 and, beyond `cols` in each row, garbage that
 // must never be read into a result.
-Problem make_problem(size_t rows, size_t cols, size_t tokens, TernaryLayout layout, uint32_t seed,
-                     size_t pad = 3) {
+Problem make_problem(size_t rows, size_t cols, size_t tokens, TernaryLayout layout, uint32_t seed, size_t pad = 3) {
   Problem p;
   p.rows = rows;
   p.cols = cols;
@@ -100,9 +99,9 @@ struct Shape {
 // K below, equal to, above and not divisible by the 16- and 20-column tiles; odd N; token
 // counts around each ISA's token tile (2, 4, 8).
 const Shape kShapes[] = {
-    {16, 16, 1},  {16, 5, 1},   {1, 1, 1},    {3, 15, 2},   {17, 17, 1},  {33, 31, 3},   {31, 32, 4},
-    {16, 48, 5},  {47, 100, 8}, {16, 64, 9},  {5, 333, 17}, {129, 47, 2}, {64, 256, 16}, {7, 1000, 7},
-    {16, 20, 1},  {17, 21, 3},  {18, 39, 5},  {32, 41, 9},
+    {16, 16, 1},   {16, 5, 1},   {1, 1, 1},    {3, 15, 2},  {17, 17, 1},  {33, 31, 3},
+    {31, 32, 4},   {16, 48, 5},  {47, 100, 8}, {16, 64, 9}, {5, 333, 17}, {129, 47, 2},
+    {64, 256, 16}, {7, 1000, 7}, {16, 20, 1},  {17, 21, 3}, {18, 39, 5},  {32, 41, 9},
 };
 
 class TernaryKernelTest : public ::testing::TestWithParam<std::tuple<Isa, TernaryLayout, Shape>> {};
@@ -213,18 +212,14 @@ struct BlockKernelCase {
 };
 constexpr TernaryLayout kT2i = TernaryLayout::T2Interleaved16, kT3i = TernaryLayout::T3Interleaved16;
 const BlockKernelCase kBlockKernels[] = {
-    {Isa::Scalar, kT2i, &ternary_block_t2i16__scalar},
-    {Isa::Scalar, kT3i, &ternary_block_t3i16__scalar},
+    {Isa::Scalar, kT2i, &ternary_block_t2i16__scalar},     {Isa::Scalar, kT3i, &ternary_block_t3i16__scalar},
 #if defined(__x86_64__)
-    {Isa::Avx2, kT2i, &ternary_block_t2i16__avx2},
-    {Isa::Avx512Vnni, kT2i, &ternary_block_t2i16__avx512vnni},
+    {Isa::Avx2, kT2i, &ternary_block_t2i16__avx2},         {Isa::Avx512Vnni, kT2i, &ternary_block_t2i16__avx512vnni},
     {Isa::Avx2, kT3i, &ternary_block_t3i16__avx2},
 #endif
 #if defined(__aarch64__)
-    {Isa::Neon, kT2i, &ternary_block_t2i16__neon},
-    {Isa::NeonDot, kT2i, &ternary_block_t2i16__neondot},
-    {Isa::NeonI8mm, kT2i, &ternary_block_t2i16__neoni8mm},
-    {Isa::Neon, kT3i, &ternary_block_t3i16__neon},
+    {Isa::Neon, kT2i, &ternary_block_t2i16__neon},         {Isa::NeonDot, kT2i, &ternary_block_t2i16__neondot},
+    {Isa::NeonI8mm, kT2i, &ternary_block_t2i16__neoni8mm}, {Isa::Neon, kT3i, &ternary_block_t3i16__neon},
     {Isa::NeonDot, kT3i, &ternary_block_t3i16__neondot},
 #endif
 };

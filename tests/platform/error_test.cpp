@@ -14,7 +14,7 @@ namespace {
 TEST(Error, CodesAreGroupedAndUnique) {
   std::set<int32_t> seen;
   std::set<std::string> names;
-#define TERN_X(name, cname, value, msg)                                   \
+#define TERN_X(name, cname, value, msg)                                  \
   EXPECT_TRUE(seen.insert(value).second) << "duplicate value " << value; \
   EXPECT_TRUE(names.insert(#name).second);                               \
   EXPECT_STREQ(to_string(Error::name), #name);                           \

@@ -85,7 +85,8 @@ TEST(ServerApi, EachBadRequestGetsItsStatusAndField) {
   const std::vector<BadCase> cases = {
       {"malformed JSON", "{\"messages\": [", true, 400, nullptr, nullptr},
       {"not an object", "[1, 2]", true, 400, nullptr, nullptr},
-      {"lone surrogate escape", R"({"messages": [{"role": "user", "content": "\ud800"}]})", true, 400, nullptr, nullptr},
+      {"lone surrogate escape", R"({"messages": [{"role": "user", "content": "\ud800"}]})", true, 400, nullptr,
+       nullptr},
       {"no messages", R"({"model": "tiny"})", true, 400, "messages", nullptr},
       {"empty messages", R"({"messages": []})", true, 400, "messages", nullptr},
       {"messages not an array", R"({"messages": "hi"})", true, 400, "messages", nullptr},
@@ -113,7 +114,8 @@ TEST(ServerApi, EachBadRequestGetsItsStatusAndField) {
       {"presence too big", "{\"presence_penalty\": 3, " + msgs + "}", true, 400, "presence_penalty", nullptr},
       {"no prompt", R"({"max_tokens": 4})", false, 400, "prompt", nullptr},
       {"prompt a list of ids", R"({"prompt": [1, 2, 3]})", false, 400, "prompt", nullptr},
-      {"a NUL in content", R"({"messages": [{"role": "user", "content": "a\u0000b"}]})", true, 400, "messages", nullptr},
+      {"a NUL in content", R"({"messages": [{"role": "user", "content": "a\u0000b"}]})", true, 400, "messages",
+       nullptr},
       {"a NUL in a stop string", "{\"stop\": \"a\\u0000\", " + msgs + "}", true, 400, "stop", nullptr},
   };
   for (const BadCase& c : cases) {

@@ -35,8 +35,12 @@ json time_tool() {
                {{"name", "get_time"},
                 {"parameters",
                  {{"$ref", "#/$defs/zone"},
-                  {"$defs", {{"zone", {{"type", "object"}, {"properties", {{"tz", {{"type", "string"}}}}},
-                                       {"required", {"tz"}}, {"additionalProperties", false}}}}}}}}}};
+                  {"$defs",
+                   {{"zone",
+                     {{"type", "object"},
+                      {"properties", {{"tz", {{"type", "string"}}}}},
+                      {"required", {"tz"}},
+                      {"additionalProperties", false}}}}}}}}}};
 }
 
 std::optional<GenerationRequest> parse(const json& body, ApiError* e) {
@@ -60,7 +64,8 @@ class Sentences {
     const int32_t end = 256;
     EXPECT_EQ(vocab_.build(bytes_.data(), offsets_.data(), 257, &end, 1, arena), Error::Ok);
     EXPECT_EQ(g_.compile(grammar.data(), grammar.size(), vocab_, region_.get(), kRegion), Error::Ok)
-        << last_error_message() << "\n" << grammar;
+        << last_error_message() << "\n"
+        << grammar;
   }
   bool accepts(const std::string& text) {
     g_.restart();
@@ -80,9 +85,9 @@ class Sentences {
 
 TEST(StructuredOutput, ParsesResponseFormatAndTools) {
   ApiError e;
-  auto r = parse(chat_with({{"response_format", {{"type", "json_schema"},
-                                                 {"json_schema", {{"name", "w"}, {"strict", true},
-                                                                  {"schema", {{"type", "integer"}}}}}}}}),
+  auto r = parse(chat_with({{"response_format",
+                             {{"type", "json_schema"},
+                              {"json_schema", {{"name", "w"}, {"strict", true}, {"schema", {{"type", "integer"}}}}}}}}),
                  &e);
   ASSERT_TRUE(r) << e.message;
   EXPECT_EQ(r->structured.format, StructuredOutput::Format::JsonSchema);
@@ -118,7 +123,8 @@ TEST(StructuredOutput, RefusesBadFieldsWithTheirName) {
       {{{"tools", "get_weather"}}, "tools", "array"},
       {{{"tool_choice", "required"}}, "tool_choice", "needs 'tools'"},
       {{{"tools", {weather_tool()}}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}},
-       "tool_choice", "not in 'tools'"},
+       "tool_choice",
+       "not in 'tools'"},
       {{{"tools", {weather_tool()}}, {"tool_choice", "sometimes"}}, "tool_choice", "'none', 'auto'"},
       {{{"grammar", 3}}, "grammar", "GBNF"},
       {{{"grammar", "root ::= \"x\""}, {"response_format", {{"type", "json_object"}}}}, "grammar", "cannot both"},
@@ -148,8 +154,9 @@ TEST(StructuredOutput, ToolMessagesJoinTheHistory) {
                      {"content", nullptr},
                      {"tool_calls", json::array({{{"id", "call_1"},
                                                   {"type", "function"},
-                                                  {"function", {{"name", "get_weather"},
-                                                                {"arguments", "{\"city\": \"Paris\", \"unit\": \"C\"}"}}}}})}},
+                                                  {"function",
+                                                   {{"name", "get_weather"},
+                                                    {"arguments", "{\"city\": \"Paris\", \"unit\": \"C\"}"}}}}})}},
                     {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "18 C, cloudy"}}})}};
   const auto r = parse(body, &e);
   ASSERT_TRUE(r) << e.message;
@@ -162,7 +169,8 @@ TEST(StructuredOutput, ToolMessagesJoinTheHistory) {
   ASSERT_EQ(shown.size(), 4u);
   EXPECT_EQ(shown[0].content.find("Be brief.\n\nYou can call functions."), 0u) << shown[0].content;
   EXPECT_NE(shown[0].content.find("{\"name\":\"get_weather\",\"description\":\"The weather in a city.\""),
-            std::string::npos) << shown[0].content;
+            std::string::npos)
+      << shown[0].content;
   // tool_choice "none": nothing shown.
   GenerationRequest none = *r;
   none.structured.tool_choice = StructuredOutput::ToolChoice::None;
@@ -203,10 +211,11 @@ TEST(StructuredOutput, GrammarsHoldTheReplyToTheChoice) {
     EXPECT_FALSE(g.accepts("{\"name\": \"other\"}"));
   }
   {  // auto with a JSON reply: a call, or the reply's schema
-    auto r = parse(chat_with({{"tools", {weather_tool()}},
-                              {"response_format", {{"type", "json_schema"},
-                                                   {"json_schema", {{"name", "n"}, {"schema", {{"type", "integer"}}}}}}}}),
-                   &e);
+    auto r = parse(
+        chat_with({{"tools", {weather_tool()}},
+                   {"response_format",
+                    {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"schema", {{"type", "integer"}}}}}}}}),
+        &e);
     ASSERT_TRUE(r && reply_grammar(r->structured, &grammar, &e)) << e.message;
     Sentences g(grammar);
     EXPECT_TRUE(g.accepts(call));
@@ -219,8 +228,9 @@ TEST(StructuredOutput, GrammarsHoldTheReplyToTheChoice) {
     Sentences g(grammar);
     EXPECT_TRUE(g.accepts("{\"a\": [1, {\"b\": null}]}"));
     EXPECT_FALSE(g.accepts("[1]"));
-    r = parse(chat_with({{"response_format", {{"type", "json_schema"},
-                                              {"json_schema", {{"schema", {{"type", "string"}, {"pattern", "a+"}}}}}}}}),
+    r = parse(chat_with({{"response_format",
+                          {{"type", "json_schema"},
+                           {"json_schema", {{"schema", {{"type", "string"}, {"pattern", "a+"}}}}}}}}),
               &e);
     ASSERT_TRUE(r);
     EXPECT_FALSE(reply_grammar(r->structured, &grammar, &e));
@@ -230,7 +240,8 @@ TEST(StructuredOutput, GrammarsHoldTheReplyToTheChoice) {
 }
 
 TEST(StructuredOutput, ScannerReadsCallsWholeAndByTheByte) {
-  const std::string reply = "{\n  \"name\" : \"get_weather\",\"arguments\": {\"city\": \"Pa\\\"ris}\", \"unit\": \"C\"} }\n";
+  const std::string reply =
+      "{\n  \"name\" : \"get_weather\",\"arguments\": {\"city\": \"Pa\\\"ris}\", \"unit\": \"C\"} }\n";
   const std::string arguments = "{\"city\": \"Pa\\\"ris}\", \"unit\": \"C\"}";
   ToolCallScanner whole(true);
   whole.push(reply);
@@ -264,7 +275,8 @@ TEST(StructuredOutput, ScannerReadsCallsWholeAndByTheByte) {
 }
 
 TEST(StructuredOutput, BodiesHaveOpenAIsShape) {
-  const json body = tool_call_body("chatcmpl-1", 7, "tiny", "call_x", "get_weather", "{\"city\":\"Paris\"}", Usage{3, 4, 0});
+  const json body =
+      tool_call_body("chatcmpl-1", 7, "tiny", "call_x", "get_weather", "{\"city\":\"Paris\"}", Usage{3, 4, 0});
   const json& choice = body["choices"][0];
   EXPECT_EQ(choice["finish_reason"], "tool_calls");
   EXPECT_TRUE(choice["message"]["content"].is_null());

@@ -81,8 +81,10 @@ std::unique_ptr<Bitllama2cWeights> read_bitllama2c(const std::string& path) {
     size_t rows, cols;
     TernaryMatrix LayerWeights::*slot;
   };
-  const Kind kinds[] = {{c.hidden, c.hidden, &LayerWeights::wq},     {kvd, c.hidden, &LayerWeights::wk},
-                        {kvd, c.hidden, &LayerWeights::wv},          {c.hidden, c.hidden, &LayerWeights::wo},
+  const Kind kinds[] = {{c.hidden, c.hidden, &LayerWeights::wq},
+                        {kvd, c.hidden, &LayerWeights::wk},
+                        {kvd, c.hidden, &LayerWeights::wv},
+                        {c.hidden, c.hidden, &LayerWeights::wo},
                         {c.ffn_hidden, c.hidden, &LayerWeights::w_gate},  // w1
                         {c.hidden, c.ffn_hidden, &LayerWeights::w_down},  // w2
                         {c.ffn_hidden, c.hidden, &LayerWeights::w_up}};   // w3

@@ -21,18 +21,16 @@ inline bool bundle_exists(const std::string& name) { return std::ifstream(bundle
 }  // namespace tern::testing
 
 // The bundle converted from the repository's files (runtime_make_bundles): fails when absent.
-#define TERN_REQUIRE_BUNDLE(name)                                                                          \
-  ASSERT_TRUE(::tern::testing::bundle_exists(name))                                                        \
-      << "bundle missing: " << ::tern::testing::bundle_path(name)                                          \
-      << " (ctest converts it first, in runtime_make_bundles)"
+#define TERN_REQUIRE_BUNDLE(name)                                                                               \
+  ASSERT_TRUE(::tern::testing::bundle_exists(name)) << "bundle missing: " << ::tern::testing::bundle_path(name) \
+                                                    << " (ctest converts it first, in runtime_make_bundles)"
 
 // A bundle converted from a third-party checkpoint under ../shared (runtime_make_shared_bundles):
 // the case is skipped without ../shared (TERN_REQUIRE_SHARED), and fails when ../shared is
 // there but the bundle is not.
-#define TERN_REQUIRE_SHARED_BUNDLE(name, shared_source)                                         \
-  do {                                                                                         \
-    TERN_REQUIRE_SHARED(shared_source);                                                        \
-    ASSERT_TRUE(::tern::testing::bundle_exists(name))                                          \
-        << "bundle missing: " << ::tern::testing::bundle_path(name)                            \
-        << " (ctest converts it first, in runtime_make_shared_bundles)";                       \
+#define TERN_REQUIRE_SHARED_BUNDLE(name, shared_source)                                                                \
+  do {                                                                                                                 \
+    TERN_REQUIRE_SHARED(shared_source);                                                                                \
+    ASSERT_TRUE(::tern::testing::bundle_exists(name)) << "bundle missing: " << ::tern::testing::bundle_path(name)      \
+                                                      << " (ctest converts it first, in runtime_make_shared_bundles)"; \
   } while (0)

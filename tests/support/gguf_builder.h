@@ -13,8 +13,16 @@ namespace tern::testing::gguf_fixture {
 // GGUF value type ids.
 enum : uint32_t { kU8 = 0, kI8, kU16, kI16, kU32, kI32, kF32, kBool, kString, kArray, kU64, kI64, kF64 };
 // GGML tensor type ids used by the fixtures.
-enum : uint32_t { kTypeF32 = 0, kTypeF16 = 1, kTypeQ8_0 = 8, kTypeQ6_K = 14, kTypeBF16 = 30, kTypeTQ1_0 = 34,
-                  kTypeTQ2_0 = 35, kTypeI2_S = 36 };
+enum : uint32_t {
+  kTypeF32 = 0,
+  kTypeF16 = 1,
+  kTypeQ8_0 = 8,
+  kTypeQ6_K = 14,
+  kTypeBF16 = 30,
+  kTypeTQ1_0 = 34,
+  kTypeTQ2_0 = 35,
+  kTypeI2_S = 36
+};
 
 class Bytes {
  public:

@@ -26,9 +26,7 @@ class ReadBackKvCache final : public KvCache {
   Error write(uint32_t layer, uint32_t kv_head, uint32_t pos, const float* key, const float* value) override {
     return inner_.write(layer, kv_head, pos, key, value);
   }
-  size_t attention_scores_per_head(uint32_t group) const override {
-    return static_cast<size_t>(group) * capacity_;
-  }
+  size_t attention_scores_per_head(uint32_t group) const override { return static_cast<size_t>(group) * capacity_; }
   uint32_t evicted_positions(uint32_t layer) const override { return inner_.evicted_positions(layer); }
   Error rollback_to(uint32_t pos) override { return inner_.rollback_to(pos); }
   bool rollback_is_exact(uint32_t pos) const override { return inner_.rollback_is_exact(pos); }

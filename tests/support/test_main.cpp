@@ -46,8 +46,9 @@ int main(int argc, char** argv) {
   ::testing::UnitTest::GetInstance()->listeners().Append(check);
   const int rc = RUN_ALL_TESTS();
   if (!check->misplaced.empty()) {
-    std::fprintf(stderr, "\nthese cases ran in the third-party entry but read nothing under ../shared; take them "
-                         "out of the binary's THIRD_PARTY filter:\n");
+    std::fprintf(stderr,
+                 "\nthese cases ran in the third-party entry but read nothing under ../shared; take them "
+                 "out of the binary's THIRD_PARTY filter:\n");
     for (const std::string& name : check->misplaced) std::fprintf(stderr, "  %s\n", name.c_str());
     return 1;
   }

@@ -47,7 +47,8 @@ bool case_read_shared() { return g_case_read_shared; }
 SharedCheck require_shared(const std::string& relative, std::string* why) {
   g_case_read_shared = true;
   if (g_part == TestPart::Own) {
-    *why = "reads ../shared/" + relative + " but runs in the self-contained entry: add the case to its binary's "
+    *why = "reads ../shared/" + relative +
+           " but runs in the self-contained entry: add the case to its binary's "
            "THIRD_PARTY filter (tern_add_test), or give it files from the repository";
     return SharedCheck::Fail;
   }

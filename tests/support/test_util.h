@@ -106,26 +106,22 @@ class TempDir {
 }  // namespace tern::testing
 
 // Fails the test when a file the repository or .ci/deps provides is missing.
-#define TERN_REQUIRE_FILE(path)                                                                 \
-  do {                                                                                          \
-    const std::string tern_required_path_ = (path);                                             \
-    ASSERT_TRUE(::tern::testing::file_exists(tern_required_path_))                              \
-        << "missing " << tern_required_path_                                                    \
-        << " (the repository carries it, or .ci/deps installs it: run .ci/deps)";               \
+#define TERN_REQUIRE_FILE(path)                                                                                        \
+  do {                                                                                                                 \
+    const std::string tern_required_path_ = (path);                                                                    \
+    ASSERT_TRUE(::tern::testing::file_exists(tern_required_path_))                                                     \
+        << "missing " << tern_required_path_ << " (the repository carries it, or .ci/deps installs it: run .ci/deps)"; \
   } while (0)
 
 // Declares that the case reads a third-party file under ../shared. Without ../shared the case
 // is skipped, saying which file it needs; with ../shared the file must be there. The case must
 // be in its binary's THIRD_PARTY filter (tern_add_test): it fails in the self-contained entry.
-#define TERN_REQUIRE_SHARED(relative)                                                 \
-  do {                                                                                \
-    std::string tern_shared_why_;                                                     \
-    switch (::tern::testing::require_shared((relative), &tern_shared_why_)) {         \
-      case ::tern::testing::SharedCheck::Run:                                         \
-        break;                                                                        \
-      case ::tern::testing::SharedCheck::Skip:                                        \
-        GTEST_SKIP() << tern_shared_why_;                                             \
-      case ::tern::testing::SharedCheck::Fail:                                        \
-        FAIL() << tern_shared_why_;                                                   \
-    }                                                                                 \
+#define TERN_REQUIRE_SHARED(relative)                                            \
+  do {                                                                           \
+    std::string tern_shared_why_;                                                \
+    switch (::tern::testing::require_shared((relative), &tern_shared_why_)) {    \
+      case ::tern::testing::SharedCheck::Run: break;                             \
+      case ::tern::testing::SharedCheck::Skip: GTEST_SKIP() << tern_shared_why_; \
+      case ::tern::testing::SharedCheck::Fail: FAIL() << tern_shared_why_;       \
+    }                                                                            \
   } while (0)

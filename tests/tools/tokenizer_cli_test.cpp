@@ -14,7 +14,6 @@
 namespace tern {
 namespace {
 
-
 struct Case {
   std::string text;
   std::vector<int32_t> ids;
@@ -63,8 +62,8 @@ TEST(TernTokenizeCli, Llama3SamplesFromTokenizerJson) {
 TEST(TernTokenizeCli, TinyAustenBundle) {
   TERN_REQUIRE_FILE(testing::tiny_austen_reference_logits());
   testing::TempFile bundle(".tern");
-  const std::string convert = std::string(TERN_CONVERT_PATH) + " -q '" + testing::tiny_austen_packed_dir() +
-                              "' -o '" + bundle.path() + "' > /dev/null";
+  const std::string convert = std::string(TERN_CONVERT_PATH) + " -q '" + testing::tiny_austen_packed_dir() + "' -o '" +
+                              bundle.path() + "' > /dev/null";
   ASSERT_EQ(std::system(convert.c_str()), 0) << convert;
   std::ifstream in(testing::tiny_austen_reference_logits());
   auto j = nlohmann::json::parse(in);

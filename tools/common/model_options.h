@@ -32,8 +32,9 @@ inline CLI::Option* add_threads_option(CLI::App& app, unsigned* threads, const s
 }
 
 inline CLI::Option* add_ctx_option(CLI::App& app, unsigned* ctx, const std::string& names = "-c,--ctx",
-                                   const std::string& help = "context tokens per session (0: as many as the budget "
-                                                             "allows)") {
+                                   const std::string& help =
+                                       "context tokens per session (0: as many as the budget "
+                                       "allows)") {
   return app.add_option(names, *ctx, help);
 }
 

@@ -297,12 +297,8 @@ bool ConnectionGate::on_readable(Connection* c) {
 bool ConnectionGate::advance(Connection* c) {
   c->started = true;
   switch (c->scanner.scan(c->buffer.data(), c->buffer.size())) {
-    case RequestScanner::Status::Bad:
-      refuse(c, c->scanner.error_status(), c->scanner.error_message());
-      return true;
-    case RequestScanner::Status::Complete:
-      dispatch(c);
-      return false;
+    case RequestScanner::Status::Bad: refuse(c, c->scanner.error_status(), c->scanner.error_message()); return true;
+    case RequestScanner::Status::Complete: dispatch(c); return false;
     case RequestScanner::Status::NeedMore:
       if (c->scanner.head_complete() && !c->head_seen) {
         c->head_seen = true;

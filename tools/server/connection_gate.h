@@ -85,10 +85,10 @@ class ConnectionGate {
   bool on_readable(Connection* c);  // false: the client closed or reset
   bool advance(Connection* c);      // after new bytes: dispatch (false), refuse or wait
   void dispatch(Connection* c);
-  void run(Connection* c);          // on a worker
+  void run(Connection* c);  // on a worker
   void refuse(Connection* c, int status, const std::string& message);
   void linger(Connection* c);
-  void finish(Connection* c);       // closes; the holder deletes
+  void finish(Connection* c);  // closes; the holder deletes
   void hand_back(Connection* c);
   void wake();
 

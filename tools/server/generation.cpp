@@ -12,16 +12,14 @@
 
 namespace tern::server {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 ApiError status_error(tern_status st, const char* what) {
   ApiError e;
-  e.status = st == TERN_INVALID_TOKEN || st == TERN_INVALID_UTF8 || st == TERN_INVALID_ARGUMENT ||
-                     st == TERN_PROMPT_TOO_LONG
-                 ? 400
-                 : 500;
+  e.status =
+      st == TERN_INVALID_TOKEN || st == TERN_INVALID_UTF8 || st == TERN_INVALID_ARGUMENT || st == TERN_PROMPT_TOO_LONG
+          ? 400
+          : 500;
   if (e.status == 500) e.type = "server_error";
   e.message = std::string(what) + ": " + tern_last_error_message() + " (" + tern_status_string(st) + ")";
   return e;
@@ -53,8 +51,8 @@ tern_status set_reply_grammar(tern_session* session, const GenerationRequest& r,
     error->status = 400;
     error->type = "invalid_request_error";
     error->param = r.structured.format == StructuredOutput::Format::Grammar ? "grammar"
-                   : r.structured.tools.empty()                            ? "response_format"
-                                                                           : "tools";
+                   : r.structured.tools.empty()                             ? "response_format"
+                                                                            : "tools";
     if (st == TERN_GRAMMAR_TOO_LARGE) error->code = "grammar_too_large";
   }
   return st;

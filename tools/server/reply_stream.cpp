@@ -16,7 +16,8 @@ std::string new_id(bool chat) {
   static std::atomic<uint64_t> counter{0};
   char buf[64];
   std::snprintf(buf, sizeof buf, "%s-%llx%04llx", chat ? "chatcmpl" : "cmpl",
-                static_cast<unsigned long long>(std::time(nullptr)), static_cast<unsigned long long>(counter++ & 0xffff));
+                static_cast<unsigned long long>(std::time(nullptr)),
+                static_cast<unsigned long long>(counter++ & 0xffff));
   return buf;
 }
 
@@ -26,20 +27,24 @@ nlohmann::json reply_body(bool chat, const std::string& id, int64_t created, con
   if (offers_tools(r)) {
     ToolCallScanner call(true);
     call.push(g.text);
-    if (call.complete_call()) return tool_call_body(id, created, model, new_call_id(), call.name(), call.arguments(), usage);
+    if (call.complete_call())
+      return tool_call_body(id, created, model, new_call_id(), call.name(), call.arguments(), usage);
   }
   return completion_body(chat, id, created, model, g.text, g.finish_reason, usage);
 }
 
 ReplyStream::ReplyStream(bool chat, std::string id, int64_t created, std::string model, bool tools, Writer write)
-    : chat_(chat), id_(std::move(id)), created_(created), model_(std::move(model)), call_(tools),
+    : chat_(chat),
+      id_(std::move(id)),
+      created_(created),
+      model_(std::move(model)),
+      call_(tools),
       write_(std::move(write)) {}
 
 bool ReplyStream::piece(const std::string& text) {
   const std::string arguments = call_.push(text);
   switch (call_.kind()) {
-    case ToolCallScanner::Kind::Undecided:
-      return true;
+    case ToolCallScanner::Kind::Undecided: return true;
     case ToolCallScanner::Kind::Content:
       if (!held_sent_) {  // everything so far, this piece included
         held_sent_ = true;

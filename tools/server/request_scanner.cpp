@@ -58,8 +58,8 @@ RequestScanner::Status RequestScanner::scan_head(const char* data, size_t size) 
     if (nl == nullptr) {
       searched_ = limit;
       if (size >= limits_.max_head_bytes) {
-        return fail(431, "the request line and headers are longer than " + std::to_string(limits_.max_head_bytes) +
-                             " bytes");
+        return fail(
+            431, "the request line and headers are longer than " + std::to_string(limits_.max_head_bytes) + " bytes");
       }
       return Status::NeedMore;
     }
@@ -102,8 +102,9 @@ bool RequestScanner::header_line(const char* line, size_t length) {
   const size_t n = static_cast<size_t>(end - value);
   if (equals_nocase(line, name_length, "content-length")) {
     if (n == 0 || n > 18) {  // 18 digits cannot overflow 64 bits
-      fail(n == 0 ? 400 : 413, n == 0 ? "Content-Length is empty" : "the request body is larger than " +
-                                                                         std::to_string(limits_.max_body_bytes) + " bytes");
+      fail(n == 0 ? 400 : 413,
+           n == 0 ? "Content-Length is empty"
+                  : "the request body is larger than " + std::to_string(limits_.max_body_bytes) + " bytes");
       return false;
     }
     uint64_t v = 0;
@@ -179,7 +180,8 @@ RequestScanner::Status RequestScanner::scan_chunked(const char* data, size_t siz
       uint64_t v = 0;
       size_t i = 0;
       for (; i < length - 2 && hex_digit(line[i]) >= 0; ++i) {
-        if (i >= 15) return fail(413, "the request body is larger than " + std::to_string(limits_.max_body_bytes) + " bytes");
+        if (i >= 15)
+          return fail(413, "the request body is larger than " + std::to_string(limits_.max_body_bytes) + " bytes");
         v = v * 16 + static_cast<uint64_t>(hex_digit(line[i]));
       }
       if (i == 0 || (i < length - 2 && line[i] != ';' && line[i] != ' ' && line[i] != '\t')) {

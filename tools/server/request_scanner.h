@@ -64,8 +64,8 @@ class RequestScanner {
   bool chunked_ = false, saw_length_ = false, saw_encoding_ = false, expects_continue_ = false;
   uint64_t content_length_ = 0;
   Chunk chunk_ = Chunk::Size;
-  uint64_t chunk_left_ = 0;   // data bytes still to come in this chunk
-  uint64_t body_bytes_ = 0;   // de-chunked
+  uint64_t chunk_left_ = 0;  // data bytes still to come in this chunk
+  uint64_t body_bytes_ = 0;  // de-chunked
   int error_status_ = 0;
   std::string error_message_;
 };

@@ -85,8 +85,8 @@ void handle_embeddings(ServerState& s, const httplib::Request& req, httplib::Res
   const auto slot = s.pool->acquire(std::chrono::seconds(s.opt.timeout), &why);
   if (!slot) {
     res.set_header("Retry-After", "1");
-    return refuse(ApiError{503, "the server is busy: no session slot became free in time", "server_error", "",
-                           "server_busy"});
+    return refuse(
+        ApiError{503, "the server is busy: no session slot became free in time", "server_error", "", "server_busy"});
   }
   tern_embed_params ep = tern_embed_default_params();
   ep.dimensions = r.dimensions;
@@ -116,8 +116,9 @@ void handle_generation(ServerState& s, const httplib::Request& req, httplib::Res
     return refuse(ApiError{400, "the request body is not valid UTF-8", "invalid_request_error", "", ""});
   }
   if (s.embedding.dimensions > 0) {
-    return refuse(ApiError{400, "'" + s.model_name + "' is an embedding model: it does not generate text; use /v1/embeddings",
-                           "invalid_request_error", "model", "model_not_supported"});
+    return refuse(
+        ApiError{400, "'" + s.model_name + "' is an embedding model: it does not generate text; use /v1/embeddings",
+                 "invalid_request_error", "model", "model_not_supported"});
   }
   ApiError error;
   auto parsed = parse_generation_request(req.body, chat, s.model_name, &error);
@@ -162,7 +163,7 @@ void handle_generation(ServerState& s, const httplib::Request& req, httplib::Res
   res.set_chunked_content_provider(
       "text/event-stream",
       [&s, request, prepared, id, created, chat, slot_index, release, start, method, path](size_t,
-                                                                                          httplib::DataSink& sink) {
+                                                                                           httplib::DataSink& sink) {
         bool gone = false;
         auto write = [&](const std::string& event) {
           if (gone || !sink.is_writable() || !sink.write(event.data(), event.size())) gone = true;
@@ -179,7 +180,8 @@ void handle_generation(ServerState& s, const httplib::Request& req, httplib::Res
         } else if (!gone) {
           reply.finish(&g.finish_reason);
           if (request->include_usage) {
-            write(stream_usage_chunk(chat, id, created, s.model_name, Usage{g.prompt_tokens, g.completion_tokens, g.reused_tokens}));
+            write(stream_usage_chunk(chat, id, created, s.model_name,
+                                     Usage{g.prompt_tokens, g.completion_tokens, g.reused_tokens}));
           }
           write(stream_done());
         }
@@ -236,8 +238,11 @@ void add_status_routes(GatedServer& http, ServerState& s, const ConnectionGate& 
       j["slots_total"] = s.pool->total();
       j["queue"] = s.pool->waiting();
       const ConnectionGate::Counts c = gate.counts();
-      j["connections"] = {{"open", c.open}, {"running", c.running}, {"closing", c.lingering},
-                          {"buffered_bytes", c.buffered_bytes}, {"limit", s.opt.max_connections}};
+      j["connections"] = {{"open", c.open},
+                          {"running", c.running},
+                          {"closing", c.lingering},
+                          {"buffered_bytes", c.buffered_bytes},
+                          {"limit", s.opt.max_connections}};
       j["memory"] = {{"budget_bytes", r.budget_bytes},
                      {"planned_bytes", r.planned_total_bytes},
                      {"arena_used_bytes", r.arena_used_bytes},
@@ -283,9 +288,10 @@ void add_token_routes(GatedServer& http, ServerState& s) {
   http.Post("/tokenize", [&s](const httplib::Request& req, httplib::Response& res) {
     if (!ensure_ready(s, res)) return;
     const json j = json::parse(req.body, nullptr, false);
-    if (!valid_utf8(req.body) || j.is_discarded() || !j.is_object() || !j.contains("content") || !j["content"].is_string()) {
-      return reply_error(res, ApiError{400, "expected {\"content\": string, \"add_special\": bool}", "invalid_request_error",
-                                       "content", ""});
+    if (!valid_utf8(req.body) || j.is_discarded() || !j.is_object() || !j.contains("content") ||
+        !j["content"].is_string()) {
+      return reply_error(res, ApiError{400, "expected {\"content\": string, \"add_special\": bool}",
+                                       "invalid_request_error", "content", ""});
     }
     const std::string text = j["content"].get<std::string>();
     const bool add_special = j.value("add_special", false);
@@ -314,7 +320,8 @@ void add_token_routes(GatedServer& http, ServerState& s) {
     tern_status st;
     // Pieces may be longer than 64 bytes (LLaMA-3 has 128-byte ones): grow until the text fits.
     for (int grow = 0; (st = tern_detokenize(s.model, ids.data(), ids.size(), text.data(), text.size(), &size)) ==
-                           TERN_OUT_OF_RANGE && grow < 8;
+                           TERN_OUT_OF_RANGE &&
+                       grow < 8;
          ++grow) {
       text.resize(text.size() * 2);
     }

@@ -25,10 +25,14 @@ bool valid_utf8(const std::string& s) {
     }
     size_t len;
     uint32_t cp, min;
-    if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07, min = 0x10000;
-    else return false;
+    if (c >= 0xC2 && c <= 0xDF)
+      len = 2, cp = c & 0x1F, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF)
+      len = 3, cp = c & 0x0F, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4)
+      len = 4, cp = c & 0x07, min = 0x10000;
+    else
+      return false;
     if (i + len > n) return false;
     for (size_t k = 1; k < len; ++k) {
       if ((p[i + k] & 0xC0) != 0x80) return false;
@@ -68,8 +72,10 @@ bool number(const json& j, const char* key, double lo, double hi, double* out, A
   if (!j[key].is_number()) return fail(e, std::string("'") + key + "' must be a number", key);
   const double v = j[key].get<double>();
   if (!(v >= lo && v <= hi)) {
-    return fail(e, std::string("'") + key + "' is " + j[key].dump() + "; it must be in [" + json(lo).dump() + ", " +
-                       json(hi).dump() + "]", key);
+    return fail(e,
+                std::string("'") + key + "' is " + j[key].dump() + "; it must be in [" + json(lo).dump() + ", " +
+                    json(hi).dump() + "]",
+                key);
   }
   *out = v;
   return true;
@@ -144,7 +150,8 @@ bool parse_fields(const json& j, GenerationRequest* r, ApiError* e) {
   }
   if (j.contains("stream_options") && j["stream_options"].is_object()) {
     const json& o = j["stream_options"];
-    if (o.contains("include_usage") && o["include_usage"].is_boolean()) r->include_usage = o["include_usage"].get<bool>();
+    if (o.contains("include_usage") && o["include_usage"].is_boolean())
+      r->include_usage = o["include_usage"].get<bool>();
   }
   return true;
 }
@@ -153,7 +160,8 @@ bool parse_fields(const json& j, GenerationRequest* r, ApiError* e) {
 // "\u0000" would silently cut the text there (a stop string would stop on its prefix).
 bool no_nul_in_c_strings(const GenerationRequest& r, ApiError* e) {
   for (const Message& m : r.messages) {
-    if (m.content.find('\0') != std::string::npos) return fail(e, "message content must not contain U+0000", "messages");
+    if (m.content.find('\0') != std::string::npos)
+      return fail(e, "message content must not contain U+0000", "messages");
   }
   for (const std::string& x : r.stop) {
     if (x.find('\0') != std::string::npos) return fail(e, "stop strings must not contain U+0000", "stop");
@@ -203,7 +211,8 @@ std::optional<GenerationRequest> parse_generation_request(const std::string& bod
         msg.content = m["content"].get<std::string>();
       } else if (m.contains("content") && m["content"].is_array()) {  // [{"type": "text", "text": ...}]
         for (const json& part : m["content"]) {
-          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+              !part["text"].is_string()) {
             fail(e, "message content parts must be {\"type\": \"text\", \"text\": ...}", "messages");
             return std::nullopt;
           }
@@ -253,8 +262,8 @@ json completion_body(bool chat, const std::string& id, int64_t created, const st
 
 std::string stream_chunk(bool chat, const std::string& id, int64_t created, const std::string& model,
                          const std::string& text, const std::string* finish_reason, bool first) {
-  json choice = {{"index", 0}, {"finish_reason", finish_reason ? json(*finish_reason) : json(nullptr)},
-                 {"logprobs", nullptr}};
+  json choice = {
+      {"index", 0}, {"finish_reason", finish_reason ? json(*finish_reason) : json(nullptr)}, {"logprobs", nullptr}};
   if (chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
@@ -301,9 +310,9 @@ std::optional<EmbeddingRequest> parse_embedding_request(const std::string& body,
   } else if (in.is_array() && !in.empty()) {
     for (const json& x : in) {
       if (!x.is_string()) {
-        fail(e, x.is_number_integer() || x.is_array()
-                    ? "'input' as token ids is not supported: send the text"
-                    : "'input' must be a string or an array of strings",
+        fail(e,
+             x.is_number_integer() || x.is_array() ? "'input' as token ids is not supported: send the text"
+                                                   : "'input' must be a string or an array of strings",
              "input");
         return std::nullopt;
       }
@@ -347,7 +356,8 @@ std::string base64_encode(const void* data, size_t size) {
   std::string out;
   out.reserve((size + 2) / 3 * 4);
   for (size_t i = 0; i < size; i += 3) {
-    const uint32_t v = (uint32_t{p[i]} << 16) | (i + 1 < size ? uint32_t{p[i + 1]} << 8 : 0) | (i + 2 < size ? p[i + 2] : 0);
+    const uint32_t v =
+        (uint32_t{p[i]} << 16) | (i + 1 < size ? uint32_t{p[i + 1]} << 8 : 0) | (i + 2 < size ? p[i + 2] : 0);
     out += kAlphabet[(v >> 18) & 63];
     out += kAlphabet[(v >> 12) & 63];
     out += i + 1 < size ? kAlphabet[(v >> 6) & 63] : '=';
@@ -377,8 +387,9 @@ json embeddings_body(const std::string& model, const std::vector<float>& vectors
 }
 
 json models_body(const std::string& model, int64_t created) {
-  return json{{"object", "list"},
-              {"data", json::array({json{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "tern"}}})}};
+  return json{
+      {"object", "list"},
+      {"data", json::array({json{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "tern"}}})}};
 }
 
 bool equals_secret(const std::string& given, const std::string& secret) {

@@ -40,7 +40,7 @@ struct StructuredOutput {
   enum class Format { Text, JsonObject, JsonSchema, Grammar };
   Format format = Format::Text;
   nlohmann::ordered_json schema;  // JsonSchema
-  std::string grammar;    // Grammar: GBNF text
+  std::string grammar;            // Grammar: GBNF text
   std::vector<ToolFunction> tools;
   enum class ToolChoice { None, Auto, Required, Named };
   ToolChoice tool_choice = ToolChoice::None;  // Auto when tools are given without a choice
@@ -68,7 +68,7 @@ struct GenerationRequest {
   std::map<int32_t, float> logit_bias;
   std::vector<std::string> stop;  // at most 4
   bool stream = false;
-  bool include_usage = false;     // stream_options.include_usage
+  bool include_usage = false;  // stream_options.include_usage
   StructuredOutput structured;
 };
 

@@ -16,7 +16,8 @@ void add_connection_options(CLI::App& app, ServerOptions* opt) {
   app.add_option("--header-timeout", opt->header_timeout,
                  "seconds for a request line and headers to arrive (default 10); then 408")
       ->check(CLI::Range(0.05, 3600.0));
-  app.add_option("--body-timeout", opt->body_timeout, "seconds for a request body to arrive after its head (default 30)")
+  app.add_option("--body-timeout", opt->body_timeout,
+                 "seconds for a request body to arrive after its head (default 30)")
       ->check(CLI::Range(0.05, 3600.0));
   app.add_option("--idle-timeout", opt->idle_timeout, "seconds an idle keep-alive connection stays open (default 5)")
       ->check(CLI::Range(0.05, 3600.0));
@@ -34,7 +35,8 @@ std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(
 void add_server_options(CLI::App& app, ServerOptions* opt) {
   app.add_option("MODEL", opt->bundle, ".tern bundle")->required();
   app.add_option("--host", opt->host, "address to listen on (default 127.0.0.1: this machine only)");
-  app.add_option("--port", opt->port, "port (default 8080; 0 picks a free one and prints it)")->check(CLI::Range(0, 65535));
+  app.add_option("--port", opt->port, "port (default 8080; 0 picks a free one and prints it)")
+      ->check(CLI::Range(0, 65535));
   cli::add_memory_budget_option(app, &opt->model.memory_budget);
   cli::add_kv_option(app, &opt->model.kv);
   cli::add_ctx_option(app, &opt->model.ctx);

@@ -82,7 +82,8 @@ bool parse_structured_output(const std::string& body, bool chat, StructuredOutpu
   if (!j.is_object()) return true;  // the caller refuses it
   if (j.contains("response_format") && !j["response_format"].is_null()) {
     const ojson& f = j["response_format"];
-    const std::string type = f.is_object() && f.contains("type") && f["type"].is_string() ? f["type"].get<std::string>() : "";
+    const std::string type =
+        f.is_object() && f.contains("type") && f["type"].is_string() ? f["type"].get<std::string>() : "";
     if (type == "text") {
       out->format = StructuredOutput::Format::Text;
     } else if (type == "json_object") {
@@ -113,14 +114,16 @@ bool parse_structured_output(const std::string& body, bool chat, StructuredOutpu
     out->format = StructuredOutput::Format::Grammar;
     out->grammar = j["grammar"].get<std::string>();
   }
-  if (j.contains("parallel_tool_calls") && !j["parallel_tool_calls"].is_null() && !j["parallel_tool_calls"].is_boolean()) {
+  if (j.contains("parallel_tool_calls") && !j["parallel_tool_calls"].is_null() &&
+      !j["parallel_tool_calls"].is_boolean()) {
     return refuse(e, "'parallel_tool_calls' must be a boolean", "parallel_tool_calls");
   }
   if (j.contains("tools") && !j["tools"].is_null()) {
     if (!chat) return refuse(e, "'tools' are for /v1/chat/completions", "tools");
     if (!j["tools"].is_array()) return refuse(e, "'tools' must be an array", "tools");
     for (const ojson& t : j["tools"]) {
-      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object()) {
+      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+          !t["function"].is_object()) {
         return refuse(e, "each tool must be {\"type\": \"function\", \"function\": {...}}", "tools");
       }
       const ojson& fn = t["function"];
@@ -161,11 +164,14 @@ bool parse_structured_output(const std::string& body, bool chat, StructuredOutpu
       out->tool_name = c["function"]["name"].get<std::string>();
       bool known = false;
       for (const ToolFunction& f : out->tools) known |= f.name == out->tool_name;
-      if (!known) return refuse(e, "'tool_choice' names '" + out->tool_name + "', which is not in 'tools'", "tool_choice");
+      if (!known)
+        return refuse(e, "'tool_choice' names '" + out->tool_name + "', which is not in 'tools'", "tool_choice");
       out->tool_choice = Choice::Named;
     } else {
-      return refuse(e, "'tool_choice' must be 'none', 'auto', 'required' or {\"type\": \"function\", \"function\": "
-                       "{\"name\": ...}}", "tool_choice");
+      return refuse(e,
+                    "'tool_choice' must be 'none', 'auto', 'required' or {\"type\": \"function\", \"function\": "
+                    "{\"name\": ...}}",
+                    "tool_choice");
     }
   }
   return true;
@@ -181,7 +187,8 @@ bool parse_tool_message(const json& m, Message* msg, ApiError* e) {
   // An assistant's earlier calls, written as the model writes them.
   msg->content.clear();
   if (m.contains("content") && !m["content"].is_null()) {
-    if (!content_text(m["content"], &msg->content)) return refuse(e, "each message needs a string 'content'", "messages");
+    if (!content_text(m["content"], &msg->content))
+      return refuse(e, "each message needs a string 'content'", "messages");
     if (!msg->content.empty()) msg->content += "\n";
   }
   const json& calls = m["tool_calls"];
@@ -394,8 +401,9 @@ json tool_call_body(const std::string& id, int64_t created, const std::string& m
   return body;
 }
 
-std::string tool_call_chunk(const std::string& id, int64_t created, const std::string& model, const std::string* call_id,
-                            const std::string* name, const std::string& arguments, bool first) {
+std::string tool_call_chunk(const std::string& id, int64_t created, const std::string& model,
+                            const std::string* call_id, const std::string* name, const std::string& arguments,
+                            bool first) {
   json call = {{"index", 0}};
   if (call_id != nullptr) call["id"] = *call_id, call["type"] = "function";
   json fn = {{"arguments", arguments}};
@@ -403,12 +411,13 @@ std::string tool_call_chunk(const std::string& id, int64_t created, const std::s
   call["function"] = fn;
   json delta = {{"tool_calls", json::array({call})}};
   if (first) delta["role"] = "assistant", delta["content"] = nullptr;
-  const json j = {{"id", id},
-                  {"object", "chat.completion.chunk"},
-                  {"created", created},
-                  {"model", model},
-                  {"choices", json::array({json{{"index", 0}, {"delta", delta}, {"finish_reason", nullptr},
-                                                {"logprobs", nullptr}}})}};
+  const json j = {
+      {"id", id},
+      {"object", "chat.completion.chunk"},
+      {"created", created},
+      {"model", model},
+      {"choices",
+       json::array({json{{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}, {"logprobs", nullptr}}})}};
   return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
 }
 

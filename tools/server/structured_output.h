@@ -64,8 +64,9 @@ nlohmann::json tool_call_body(const std::string& id, int64_t created, const std:
                               const Usage& usage);
 // Streamed tool-call chunks: the first (role, id, type, name, empty arguments) and then
 // argument pieces, as OpenAI sends them.
-std::string tool_call_chunk(const std::string& id, int64_t created, const std::string& model, const std::string* call_id,
-                            const std::string* name, const std::string& arguments, bool first);
+std::string tool_call_chunk(const std::string& id, int64_t created, const std::string& model,
+                            const std::string* call_id, const std::string* name, const std::string& arguments,
+                            bool first);
 std::string new_call_id();
 
 }  // namespace tern::server

@@ -9,9 +9,11 @@
 // 503 with Retry-After. A request whose prompt starts with what its slot already holds skips
 // re-running that prefix (generation.h). Connections are read by a gate (connection_gate.h):
 // a request reaches a worker only when it has arrived whole.
-#include <CLI/CLI.hpp>
 #include <httplib.h>
+#include <CLI/CLI.hpp>
 
+#include <pthread.h>
+#include <signal.h>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -21,8 +23,6 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
-#include <pthread.h>
-#include <signal.h>
 #include <thread>
 
 #include "tools/server/connection_gate.h"
@@ -67,8 +67,8 @@ bool bind_and_announce(GatedServer& http, const ServerState& s) {
     return false;
   }
   http.widen_backlog(SOMAXCONN);
-  std::fprintf(stderr, "tern-server: listening on http://%s:%d (model %s, %u session slot%s)\n", opt.host.c_str(),
-               port, s.model_name.c_str(), opt.sessions, opt.sessions == 1 ? "" : "s");
+  std::fprintf(stderr, "tern-server: listening on http://%s:%d (model %s, %u session slot%s)\n", opt.host.c_str(), port,
+               s.model_name.c_str(), opt.sessions, opt.sessions == 1 ? "" : "s");
   std::printf("%d\n", port);
   std::fflush(stdout);
   return true;
@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
   });
   http.listen_after_bind();
   g_listen_returned = true;
-  gate.stop();  // running requests end first: the sessions below are still theirs
+  gate.stop();                                     // running requests end first: the sessions below are still theirs
   pthread_kill(stopper.native_handle(), SIGUSR1);  // ends the stopper if no signal came
   stopper.join();
   loader.join();

@@ -157,7 +157,8 @@ bool schema_grammar(JNIEnv* env, const std::string& schema, std::string* out) {
   size_t size = 0;
   tern_status s = tern_json_schema_to_grammar(schema.data(), schema.size(), nullptr, 0, &size);
   std::vector<char> buf(size + 1);
-  if (s == TERN_OUT_OF_RANGE) s = tern_json_schema_to_grammar(schema.data(), schema.size(), buf.data(), buf.size(), &size);
+  if (s == TERN_OUT_OF_RANGE)
+    s = tern_json_schema_to_grammar(schema.data(), schema.size(), buf.data(), buf.size(), &size);
   if (!ok(env, s)) return false;
   out->assign(buf.data(), size);
   return true;
@@ -264,7 +265,9 @@ JNIEXPORT jobjectArray JNICALL Java_dev_tern_Model_nativePlan(JNIEnv* env, jclas
   return out;
 }
 
-JNIEXPORT void JNICALL Java_dev_tern_Model_nativeFree(JNIEnv*, jclass, jlong model) { tern_model_free(model_of(model)); }
+JNIEXPORT void JNICALL Java_dev_tern_Model_nativeFree(JNIEnv*, jclass, jlong model) {
+  tern_model_free(model_of(model));
+}
 
 JNIEXPORT jlong JNICALL Java_dev_tern_Model_nativeSessionCreate(JNIEnv* env, jclass, jlong model, jobject sampler) {
   tern_session_params sp = tern_session_default_params();
@@ -284,8 +287,8 @@ JNIEXPORT jintArray JNICALL Java_dev_tern_Model_nativeTokenize(JNIEnv* env, jcla
   if (!to_utf8(env, text, &t, "the text is null")) return nullptr;
   size_t count = 0;
   std::vector<int32_t> ids(t.size() + 2);
-  if (!ok(env, tern_tokenize(model_of(model), t.data(), t.size(), add_bos, parse_special, ids.data(), ids.size(),
-                             &count))) {
+  if (!ok(env,
+          tern_tokenize(model_of(model), t.data(), t.size(), add_bos, parse_special, ids.data(), ids.size(), &count))) {
     return nullptr;
   }
   jintArray out = env->NewIntArray(static_cast<jsize>(count));
@@ -303,7 +306,8 @@ JNIEXPORT jstring JNICALL Java_dev_tern_Model_nativeDetokenize(JNIEnv* env, jcla
   env->GetIntArrayRegion(tokens, 0, n, reinterpret_cast<jint*>(ids.data()));
   std::vector<char> text(64 * static_cast<size_t>(n) + 16);
   size_t size = 0;
-  if (!ok(env, tern_detokenize(model_of(model), ids.data(), ids.size(), text.data(), text.size(), &size))) return nullptr;
+  if (!ok(env, tern_detokenize(model_of(model), ids.data(), ids.size(), text.data(), text.size(), &size)))
+    return nullptr;
   return to_java(env, text.data(), size);
 }
 
@@ -400,7 +404,7 @@ JNIEXPORT jfloatArray JNICALL Java_dev_tern_Session_nativeEmbed(JNIEnv* env, jcl
 }
 
 JNIEXPORT jstring JNICALL Java_dev_tern_Session_nativeGenerate(JNIEnv* env, jclass, jlong session, jstring prompt,
-                                                              jint max_tokens, jboolean add_bos, jobject listener) {
+                                                               jint max_tokens, jboolean add_bos, jobject listener) {
   std::string p;
   if (!to_utf8(env, prompt, &p, "the prompt is null")) return nullptr;
   if (max_tokens < 0) {
@@ -455,7 +459,7 @@ JNIEXPORT void JNICALL Java_dev_tern_Session_nativeSetSampler(JNIEnv* env, jclas
 }
 
 JNIEXPORT void JNICALL Java_dev_tern_Session_nativeSetLogitBias(JNIEnv* env, jclass, jlong session, jintArray tokens,
-                                                               jfloatArray biases) {
+                                                                jfloatArray biases) {
   const jsize n = env->GetArrayLength(tokens);
   if (env->GetArrayLength(biases) != n) {
     throw_tern(env, TERN_INVALID_ARGUMENT, "tokens and biases differ in length");
@@ -476,7 +480,8 @@ JNIEXPORT jbyteArray JNICALL Java_dev_tern_Session_nativeSaveState(JNIEnv* env, 
   std::vector<uint8_t> buf(size);
   if (!ok(env, tern_session_state_save(session_of(session), buf.data(), buf.size(), &size))) return nullptr;
   jbyteArray out = env->NewByteArray(static_cast<jsize>(size));
-  if (out != nullptr) env->SetByteArrayRegion(out, 0, static_cast<jsize>(size), reinterpret_cast<const jbyte*>(buf.data()));
+  if (out != nullptr)
+    env->SetByteArrayRegion(out, 0, static_cast<jsize>(size), reinterpret_cast<const jbyte*>(buf.data()));
   return out;
 }
 

@@ -24,17 +24,17 @@ alignas(64) uint8_t weights[64 * kTiles];
 alignas(64) int8_t activations[8 * 16 * kTiles];
 alignas(64) int8_t broadcast[8 * 4 * 32];  // one tile's activation groups, 32 bytes each
 
-#define DEFINE_LOOP(NAME, BODY, HALVES)                                                          \
-  __attribute__((noinline)) double NAME(long reps) {                                           \
-    const double t0 = now();                                                                    \
-    for (long r = 0; r < reps; ++r)                                                             \
-      for (int i = 0; i < kTiles; ++i)                                                          \
-        __asm__ volatile(BODY                                                                   \
-                         :                                                                      \
-                         : "S"(weights + 64 * i), "D"(activations + 16 * 8 * i), "d"(broadcast) \
-                         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",      \
-                           "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm14", "memory");       \
-    return (now() - t0) * 1e9 / (static_cast<double>(reps) * kTiles * (HALVES));                \
+#define DEFINE_LOOP(NAME, BODY, HALVES)                                                                             \
+  __attribute__((noinline)) double NAME(long reps) {                                                                \
+    const double t0 = now();                                                                                        \
+    for (long r = 0; r < reps; ++r)                                                                                 \
+      for (int i = 0; i < kTiles; ++i)                                                                              \
+        __asm__ volatile(BODY                                                                                       \
+                         :                                                                                          \
+                         : "S"(weights + 64 * i), "D"(activations + 16 * 8 * i), "d"(broadcast)                     \
+                         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
+                           "xmm11", "xmm12", "xmm14", "memory");                                                    \
+    return (now() - t0) * 1e9 / (static_cast<double>(reps) * kTiles * (HALVES));                                    \
   }
 
 DEFINE_LOOP(time_bcast, TILE_LOOP_BCAST, 1)

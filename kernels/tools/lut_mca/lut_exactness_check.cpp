@@ -40,8 +40,10 @@ int main() {
       for (size_t i = 0; i < codes.size(); ++i)
         codes[i] = pattern == 1 ? 1 : pattern == 2 ? -1 : static_cast<int>(rng() % 3) - 1;
       for (size_t c = 0; c < cols; ++c)
-        q[c] = pattern == 1 ? -128 : pattern == 2 ? 127 : pattern == 3 ? (c % 2 ? -128 : 127)
-                                                                      : static_cast<int8_t>(rng() & 255);
+        q[c] = pattern == 1   ? -128
+               : pattern == 2 ? 127
+               : pattern == 3 ? (c % 2 ? -128 : 127)
+                              : static_cast<int8_t>(rng() & 255);
       const std::vector<uint8_t> block = pack_block(codes, cols);
       const size_t k_tiles = (cols + 15) / 16;
       std::vector<int8_t> tables(k_tiles * tern_probe::kTableBytesPerTile);
@@ -61,8 +63,8 @@ int main() {
         for (size_t c = 0; c < cols; ++c) naive += (codes[r * cols + c] + 1) * q[c];
         if (lut[r] != naive || lut_d[r] != naive || ref[r] != naive) {
           if (failures < 10)
-            std::printf("MISMATCH cols=%zu pattern=%d row=%zu lut=%d lut_d=%d scalar=%d naive=%ld\n", cols, pattern,
-                        r, lut[r], lut_d[r], ref[r], naive);
+            std::printf("MISMATCH cols=%zu pattern=%d row=%zu lut=%d lut_d=%d scalar=%d naive=%ld\n", cols, pattern, r,
+                        lut[r], lut_d[r], ref[r], naive);
           ++failures;
         }
       }

@@ -43,8 +43,8 @@ void lut_build_tables(const int8_t* q, size_t cols, int8_t* tables) {
       for (int idx = 0; idx < 16; ++idx) {
         const int wa = idx & 3, wb = idx >> 2;
         const int t = (wa < 3 && wb < 3) ? wa * qa + wb * qb : 0;
-        ta[idx] = static_cast<int8_t>(t >> 5);             // A, arithmetic shift
-        ta[16 + idx] = static_cast<int8_t>(t & 31);         // B
+        ta[idx] = static_cast<int8_t>(t >> 5);       // A, arithmetic shift
+        ta[16 + idx] = static_cast<int8_t>(t & 31);  // B
       }
     }
   }
@@ -71,8 +71,7 @@ __attribute__((noinline)) void lut_build_tables_neon(const int8_t* q, size_t col
       const int16x8_t t_lo = vmlaq_n_s16(vmulq_n_s16(wa_lo, qa), wb_lo, qb);
       const int16x8_t t_hi = vmlaq_n_s16(vmulq_n_s16(wa_hi, qa), wb_hi, qb);
       vst1q_s8(out + p * 32, vcombine_s8(vmovn_s16(vshrq_n_s16(t_lo, 5)), vmovn_s16(vshrq_n_s16(t_hi, 5))));
-      vst1q_s8(out + p * 32 + 16,
-               vcombine_s8(vmovn_s16(vandq_s16(t_lo, low5)), vmovn_s16(vandq_s16(t_hi, low5))));
+      vst1q_s8(out + p * 32 + 16, vcombine_s8(vmovn_s16(vandq_s16(t_lo, low5)), vmovn_s16(vandq_s16(t_hi, low5))));
     }
   }
 }
@@ -138,7 +137,6 @@ __attribute__((noinline)) void lut_block_t2i16(const uint8_t* block, size_t k_ti
   for (int i = 0; i < 4; ++i) vst1q_s32(lanes + 4 * i, vaddq_s32(vshlq_n_s32(a32[i], 5), b32[i]));
   for (int l = 0; l < 16; ++l) out[4 * (l % 4) + l / 4] = lanes[l];
 }
-
 
 // The same loop with 8-byte (D-form) lookups: llvm-mca's Cortex-A57 model, which it uses
 // for the A72, gives a 16-byte TBL 3 pipe slots and an 8-byte one 1, at the cost of twice

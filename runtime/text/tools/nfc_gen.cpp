@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<uint16_t> info(kCodePoints, 0);  // ccc | 0x100 when NFC_QC is not Yes
-  Decompositions decomposition;  // canonical, one level
+  Decompositions decomposition;                // canonical, one level
   std::string line;
   size_t rows = 0;
   while (std::getline(data, line)) {
@@ -125,7 +125,8 @@ int main(int argc, char** argv) {
     const std::string range = trim(f[0]), prop = trim(f[1]);
     const size_t dots = range.find("..");
     const uint32_t first = static_cast<uint32_t>(std::stoul(range.substr(0, dots), nullptr, 16));
-    const uint32_t last = dots == std::string::npos ? first : static_cast<uint32_t>(std::stoul(range.substr(dots + 2), nullptr, 16));
+    const uint32_t last =
+        dots == std::string::npos ? first : static_cast<uint32_t>(std::stoul(range.substr(dots + 2), nullptr, 16));
     for (uint32_t c = first; c <= last; ++c) {
       if (prop == "NFC_QC") {
         info[c] |= 0x100;  // N or M

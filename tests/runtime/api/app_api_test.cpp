@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "platform/memory.h"
 #include "include/tern.h"
+#include "platform/memory.h"
 #include "tests/support/bundle_util.h"
 
 namespace {
@@ -200,7 +200,7 @@ void save_restore_continues_exactly(const char* bundle, const char* mode, uint32
   const std::vector<int32_t> want = step(a, after);
 
   tern_session* b = open_session(l, 0.7f, 12345);  // other sampler settings: the state brings its own
-  ASSERT_EQ(tern_decode(b, prompt[0]), TERN_OK);    // and a conversation to replace
+  ASSERT_EQ(tern_decode(b, prompt[0]), TERN_OK);   // and a conversation to replace
   ASSERT_EQ(tern_session_state_load(b, state.data(), state.size()), TERN_OK) << message();
   EXPECT_EQ(step(b, after), want);
 
@@ -365,7 +365,7 @@ TEST(AppApi, KilledSaveLeavesThePreviousStateFileWhole) {
   const int rounds = std::getenv("TERN_SLOW_EMULATION") != nullptr ? 12 : 40;
   int kept_old = 0, replaced = 0, left_temp = 0;
   auto inode = [&] {
-    struct stat st{};
+    struct stat st {};
     return stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
   };
   for (int round = 0; round < rounds; ++round) {
@@ -388,7 +388,8 @@ TEST(AppApi, KilledSaveLeavesThePreviousStateFileWhole) {
       if (!seen) std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     if (seen) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(std::uniform_real_distribution<double>(0, 2 * save_s)(rng)));
+      std::this_thread::sleep_for(
+          std::chrono::duration<double>(std::uniform_real_distribution<double>(0, 2 * save_s)(rng)));
     }
     kill(pid, SIGKILL);
     int status = 0;

@@ -13,13 +13,12 @@ static int append(const char* text, size_t size, void* user) {
   return 0;
 }
 
-#define CHECK(cond)                                                         \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      fprintf(stderr, "%s:%d: check failed: %s (%s)\n", __FILE__, __LINE__, \
-              #cond, tern_last_error_message());                            \
-      return 1;                                                             \
-    }                                                                       \
+#define CHECK(cond)                                                                                            \
+  do {                                                                                                         \
+    if (!(cond)) {                                                                                             \
+      fprintf(stderr, "%s:%d: check failed: %s (%s)\n", __FILE__, __LINE__, #cond, tern_last_error_message()); \
+      return 1;                                                                                                \
+    }                                                                                                          \
   } while (0)
 
 int main(int argc, char** argv) {

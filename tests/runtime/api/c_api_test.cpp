@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "platform/error.h"
 #include "include/tern.h"
+#include "platform/error.h"
 #include "tests/support/bundle_util.h"
 
 namespace {

@@ -124,8 +124,9 @@ std::vector<float> embed_all(Session& s, const std::vector<const Case*>& cases, 
     std::vector<float> part(idx.size() * dims);
     EmbedOptions o = base;
     o.instruction = prompt.c_str();
-    EXPECT_EQ(s.embed(texts.data(), sizes.data(), texts.size(), o, part.data(), part.size() * sizeof(float), nullptr,
-                      stats), Error::Ok)
+    EXPECT_EQ(
+        s.embed(texts.data(), sizes.data(), texts.size(), o, part.data(), part.size() * sizeof(float), nullptr, stats),
+        Error::Ok)
         << last_error_message();
     for (size_t k = 0; k < idx.size(); ++k) std::copy_n(&part[k * dims], dims, &out[idx[k] * dims]);
   }
@@ -232,7 +233,8 @@ TEST_P(Embedding, TruncatedAndQuantizedOutputs) {
       q.instruction = cases[i]->prompt.c_str();
       std::vector<uint8_t> out(embed_row_bytes(format, hidden));
       float scale = 0;
-      ASSERT_EQ(l.session->embed(&text, nullptr, 1, q, out.data(), out.size(), &scale, nullptr), Error::Ok) << last_error_message();
+      ASSERT_EQ(l.session->embed(&text, nullptr, 1, q, out.data(), out.size(), &scale, nullptr), Error::Ok)
+          << last_error_message();
       const float* v = &full[i * hidden];
       const std::vector<double>& ref = cases[i]->embedding;
       float max_abs = 0;
@@ -274,7 +276,8 @@ TEST_P(Embedding, StoredPromptsAndErrors) {
   EmbedOptions o;
   o.prompt_name = "query";
   if (GetParam().find("gguf") != std::string::npos) {  // bitnet.cpp's GGUFs carry no prompts
-    EXPECT_EQ(l.session->embed(&text, nullptr, 1, o, named.data(), named.size() * 4, nullptr, nullptr), Error::InvalidArgument);
+    EXPECT_EQ(l.session->embed(&text, nullptr, 1, o, named.data(), named.size() * 4, nullptr, nullptr),
+              Error::InvalidArgument);
     EXPECT_NE(std::string(last_error_message()).find("has none"), std::string::npos) << last_error_message();
     o.prompt_name = nullptr;
   }
@@ -283,7 +286,8 @@ TEST_P(Embedding, StoredPromptsAndErrors) {
   const bool stored = GetParam().find("gguf") == std::string::npos;
   o.prompt_name = nullptr;
   o.instruction = query->prompt.c_str();
-  ASSERT_EQ(l.session->embed(&text, nullptr, 1, o, explicit_.data(), explicit_.size() * 4, nullptr, nullptr), Error::Ok);
+  ASSERT_EQ(l.session->embed(&text, nullptr, 1, o, explicit_.data(), explicit_.size() * 4, nullptr, nullptr),
+            Error::Ok);
   if (stored) {
     EXPECT_EQ(named, explicit_);
   }
@@ -292,13 +296,15 @@ TEST_P(Embedding, StoredPromptsAndErrors) {
 
   o.instruction = nullptr;
   o.prompt_name = "passage";
-  EXPECT_EQ(l.session->embed(&text, nullptr, 1, o, named.data(), named.size() * 4, nullptr, nullptr), Error::InvalidArgument);
+  EXPECT_EQ(l.session->embed(&text, nullptr, 1, o, named.data(), named.size() * 4, nullptr, nullptr),
+            Error::InvalidArgument);
   EXPECT_NE(std::string(last_error_message()).find(stored ? "'query'" : "has none"), std::string::npos)
       << last_error_message();
   o.prompt_name = "";
   EXPECT_EQ(l.session->embed(&text, nullptr, 1, o, named.data(), 8, nullptr, nullptr), Error::OutOfRange);
   o.dimensions = hidden + 1;
-  EXPECT_EQ(l.session->embed(&text, nullptr, 1, o, named.data(), named.size() * 4, nullptr, nullptr), Error::InvalidArgument);
+  EXPECT_EQ(l.session->embed(&text, nullptr, 1, o, named.data(), named.size() * 4, nullptr, nullptr),
+            Error::InvalidArgument);
 
   // Longer than the 64-token context: refused, or cut to its first tokens when asked.
   std::string long_text;

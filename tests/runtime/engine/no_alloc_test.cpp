@@ -10,7 +10,6 @@
 #include "tests/support/alloc_counter.h"
 #include "tests/support/bundle_util.h"
 
-
 namespace {
 
 using Counting = tern::test::AllocCounter;
@@ -271,12 +270,17 @@ TEST(NoAlloc, EmbedAllocatesNothing) {
     mp.n_ctx = 48;
     mp.n_batch = 16;
     tern_model* model = nullptr;
-    ASSERT_EQ(tern_model_load(tern::testing::bundle_path(name).c_str(), &mp, &model), TERN_OK) << tern_last_error_message();
+    ASSERT_EQ(tern_model_load(tern::testing::bundle_path(name).c_str(), &mp, &model), TERN_OK)
+        << tern_last_error_message();
     tern_session* session = nullptr;
     ASSERT_EQ(tern_session_create(model, nullptr, &session), TERN_OK) << tern_last_error_message();
-    const char* texts[] = {"What is BitNet?", "It is a truth universally acknowledged, that a single man in possession "
-                           "of a good fortune, must be in want of a wife.", "我想在apple工作1314151天", "Cafe\xCC\x81",
-                           "x", "The quick brown fox jumps over the lazy dog, again and again and again."};
+    const char* texts[] = {"What is BitNet?",
+                           "It is a truth universally acknowledged, that a single man in possession "
+                           "of a good fortune, must be in want of a wife.",
+                           "我想在apple工作1314151天",
+                           "Cafe\xCC\x81",
+                           "x",
+                           "The quick brown fox jumps over the lazy dog, again and again and again."};
     const size_t n = sizeof texts / sizeof texts[0];
     float out[6 * 64];
     float scales[6];

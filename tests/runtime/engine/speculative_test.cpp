@@ -26,7 +26,8 @@ constexpr const char* kLlama = "bitllama2c-3M.tern";
 constexpr const char* kLlamaSource = "models/bitllama2c-3M/bit_model.bin";
 constexpr const char* kSmallLlama = "bitllama2c-1M.tern";  // same tokenizer: drafts for kLlama
 constexpr const char* kSmallLlamaSource = "models/bitllama2c-1M/bit_model.bin";
-const char* kLilyPrompt = "Once upon a time, there was a little girl named Lily. She loved to play outside. One day, Lily";
+const char* kLilyPrompt =
+    "Once upon a time, there was a little girl named Lily. She loved to play outside. One day, Lily";
 
 std::string message() { return tern_last_error_message(); }
 // Under qemu (CI sets this) the draft-model cases run fewer KV modes, draft sizes and lengths:
@@ -55,7 +56,7 @@ struct Request {
   std::vector<const char*> stops;
   float temperature = 0.0f;
   int32_t top_k = 40;
-  std::vector<std::string> prompts;  // generate() calls on one session, one after the other
+  std::vector<std::string> prompts;    // generate() calls on one session, one after the other
   const char* draft_bundle = nullptr;  // drafts from this model (same KV request) instead of prompt lookup
 };
 
@@ -202,7 +203,7 @@ struct DraftPair {
   const char* name;
   const char* target;
   const char* draft;
-  const char* other;  // a model with another tokenizer
+  const char* other;          // a model with another tokenizer
   const char* target_source;  // under ../shared, or null for the repository's bundles
   const char* draft_source;
   const char* prompt;
@@ -211,10 +212,24 @@ struct DraftPair {
 };
 
 const DraftPair kDraftPairs[] = {
-    {"TinyAusten", kAusten, "tiny-austen-draft.tern", "tiny-llama3.tern", nullptr, nullptr, kAustenPrompt,
-     {kAustenPrompt, " And the", " It is a truth"}, "States, and to the"},
-    {"Bitllama2c", kLlama, kSmallLlama, kAusten, kLlamaSource, kSmallLlamaSource, kLilyPrompt,
-     {kLilyPrompt, " Then", " The end. Once upon a time"}, "said, \""},
+    {"TinyAusten",
+     kAusten,
+     "tiny-austen-draft.tern",
+     "tiny-llama3.tern",
+     nullptr,
+     nullptr,
+     kAustenPrompt,
+     {kAustenPrompt, " And the", " It is a truth"},
+     "States, and to the"},
+    {"Bitllama2c",
+     kLlama,
+     kSmallLlama,
+     kAusten,
+     kLlamaSource,
+     kSmallLlamaSource,
+     kLilyPrompt,
+     {kLilyPrompt, " Then", " The end. Once upon a time"},
+     "said, \""},
 };
 
 class DraftModel : public ::testing::TestWithParam<DraftPair> {
@@ -248,8 +263,9 @@ TEST_P(DraftModel, GreedyTextIsTheOneTokenAtATimeTextInEveryKvMode) {
   const DraftPair& p = GetParam();
   // Target and draft with the same KV mode: both caches roll back, the draft's past the
   // drafts the target rejected.
-  const std::vector<const char*> modes = emulated() ? std::vector<const char*>{"f32", "q4", "k4v2"}
-                                                    : std::vector<const char*>{"f32", "fp16", "q8", "q4", "q3", "q2", "k4v2"};
+  const std::vector<const char*> modes = emulated()
+                                             ? std::vector<const char*>{"f32", "q4", "k4v2"}
+                                             : std::vector<const char*>{"f32", "fp16", "q8", "q4", "q3", "q2", "k4v2"};
   for (const char* mode : modes) {
     Request r = request(p.draft);
     r.mode = mode;
@@ -316,8 +332,7 @@ TEST_P(DraftModel, DraftSessionCacheIsAFreshRunAfterRollbacks) {
     tern::GenerateOptions o;
     o.max_new_tokens = 60;
     tern::GenerateStats st;
-    ASSERT_EQ(s.generate(p.prompt, std::strlen(p.prompt), o, nullptr, nullptr, &st), tern::Error::Ok)
-        << message();
+    ASSERT_EQ(s.generate(p.prompt, std::strlen(p.prompt), o, nullptr, nullptr, &st), tern::Error::Ok) << message();
     EXPECT_GT(st.accepted_tokens, 0u);
     EXPECT_LT(st.accepted_tokens + st.verify_steps, st.drafted_tokens) << "no partial accept to roll back";
     const tern::Session* d = s.draft_session();

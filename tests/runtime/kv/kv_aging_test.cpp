@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "kernels/dense_matmul.h"
+#include "runtime/engine/memory_plan.h"
 #include "runtime/kv/compressed_kv_cache.h"
 #include "runtime/kv/kv_cache_spec.h"
-#include "runtime/engine/memory_plan.h"
 #include "tests/support/kv_test_arena.h"
 #include "tests/support/kv_test_util.h"
 
@@ -43,9 +43,9 @@ TEST(KvAgingModeTest, ParsesTheSuffixOnEveryCompressedMode) {
   EXPECT_EQ(m.aged_after_percent, 50);
   ASSERT_EQ(parse_kv_mode("q4", &m), Error::Ok);
   EXPECT_EQ(m.aged_bits, 0);
-  for (const char* bad : {"q4>", "q4>2", "q4>2@", "q4>2@0", "q4>5@64", "q4>2@-3", "q4>2@64x", "q4>>2@64",
-                          "fp16>2@64", "f32>4@32", ">2@64", "q4>2@99999999999", "q3>2@0%", "q3>2@101%",
-                          "q3>2@50%%", "q3>2@%", "q3>2@50%x"})
+  for (const char* bad :
+       {"q4>", "q4>2", "q4>2@", "q4>2@0", "q4>5@64", "q4>2@-3", "q4>2@64x", "q4>>2@64", "fp16>2@64", "f32>4@32",
+        ">2@64", "q4>2@99999999999", "q3>2@0%", "q3>2@101%", "q3>2@50%%", "q3>2@%", "q3>2@50%x"})
     EXPECT_EQ(parse_kv_mode(bad, &m), Error::InvalidArgument) << bad;
 
   KvModeRequest request;
@@ -164,8 +164,9 @@ void check_tiers(CompressedKvCache& cache, uint32_t written, bool requantize = f
   }
   for (uint32_t pos = 0; pos < written; ++pos)
     for (uint32_t h = 0; h < 4; ++h)
-      ASSERT_EQ(cache.write(0, h, pos, &keys[h][static_cast<size_t>(pos) * D], &values[h][static_cast<size_t>(pos) * D]),
-                Error::Ok)
+      ASSERT_EQ(
+          cache.write(0, h, pos, &keys[h][static_cast<size_t>(pos) * D], &values[h][static_cast<size_t>(pos) * D]),
+          Error::Ok)
           << last_error_message();
   // Non-sink positions: the window holds the newest `window`, then whole blocks going back.
   const uint32_t n = written - std::min(written, S);
@@ -332,9 +333,9 @@ struct IndependentCount {
     for (uint32_t l = 0; l < p.shape.layers; ++l)
       for (uint32_t h = 0; h < p.shape.kv_heads; ++h) {
         const KvHeadBits b = p.bits_of(l, h);
-        const KvHeadBits aged = b.exact() || !p.aging()
-                                    ? b
-                                    : KvHeadBits{std::min(b.key_bits, p.aged_bits), std::min(b.value_bits, p.aged_bits)};
+        const KvHeadBits aged = b.exact() || !p.aging() ? b
+                                                        : KvHeadBits{std::min(b.key_bits, p.aged_bits),
+                                                                     std::min(b.value_bits, p.aged_bits)};
         const size_t bytes = 2 * (p.sink_tokens + p.recent_window + p.block_tokens) * row + t1 * block_bytes(p, b) +
                              (m - t1) * block_bytes(p, aged) + kKvReadPadding;
         total += (bytes + 63) / 64 * 64;
@@ -373,7 +374,8 @@ TEST(KvAgingBudgetTest, CapacityIsTheMostThatFitsAndNeverExceedsTheBudget) {
     p.head_bits = bits.data();
     const IndependentCount count(p);
     SCOPED_TRACE(it);
-    for (uint64_t m = 0; m < 30; ++m) ASSERT_EQ(kv_bytes_for_tokens(p, kv_tokens_for_blocks(p, m)), count.bytes(m)) << m;
+    for (uint64_t m = 0; m < 30; ++m)
+      ASSERT_EQ(kv_bytes_for_tokens(p, kv_tokens_for_blocks(p, m)), count.bytes(m)) << m;
     const uint64_t m = rng() % 30;
     const uint64_t tokens = kv_tokens_for_blocks(p, m);
     Arena a(count.bytes(m), rng() % 64);

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/model/bundle.h"
 #include "include/tern.h"
+#include "runtime/model/bundle.h"
 #include "schema/bundle_generated.h"
 #include "tests/support/bundle_util.h"
 

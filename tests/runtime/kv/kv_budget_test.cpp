@@ -16,21 +16,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <iterator>
-#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "include/tern.h"
 #include "tests/support/alloc_counter.h"
 #include "tests/support/bundle_util.h"
-
 
 namespace {
 
@@ -65,7 +64,8 @@ int child_main(const SoakMode& mode, const char* out_path, uint64_t budget, uint
   mp.n_threads = 1;
   tern_model* model = nullptr;
   auto check = [](tern_status s, const char* what) {
-    if (s != TERN_OK) std::fprintf(stderr, "child: %s: %s (%s)\n", what, tern_last_error_message(), tern_status_string(s));
+    if (s != TERN_OK)
+      std::fprintf(stderr, "child: %s: %s (%s)\n", what, tern_last_error_message(), tern_status_string(s));
     return s == TERN_OK;
   };
   if (!check(tern_model_load(path.c_str(), &mp, &model), "load")) return 1;
@@ -79,7 +79,8 @@ int child_main(const SoakMode& mode, const char* out_path, uint64_t budget, uint
   if (!check(tern_session_create(model, &sp, &session), "session")) return 1;
   std::vector<int32_t> tokens(n + 64);
   size_t prompt = 0;
-  if (!check(tern_tokenize(model, kPrompt, std::strlen(kPrompt), 1, 0, tokens.data(), 64, &prompt), "tokenize")) return 1;
+  if (!check(tern_tokenize(model, kPrompt, std::strlen(kPrompt), 1, 0, tokens.data(), 64, &prompt), "tokenize"))
+    return 1;
   tern_status s = TERN_OK;
   long calls = 0;
   // Decode speed in the first tenth of the tokens once the cache is full (before, attention
@@ -118,8 +119,8 @@ int child_main(const SoakMode& mode, const char* out_path, uint64_t budget, uint
   tern_session_position(session, &position);
   FILE* out = std::fopen(out_path, "w");
   if (out == nullptr) return 1;
-  std::fprintf(out, "%ld %u %d %u %zu %.6f %.6f %u\n", calls, report.context_tokens, report.kv_evicting, position, prompt,
-               first_tenth, last_tenth, tenth);
+  std::fprintf(out, "%ld %u %d %u %zu %.6f %.6f %u\n", calls, report.context_tokens, report.kv_evicting, position,
+               prompt, first_tenth, last_tenth, tenth);
   for (size_t i = 0; i < prompt + n; ++i) std::fprintf(out, "%d\n", tokens[i]);
   std::fclose(out);
   tern_session_free(session);
@@ -237,8 +238,9 @@ void expect_within_plan(const SoakMode& mode, const ChildResult& r, uint64_t bud
 }
 
 void print_soak_header() {
-  std::printf("| family | kv mode | tokens | plan (MiB) | peak RSS (MiB) | RSS / plan | tok/CPU-s first tenth | "
-              "tok/CPU-s last tenth | last vs first |\n|---|---|---|---|---|---|---|---|---|\n");  // (fastest windows)
+  std::printf(
+      "| family | kv mode | tokens | plan (MiB) | peak RSS (MiB) | RSS / plan | tok/CPU-s first tenth | "
+      "tok/CPU-s last tenth | last vs first |\n|---|---|---|---|---|---|---|---|---|\n");  // (fastest windows)
 }
 
 TEST(KvBudget, UnboundedGenerationInAFixedBudget) {
@@ -266,9 +268,10 @@ TEST(KvBudget, UnboundedGenerationInAFixedBudget) {
   ASSERT_TRUE(off.ok);
   const Fluency g1 = score(dense, off.tokens, off.tokens.size() - kWindow);
   tern_model_free(dense);
-  std::printf("mean NLL (nats) / distinct-token share: first window %.3f / %.3f; last window %.3f / %.3f; "
-              "last window without sink re-positioning %.3f / %.3f\n",
-              f0.nll, f0.distinct, f1.nll, f1.distinct, g1.nll, g1.distinct);
+  std::printf(
+      "mean NLL (nats) / distinct-token share: first window %.3f / %.3f; last window %.3f / %.3f; "
+      "last window without sink re-positioning %.3f / %.3f\n",
+      f0.nll, f0.distinct, f1.nll, f1.distinct, g1.nll, g1.distinct);
   // Measured (20,000 tokens, x86-64): first 2.300 / 0.496, last 2.379 / 0.523. Windows of
   // 256 tokens vary by ~0.15 nats on real text (teacher-forced austen windows: 3.16-3.63);
   // a collapse into noise raises the NLL by several nats, a collapse into a loop drops the
@@ -290,8 +293,10 @@ TEST(KvBudget, EveryKvModeFamilyStaysWithinItsPlan) {
   TERN_REQUIRE_BUNDLE(kBundle);
   TERN_REQUIRE_BUNDLE(kCalibrated);
   const SoakMode families[] = {
-      {"dense", kBundle, "fp16", 1},         {"quantized", kBundle, "q4", -1},
-      {"adaptive", kCalibrated, "adaptive:3", -1}, {"aging", kBundle, "q3>2@50%", -1},
+      {"dense", kBundle, "fp16", 1},
+      {"quantized", kBundle, "q4", -1},
+      {"adaptive", kCalibrated, "adaptive:3", -1},
+      {"aging", kBundle, "q3>2@50%", -1},
       {"per-head budgets", kCalibrated, "q4/hh", -1},
   };
   // Under emulation, past the capacity and through a few evictions is enough: the budget test

@@ -137,7 +137,8 @@ TEST(CompressedKvCacheTest, QuantizedRowsStayCloseToTheOriginal) {
     auto cache = CompressedKvCache::create(p, tokens, a.arena);
     ASSERT_TRUE(cache.ok());
     const auto keys = kv_random_rows(tokens, D, 9), values = kv_random_rows(tokens, D, 10);
-    for (uint32_t pos = 0; pos < tokens; ++pos) ASSERT_EQ((*cache)->write(0, 0, pos, &keys[pos * D], &values[pos * D]), Error::Ok);
+    for (uint32_t pos = 0; pos < tokens; ++pos)
+      ASSERT_EQ((*cache)->write(0, 0, pos, &keys[pos * D], &values[pos * D]), Error::Ok);
     std::vector<float> k(tokens * D), v(tokens * D);
     (*cache)->read_keys(0, 0, 0, tokens, k.data());
     (*cache)->read_values(0, 0, 0, tokens, v.data());

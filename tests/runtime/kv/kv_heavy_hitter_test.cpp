@@ -179,7 +179,6 @@ TEST(KvHeavyHitterBudgetTest, BytesAndCapacityPerHead) {
   }
 }
 
-
 // The rule, simulated in doubles over the rows the cache reads back: per head its blocks
 // (first position, attention, query count at entry), the least mean attention per query row
 // evicted (blocks no query scored stay; ties and none scored: the oldest).
@@ -312,8 +311,9 @@ void run_stream(Isa isa, bool rope_on, uint8_t recent_percent) {
     for (uint32_t h = 0; h < 4; ++h) {
       const uint32_t ring = p.recent_window + G;
       if (pos >= S && pos - S >= ring && (pos - S - ring) % G == 0) sim[h].flush(pos - ring);
-      ASSERT_EQ(cache.write(0, h, pos, &keys[h][static_cast<size_t>(pos) * D], &values[h][static_cast<size_t>(pos) * D]),
-                Error::Ok);
+      ASSERT_EQ(
+          cache.write(0, h, pos, &keys[h][static_cast<size_t>(pos) * D], &values[h][static_cast<size_t>(pos) * D]),
+          Error::Ok);
       std::vector<float> q(2 * D);
       for (uint32_t i = 0; i < 2 * D; ++i) q[i] = keys[h][9 * D + i % D] + noise[i];
       cache.attend(0, h, q.data(), nullptr, 2, pos + 1, scale, scores.data(), out.data(), rope_on ? &rope : nullptr);
@@ -327,8 +327,8 @@ void run_stream(Isa isa, bool rope_on, uint8_t recent_percent) {
       std::vector<uint32_t> shift(want.size());
       for (size_t j = 0; j < want.size(); ++j) shift[j] = pos - want[j] - static_cast<uint32_t>(want.size() - 1 - j);
       std::vector<double> mass;
-      const auto ref = reference_attention(want, shift, kr, vr, q.data(), 2, D, scale, rope_on ? &inv_freq : nullptr,
-                                           &mass);
+      const auto ref =
+          reference_attention(want, shift, kr, vr, q.data(), 2, D, scale, rope_on ? &inv_freq : nullptr, &mass);
       for (uint32_t i = 0; i < 2 * D; ++i)
         ASSERT_NEAR(out[i], ref[i], 2e-4 * (1 + std::fabs(ref[i]))) << "head " << h << " at " << pos << " out " << i;
       // The simulation's blocks gather the same attention.
@@ -341,7 +341,6 @@ void run_stream(Isa isa, bool rope_on, uint8_t recent_percent) {
   }
   // The block holding position 9 ([8, 12): blocks start after the 4 sinks) stays.
   for (uint32_t h = 0; h < 4; ++h) {
-
     const uint32_t n = cache.resident_positions(0, h, kept.data());
     const bool has9 = std::find(kept.begin(), kept.begin() + n, 9u) != kept.begin() + n;
     // (Re-positioned queries turn away from the unrotated key 9: nothing to say there.)
@@ -354,12 +353,9 @@ void run_stream(Isa isa, bool rope_on, uint8_t recent_percent) {
 }
 
 TEST_P(KvHeavyHitterIsaTest, KeepsWhatEachHeadAttendsToAndAttendsOverIt) { run_stream(GetParam(), false, 0); }
-TEST_P(KvHeavyHitterIsaTest, RepositionsQueriesOverTheGapsAndKeepsTheRecentShare) {
-  run_stream(GetParam(), true, 50);
-}
+TEST_P(KvHeavyHitterIsaTest, RepositionsQueriesOverTheGapsAndKeepsTheRecentShare) { run_stream(GetParam(), true, 50); }
 
-INSTANTIATE_TEST_SUITE_P(Isa, KvHeavyHitterIsaTest, ::testing::ValuesIn(testing::all_kv_isas()),
-                         testing::kv_isa_name);
+INSTANTIATE_TEST_SUITE_P(Isa, KvHeavyHitterIsaTest, ::testing::ValuesIn(testing::all_kv_isas()), testing::kv_isa_name);
 
 // Equal budgets with every block protected (@100%) drop the oldest block: StreamingLLM. The
 // outputs are the same to the bit, the re-positioned sinks included (StreamingLLM is given

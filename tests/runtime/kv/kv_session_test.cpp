@@ -12,9 +12,9 @@
 
 #include "runtime/base/arena.h"
 #include "runtime/engine/forward.h"
-#include "runtime/kv/compressed_kv_cache.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/session.h"
+#include "runtime/kv/compressed_kv_cache.h"
 #include "tests/support/bundle_util.h"
 #include "tests/support/read_back_kv_cache.h"
 
@@ -195,8 +195,8 @@ TEST(KvSession, CompressedSessionsTrackTheDenseOne) {
     float layer0_worst = 0;
     for (size_t s = 0; s < tokens.size(); ++s) {
       const float* want = dense_layer0.data() + s * width;
-      layer0_worst = std::max(layer0_worst, max_abs_diff(layer0.data() + s * width, want, width) /
-                                                std::max(1e-6f, max_abs(want, width)));
+      layer0_worst = std::max(
+          layer0_worst, max_abs_diff(layer0.data() + s * width, want, width) / std::max(1e-6f, max_abs(want, width)));
     }
     const std::vector<float> d = step_diffs(got, dense, vocab);
     size_t same_top = 0;
@@ -205,9 +205,10 @@ TEST(KvSession, CompressedSessionsTrackTheDenseOne) {
       const float* b = got.data() + s * vocab;
       same_top += std::max_element(a, a + vocab) - a == std::max_element(b, b + vocab) - b;
     }
-    std::printf("%s vs dense f32: per-step max |dlogit| median %.2e, max %.3f; top-1 equal at %zu/%zu steps; "
-                "layer-0 attention relative error %.2e\n",
-                c.mode, d[d.size() / 2], d.back(), same_top, tokens.size(), layer0_worst);
+    std::printf(
+        "%s vs dense f32: per-step max |dlogit| median %.2e, max %.3f; top-1 equal at %zu/%zu steps; "
+        "layer-0 attention relative error %.2e\n",
+        c.mode, d[d.size() / 2], d.back(), same_top, tokens.size(), layer0_worst);
     if (c.exact) {
       EXPECT_LE(layer0_worst, 1e-5f) << c.mode << ": layer-0 attention outputs, relative";
     }
@@ -271,9 +272,10 @@ void attend_matches_read_back(const char* bundle, const char* mode, uint32_t bat
   std::sort(steps.begin(), steps.end());
   size_t exact_steps = 0;
   for (float d : steps) exact_steps += d <= 1e-4f * scale;
-  std::printf("%s %s batch %u: attend() vs read-back: per-step max |dlogit| median %.2e, max %.2e (largest |logit| "
-              "%.2f), %zu/%zu steps within 1e-4 x that; layer-0 attention relative error %.2e\n",
-              bundle, mode, batch, steps[steps.size() / 2], worst, scale, exact_steps, steps.size(), layer0_worst);
+  std::printf(
+      "%s %s batch %u: attend() vs read-back: per-step max |dlogit| median %.2e, max %.2e (largest |logit| "
+      "%.2f), %zu/%zu steps within 1e-4 x that; layer-0 attention relative error %.2e\n",
+      bundle, mode, batch, steps[steps.size() / 2], worst, scale, exact_steps, steps.size(), layer0_worst);
   // Most steps agree to float rounding; int8 flips stay small; layer 0 agrees strictly.
   EXPECT_GE(exact_steps * 4, steps.size() * 3);
   EXPECT_LE(worst, 0.3f);
@@ -466,8 +468,10 @@ TEST(KvSession, SinkQueryIsRepositionedWithinTheCache) {
   TERN_REQUIRE_BUNDLE(kAusten);
   const float with = layer0_error(true);
   const float without = layer0_error(false);
-  std::printf("layer-0 attention vs fresh dense session on the kept tokens: relative error %.2e re-positioned, "
-              "%.2e not\n", with, without);
+  std::printf(
+      "layer-0 attention vs fresh dense session on the kept tokens: relative error %.2e re-positioned, "
+      "%.2e not\n",
+      with, without);
   ASSERT_GE(with, 0.0f);
   EXPECT_LT(with, 1e-4f);
   EXPECT_GT(without, 100 * std::max(with, 1e-6f));

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "kernels/ternary_layout.h"
-#include "runtime/model/bundle.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/session.h"
+#include "runtime/model/bundle.h"
 #include "schema/bundle_generated.h"
 #include "tests/support/bundle_util.h"
 
@@ -99,13 +99,14 @@ TEST_P(Base3Bundle, GreedyDecodeIsBitIdenticalTo2Bit) {
   EXPECT_GT(std::count_if(tokens2.begin(), tokens2.end(), [&](int32_t t) { return t != tokens2[0]; }), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Models, Base3Bundle,
-    ::testing::Values(Base3Case{"tiny-austen-packed.tern", "tiny-austen-base3.tern", "",
-                                "It is a truth universally acknowledged"},
-                      Base3Case{"bitllama2c-3M.tern", "bitllama2c-3M-base3.tern", "models/bitllama2c-3M/bit_model.bin",
-                                "Once upon a time"}),
-    [](const auto& info) { return info.index == 0 ? std::string("TinyAusten") : std::string("Bitllama2c"); });
+INSTANTIATE_TEST_SUITE_P(Models, Base3Bundle,
+                         ::testing::Values(Base3Case{"tiny-austen-packed.tern", "tiny-austen-base3.tern", "",
+                                                     "It is a truth universally acknowledged"},
+                                           Base3Case{"bitllama2c-3M.tern", "bitllama2c-3M-base3.tern",
+                                                     "models/bitllama2c-3M/bit_model.bin", "Once upon a time"}),
+                         [](const auto& info) {
+                           return info.index == 0 ? std::string("TinyAusten") : std::string("Bitllama2c");
+                         });
 
 // The base-3 bundle with one tensor's layout id patched in the FlatBuffer to an id no
 // runtime knows (7): open refuses it, naming the tensor and the id.

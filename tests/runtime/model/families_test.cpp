@@ -59,8 +59,9 @@ std::unique_ptr<RandomModel> make_model(ModelFamily family, Activation act, bool
   m->embed = vec(static_cast<size_t>(c.vocab) * c.hidden, 0.0f, 1.0f);
   m->final_norm = vec(c.hidden, 1.0f, 0.1f);
   const size_t qd = c.heads * c.head_dim, kvd = c.kv_heads * c.head_dim;
-  const size_t shapes[7][2] = {{qd, c.hidden}, {kvd, c.hidden}, {kvd, c.hidden}, {c.hidden, qd},
-                               {c.ffn_hidden, c.hidden}, {c.ffn_hidden, c.hidden}, {c.hidden, c.ffn_hidden}};
+  const size_t shapes[7][2] = {{qd, c.hidden},          {kvd, c.hidden},          {kvd, c.hidden},
+                               {c.hidden, qd},          {c.ffn_hidden, c.hidden}, {c.ffn_hidden, c.hidden},
+                               {c.hidden, c.ffn_hidden}};
   m->layers.resize(c.layers);
   m->views.resize(c.layers);
   for (uint32_t l = 0; l < c.layers; ++l) {
@@ -82,8 +83,8 @@ std::unique_ptr<RandomModel> make_model(ModelFamily family, Activation act, bool
       EXPECT_EQ(ternary_pack(TernaryLayout::T2RowMajor, L.codes[s].data(), rows, cols, L.packed[s].data(),
                              L.packed[s].size()),
                 Error::Ok);
-      *mats[s] = TernaryMatrix{TernaryLayout::T2RowMajor, L.packed[s].data(), L.packed[s].size(), rows, cols,
-                               L.scale[s]};
+      *mats[s] =
+          TernaryMatrix{TernaryLayout::T2RowMajor, L.packed[s].data(), L.packed[s].size(), rows, cols, L.scale[s]};
     }
     v.attn_norm = VectorView{DenseType::F32, L.attn_norm.data(), L.attn_norm.size()};
     v.ffn_norm = VectorView{DenseType::F32, L.ffn_norm.data(), L.ffn_norm.size()};
@@ -175,20 +176,20 @@ std::vector<Vec> naive_logits(const RandomModel& m, const std::vector<int32_t>& 
         for (uint32_t p = 0; p <= pos; ++p)
           for (size_t i = 0; i < hd; ++i) att[head * hd + i] += w[p] / sum * values[l][p][kvh * hd + i];
       }
-      const Vec o = bitlinear(c.has_sub_norms ? rms(att, L.attn_sub, c.norm_eps) : att, L.codes[O], L.scale[O],
-                              c.hidden);
+      const Vec o =
+          bitlinear(c.has_sub_norms ? rms(att, L.attn_sub, c.norm_eps) : att, L.codes[O], L.scale[O], c.hidden);
       for (size_t i = 0; i < c.hidden; ++i) x[i] += o[i];
       const Vec f = rms(x, L.ffn_norm, c.norm_eps);
       const Vec g = bitlinear(f, L.codes[GATE], L.scale[GATE], c.ffn_hidden);
       const Vec u = bitlinear(f, L.codes[UP], L.scale[UP], c.ffn_hidden);
       Vec a(c.ffn_hidden);
       for (size_t i = 0; i < a.size(); ++i) {
-        const double act = c.activation == Activation::Relu2 ? (g[i] > 0 ? g[i] * g[i] : 0.0)
-                                                            : g[i] / (1.0 + std::exp(-g[i]));
+        const double act =
+            c.activation == Activation::Relu2 ? (g[i] > 0 ? g[i] * g[i] : 0.0) : g[i] / (1.0 + std::exp(-g[i]));
         a[i] = act * u[i];
       }
-      const Vec d = bitlinear(c.has_sub_norms ? rms(a, L.ffn_sub, c.norm_eps) : a, L.codes[DOWN], L.scale[DOWN],
-                              c.hidden);
+      const Vec d =
+          bitlinear(c.has_sub_norms ? rms(a, L.ffn_sub, c.norm_eps) : a, L.codes[DOWN], L.scale[DOWN], c.hidden);
       for (size_t i = 0; i < c.hidden; ++i) x[i] += d[i];
     }
     const Vec n = rms(x, m.final_norm, c.norm_eps);
@@ -239,12 +240,12 @@ TEST_P(Families, DecodeAndPrefillMatchTheNaiveReference) {
   EXPECT_LT(prefill_error, 2e-3 * max_logit) << k.name;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    All, Families,
-    ::testing::Values(Case{"bitnet_2b4t", ModelFamily::Bitnet2B4T, Activation::Relu2, true},
-                      Case{"llama_bitnet", ModelFamily::LlamaBitnet, Activation::Silu, false},
-                      Case{"llama_bitnet_sub_norms", ModelFamily::LlamaBitnet, Activation::Silu, true}),
-    [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(All, Families,
+                         ::testing::Values(Case{"bitnet_2b4t", ModelFamily::Bitnet2B4T, Activation::Relu2, true},
+                                           Case{"llama_bitnet", ModelFamily::LlamaBitnet, Activation::Silu, false},
+                                           Case{"llama_bitnet_sub_norms", ModelFamily::LlamaBitnet, Activation::Silu,
+                                                true}),
+                         [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 TEST(Families, MissingRequiredWeightsAreRejectedAtLoad) {
   auto m = make_model(ModelFamily::Bitnet2B4T, Activation::Relu2, true, 3);

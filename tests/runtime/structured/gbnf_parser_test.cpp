@@ -28,7 +28,9 @@ std::string cp_text(uint32_t cp) {
 class Parsed {
  public:
   explicit Parsed(const std::string& text)
-      : text_(text), memory_(1 << 20), region_(memory_.data(), memory_.size()),
+      : text_(text),
+        memory_(1 << 20),
+        region_(memory_.data(), memory_.size()),
         parser_(text_.data(), text_.size(), region_) {
     error_ = parser_.run();
   }
@@ -57,11 +59,11 @@ class Parsed {
   std::string show(uint32_t id) const {
     const AstNode& n = parser_.nodes()[id];
     switch (n.kind) {
-      case Ast::Alt:
-        return "(" + alternatives(id) + ")";
+      case Ast::Alt: return "(" + alternatives(id) + ")";
       case Ast::Seq: {
         std::string out;
-        for (uint32_t c = n.child; c != kNone; c = parser_.nodes()[c].sibling) out += (out.empty() ? "" : " ") + show(c);
+        for (uint32_t c = n.child; c != kNone; c = parser_.nodes()[c].sibling)
+          out += (out.empty() ? "" : " ") + show(c);
         return out.empty() ? "()" : out;
       }
       case Ast::Literal: {
@@ -87,8 +89,7 @@ class Parsed {
         }
         return out + "]";
       }
-      case Ast::Any:
-        return ".";
+      case Ast::Any: return ".";
       case Ast::Ref: {
         const RuleDef& r = parser_.rules()[n.a];
         return text_.substr(r.name_begin, r.name_size);

@@ -51,8 +51,10 @@ int main(int argc, char** argv) {
       size_t size = 0;
       tern::Error e = tern::json_schema_to_grammar(schema.data(), schema.size(), nullptr, 0, &size);
       std::vector<char> text(size + 1);
-      if (e == tern::Error::OutOfRange) e = tern::json_schema_to_grammar(schema.data(), schema.size(), text.data(), text.size(), &size);
-      std::cout << (e == tern::Error::Ok ? json{{"ok", true}, {"grammar", std::string(text.data(), size)}} : refusal(e)).dump()
+      if (e == tern::Error::OutOfRange)
+        e = tern::json_schema_to_grammar(schema.data(), schema.size(), text.data(), text.size(), &size);
+      std::cout << (e == tern::Error::Ok ? json{{"ok", true}, {"grammar", std::string(text.data(), size)}} : refusal(e))
+                       .dump()
                 << std::endl;
       continue;
     }

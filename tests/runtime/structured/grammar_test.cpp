@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/engine/model.h"
 #include "runtime/structured/grammar.h"
 #include "runtime/structured/json_schema.h"
-#include "runtime/engine/model.h"
 #include "tests/support/bundle_util.h"
 #include "tests/support/test_util.h"
 
@@ -104,7 +104,8 @@ TEST_F(GrammarOnLlama3, MaskEqualsBruteForceOnTheFullVocabulary) {
       for (uint32_t id = 0; id < vocab().size(); ++id) {
         bool expect = false;
         bool end = false;
-        for (uint32_t e = 0; e < vocab().end_token_count(); ++e) end |= vocab().end_tokens()[e] == static_cast<int32_t>(id);
+        for (uint32_t e = 0; e < vocab().end_token_count(); ++e)
+          end |= vocab().end_tokens()[e] == static_cast<int32_t>(id);
         if (end) {
           expect = g.state().accepting;
         } else if (vocab().length(id) > 0) {

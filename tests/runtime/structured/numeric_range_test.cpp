@@ -38,7 +38,8 @@ class NumericRange : public ::testing::Test {
   void compile(const std::string& expression) {
     text_ = "root ::= " + expression + "\n";
     ASSERT_EQ(grammar_.compile(text_.data(), text_.size(), vocab_->vocab(), region_.get(), kRegionBytes), Error::Ok)
-        << last_error_message() << "\n" << text_;
+        << last_error_message() << "\n"
+        << text_;
   }
   bool accepts(const std::string& s) {
     grammar_.restart();
@@ -116,14 +117,40 @@ struct IntegerCase {
 
 TEST_F(NumericRange, IntegersAgainstArithmetic) {
   const IntegerCase cases[] = {
-      {18, 120},           {-40, -3},          {0, 0},          {5, 5},           {-7, -7},
-      {-999, 12345},       {-1, 1},            {0, 9},          {10, 99},         {9, 10},
-      {99, 100},           {1, 1000},          {-1000, -1},     {-100, 100},      {1000000, 1999999},
-      {-19, -11},          {123, 4567},        {-4567, -123},   {1009, 1090},     {0, 999999},
-      {123456789012LL, 999999999999LL},        {-kTen12, kTen12},                 {kTen12, kTen12 + 5},
-      {-kTen12 - 7, -kTen12 + 3},              {kTen15 - 1 - 20, kTen15 - 1},     {-(kTen15 - 1), -(kTen15 - 50)},
-      {7, std::nullopt},   {std::nullopt, -7}, {std::nullopt, 0}, {0, std::nullopt}, {-5, std::nullopt},
-      {std::nullopt, 25},  {kTen12, std::nullopt},             {std::nullopt, -kTen12},
+      {18, 120},
+      {-40, -3},
+      {0, 0},
+      {5, 5},
+      {-7, -7},
+      {-999, 12345},
+      {-1, 1},
+      {0, 9},
+      {10, 99},
+      {9, 10},
+      {99, 100},
+      {1, 1000},
+      {-1000, -1},
+      {-100, 100},
+      {1000000, 1999999},
+      {-19, -11},
+      {123, 4567},
+      {-4567, -123},
+      {1009, 1090},
+      {0, 999999},
+      {123456789012LL, 999999999999LL},
+      {-kTen12, kTen12},
+      {kTen12, kTen12 + 5},
+      {-kTen12 - 7, -kTen12 + 3},
+      {kTen15 - 1 - 20, kTen15 - 1},
+      {-(kTen15 - 1), -(kTen15 - 50)},
+      {7, std::nullopt},
+      {std::nullopt, -7},
+      {std::nullopt, 0},
+      {0, std::nullopt},
+      {-5, std::nullopt},
+      {std::nullopt, 25},
+      {kTen12, std::nullopt},
+      {std::nullopt, -kTen12},
       {std::nullopt, std::nullopt},
   };
   for (const IntegerCase& c : cases) {
@@ -131,7 +158,8 @@ TEST_F(NumericRange, IntegersAgainstArithmetic) {
     for (int64_t v : window(c.lo, c.hi)) {
       EXPECT_EQ(accepts(decimal(v)), in_integer_range(v, c.lo, c.hi))
           << decimal(v) << " in [" << (c.lo ? decimal(*c.lo) : "open") << ", " << (c.hi ? decimal(*c.hi) : "open")
-          << "]\n" << text_;
+          << "]\n"
+          << text_;
     }
     // Only the canonical spelling: no sign on positives, no leading zeros, no "-0", no space.
     for (const char* s : {"", "-", "+5", "05", "-05", "00", "-0", " 5", "5 ", "5.0", "1e1"}) {
@@ -166,10 +194,21 @@ struct NumberCase {
 
 TEST_F(NumericRange, NumbersAgainstArithmetic) {
   const NumberCase cases[] = {
-      {0, 1, false, false},       {-3, 10, false, true},     {-1, 1, true, true},      {100, std::nullopt, false, false},
-      {std::nullopt, -5, false, false}, {2, 5, true, true}, {-kTen12, kTen12, false, false}, {-20, -10, true, false},
-      {7, 7, false, false},       {0, 0, false, false},      {-1, 0, false, false},    {std::nullopt, 3, false, true},
-      {-3, std::nullopt, true, false}, {99, 1001, true, true}, {-1001, -99, true, true},
+      {0, 1, false, false},
+      {-3, 10, false, true},
+      {-1, 1, true, true},
+      {100, std::nullopt, false, false},
+      {std::nullopt, -5, false, false},
+      {2, 5, true, true},
+      {-kTen12, kTen12, false, false},
+      {-20, -10, true, false},
+      {7, 7, false, false},
+      {0, 0, false, false},
+      {-1, 0, false, false},
+      {std::nullopt, 3, false, true},
+      {-3, std::nullopt, true, false},
+      {99, 1001, true, true},
+      {-1001, -99, true, true},
   };
   for (const NumberCase& c : cases) {
     // The inclusive integer bounds, as JSON Schema's conversion makes them.
@@ -192,8 +231,8 @@ TEST_F(NumericRange, NumbersAgainstArithmetic) {
     for (int64_t w : wholes) {
       if (w < 0) continue;
       for (bool negative : {false, true}) {
-        for (const char* f : {"", "0", "000", "5", "25", "001", "9999", "0000000000000001", "9999999999999999",
-                              "1000000000000001"}) {
+        for (const char* f :
+             {"", "0", "000", "5", "25", "001", "9999", "0000000000000001", "9999999999999999", "1000000000000001"}) {
           const Decimal d{negative, w, f};
           if (negative && w == 0 && d.compare(0) == 0) continue;  // "-0", "-0.0": not written
           const bool accepted = accepts(d.text());
@@ -230,7 +269,8 @@ TEST_F(NumericRange, SchemaBoundsAgainstArithmetic) {
     bool (*in_range)(int64_t);
   };
   const SchemaCase cases[] = {
-      {R"({"type": "integer", "exclusiveMinimum": -3, "exclusiveMaximum": 12})", [](int64_t v) { return v > -3 && v < 12; }},
+      {R"({"type": "integer", "exclusiveMinimum": -3, "exclusiveMaximum": 12})",
+       [](int64_t v) { return v > -3 && v < 12; }},
       {R"({"type": "integer", "minimum": 2.5, "maximum": 7.5})", [](int64_t v) { return v >= 3 && v <= 7; }},
       {R"({"type": "integer", "minimum": -2.5, "exclusiveMaximum": 3})", [](int64_t v) { return v >= -2 && v < 3; }},
       {R"({"type": "integer", "minimum": 5, "exclusiveMinimum": 5, "maximum": 9})",
@@ -249,7 +289,8 @@ TEST_F(NumericRange, SchemaBoundsAgainstArithmetic) {
         << last_error_message();
     text_.assign(text.data(), size);
     ASSERT_EQ(grammar_.compile(text_.data(), text_.size(), vocab_->vocab(), region_.get(), kRegionBytes), Error::Ok)
-        << last_error_message() << "\n" << text_;
+        << last_error_message() << "\n"
+        << text_;
     std::vector<int64_t> values;
     for (int64_t v = -30; v <= 30; ++v) values.push_back(v);
     for (int64_t v = -3; v <= 3; ++v) values.push_back(kTen12 + v), values.push_back(-kTen12 + v);

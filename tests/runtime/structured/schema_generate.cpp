@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
     size_t size = 0;
     tern_status s = tern_json_schema_to_grammar(schema.data(), schema.size(), nullptr, 0, &size);
     std::vector<char> grammar(size + 1);
-    if (s == TERN_OUT_OF_RANGE) s = tern_json_schema_to_grammar(schema.data(), schema.size(), grammar.data(), grammar.size(), &size);
+    if (s == TERN_OUT_OF_RANGE)
+      s = tern_json_schema_to_grammar(schema.data(), schema.size(), grammar.data(), grammar.size(), &size);
     if (s == TERN_OK) s = tern_session_set_grammar(session, grammar.data(), size);
     if (s != TERN_OK) {
       std::cout << refusal(s).dump() << std::endl;
@@ -72,12 +73,15 @@ int main(int argc, char** argv) {
         s = tern_generate(session, prompt.data(), prompt.size(), &gp, append, &text, &st);
       }
       if (s != TERN_OK) {
-        outputs.push_back(json{{"seed", seed}, {"error", std::string(tern_status_string(s)) + ": " + tern_last_error_message()}});
+        outputs.push_back(
+            json{{"seed", seed}, {"error", std::string(tern_status_string(s)) + ": " + tern_last_error_message()}});
         continue;
       }
-      outputs.push_back(json{{"seed", seed}, {"text", text}, {"stop", kStops[st.stop_reason]}, {"tokens", st.generated_tokens}});
+      outputs.push_back(
+          json{{"seed", seed}, {"text", text}, {"stop", kStops[st.stop_reason]}, {"tokens", st.generated_tokens}});
     }
-    std::cout << json{{"ok", true}, {"grammar_bytes", size}, {"outputs", outputs}}.dump(-1, ' ', false, json::error_handler_t::replace)
+    std::cout << json{{"ok", true}, {"grammar_bytes", size}, {"outputs", outputs}}.dump(-1, ' ', false,
+                                                                                        json::error_handler_t::replace)
               << std::endl;
   }
   tern_session_free(session);

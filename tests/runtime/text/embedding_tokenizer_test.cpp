@@ -91,7 +91,8 @@ TEST(Nfc, UnicodeConformance) {
       size_t end = field.find(' ', pos);
       if (end == std::string::npos) end = field.size();
       uint8_t buf[4];
-      const size_t n = unicode::encode_utf8(static_cast<uint32_t>(std::stoul(field.substr(pos, end - pos), nullptr, 16)), buf);
+      const size_t n =
+          unicode::encode_utf8(static_cast<uint32_t>(std::stoul(field.substr(pos, end - pos), nullptr, 16)), buf);
       out.append(reinterpret_cast<char*>(buf), n);
       pos = end;
     }

@@ -44,24 +44,23 @@ class TextGenerator {
       switch (pick(0, invalid_ ? 10 : 8)) {
         case 0:
         case 1: {
-          static const char* words[] = {"the", "Hello", "world", "llama", "once", "upon", "a", "time", "I'm",
-                                        "don't", "Lily", "said", "HTTP", "x", "über", "naïve"};
+          static const char* words[] = {"the", "Hello", "world", "llama", "once", "upon", "a",    "time",
+                                        "I'm", "don't", "Lily",  "said",  "HTTP", "x",    "über", "naïve"};
           s += words[pick(0, 15)];
           break;
         }
         case 2:
           for (int k = pick(1, 6); k > 0; --k) s += static_cast<char>(pick('a', 'z'));
           break;
-        case 3:
-          s += std::string(pick(1, 5), ' ');
-          break;
+        case 3: s += std::string(pick(1, 5), ' '); break;
         case 4: {
           static const char* ws[] = {"\n", "\t", "\r\n", "\n\n", " \n ", "\xC2\xA0", "\xE3\x80\x80"};
           s += ws[pick(0, 6)];
           break;
         }
         case 5: {
-          static const uint32_t accents[] = {0xE9, 0xE8, 0xFC, 0xF1, 0xE7, 0xC5, 0x101, 0x3B1, 0x436, 0x5D0, 0x627, 0x915, 0x301};
+          static const uint32_t accents[] = {0xE9,  0xE8,  0xFC,  0xF1,  0xE7,  0xC5, 0x101,
+                                             0x3B1, 0x436, 0x5D0, 0x627, 0x915, 0x301};
           for (int k = pick(1, 4); k > 0; --k) s += utf8(accents[pick(0, 12)]);
           break;
         }
@@ -72,13 +71,12 @@ class TextGenerator {
           for (int k = pick(1, 3); k > 0; --k) s += utf8(pick(0, 1) ? pick(0x1F600, 0x1F64F) : pick(0x1F900, 0x1F9FF));
           break;
         case 8: {
-          static const char* punct[] = {".", ",", "!", "?", "'", "\"", "(", ")", "123", "4", "3.14", "$", "...", "--", "\xE2\x96\x81"};
+          static const char* punct[] = {".",   ",", "!",    "?", "'",   "\"", "(",           ")",
+                                        "123", "4", "3.14", "$", "...", "--", "\xE2\x96\x81"};
           s += punct[pick(0, 14)];
           break;
         }
-        case 9:
-          s += std::string(1, '\0');
-          break;
+        case 9: s += std::string(1, '\0'); break;
         default: {
           static const char* bad[] = {"\xFF", "\x80", "\xC3", "\xE2\x96", "\xF0\x9F\x98", "\xED\xA0\x80", "\xC0\xAF"};
           s += bad[pick(0, 6)];
@@ -236,8 +234,8 @@ TEST(SpmTrainedReference, UserDefinedSymbolsAndNormalizerOptions) {
     // Mostly English, so characters from the test strings outside it are unknown.
     std::ofstream out(corpus.path());
     std::mt19937 rng(11);
-    static const char* words[] = {"the", "a", "little", "girl", "named", "Lily", "once", "upon", "time", "über",
-                                  "naïve", "said", "<ud>", "foo", "x-y", "don't", "1984", "!", ",", "  "};
+    static const char* words[] = {"the",   "a",    "little", "girl", "named", "Lily",  "once", "upon", "time", "über",
+                                  "naïve", "said", "<ud>",   "foo",  "x-y",   "don't", "1984", "!",    ",",    "  "};
     for (int line = 0; line < 3000; ++line) {
       for (int k = 0; k < 12; ++k) out << words[std::uniform_int_distribution<int>(0, 19)(rng)] << ' ';
       out << '\n';
@@ -259,7 +257,8 @@ TEST(SpmTrainedReference, UserDefinedSymbolsAndNormalizerOptions) {
     const std::string args = "--input=" + corpus.path() + " --model_prefix=" + model_prefix.path() +
                              " --vocab_size=400 --character_coverage=1.0 --hard_vocab_limit=false"
                              " --user_defined_symbols=<ud>,foo,x-y --normalization_rule_name=identity"
-                             " --minloglevel=2 --num_threads=1 " + v.flags;
+                             " --minloglevel=2 --num_threads=1 " +
+                             v.flags;
     const auto trained = sentencepiece::SentencePieceTrainer::Train(args);
     ASSERT_TRUE(trained.ok()) << trained.ToString() << "\n" << args;
     const std::string model = model_prefix.path() + ".model";

@@ -98,12 +98,12 @@ class Built {
 TableSpec byte_level() {
   TableSpec s;
   for (int b = 0; b < 256; ++b) s.pieces.push_back({std::string(1, static_cast<char>(b))});
-  s.pieces.push_back({"ab"});    // 256
-  s.pieces.push_back({"abc"});   // 257
-  s.pieces.push_back({"bc"});    // 258
-  s.pieces.push_back({"aa"});    // 259
-  s.pieces.push_back({"aaaa"});  // 260
-  s.pieces.push_back({"xyz"});   // 261: in the vocabulary, no merges make it
+  s.pieces.push_back({"ab"});                                   // 256
+  s.pieces.push_back({"abc"});                                  // 257
+  s.pieces.push_back({"bc"});                                   // 258
+  s.pieces.push_back({"aa"});                                   // 259
+  s.pieces.push_back({"aaaa"});                                 // 260
+  s.pieces.push_back({"xyz"});                                  // 261: in the vocabulary, no merges make it
   s.pieces.push_back({"<|end|>", schema::TokenAttr::Control});  // 262
   s.merges = {{'a', 'b'}, {256, 'c'}, {'b', 'c'}, {'a', 'a'}, {259, 259}};
   s.eos = 262;
@@ -215,12 +215,18 @@ TableSpec sentencepiece(bool byte_fallback) {
   for (int b = 0; b < 256; ++b) {
     s.pieces.push_back({std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">", schema::TokenAttr::Byte});
   }
-  s.pieces.push_back({"\xE2\x96\x81", schema::TokenAttr::Normal, -1.0f});         // 259 ▁
-  s.pieces.push_back({"a", schema::TokenAttr::Normal, -1.5f});                    // 260
-  s.pieces.push_back({"b", schema::TokenAttr::Normal, -1.6f});                    // 261
-  s.pieces.push_back({"\xE2\x96\x81" "a", schema::TokenAttr::Normal, -2.0f});     // 262 ▁a
-  s.pieces.push_back({"ab", schema::TokenAttr::Normal, -3.0f});                   // 263
-  s.pieces.push_back({"\xE2\x96\x81" "ab", schema::TokenAttr::Normal, -0.5f});    // 264 ▁ab
+  s.pieces.push_back({"\xE2\x96\x81", schema::TokenAttr::Normal, -1.0f});  // 259 ▁
+  s.pieces.push_back({"a", schema::TokenAttr::Normal, -1.5f});             // 260
+  s.pieces.push_back({"b", schema::TokenAttr::Normal, -1.6f});             // 261
+  s.pieces.push_back(
+      {"\xE2\x96\x81"
+       "a",
+       schema::TokenAttr::Normal, -2.0f});                       // 262 ▁a
+  s.pieces.push_back({"ab", schema::TokenAttr::Normal, -3.0f});  // 263
+  s.pieces.push_back(
+      {"\xE2\x96\x81"
+       "ab",
+       schema::TokenAttr::Normal, -0.5f});                                             // 264 ▁ab
   s.pieces.push_back({"\xE2\x96\x81\xE2\x96\x81", schema::TokenAttr::Normal, -4.0f});  // 265 ▁▁
   s.add_dummy_prefix = true;
   s.byte_fallback = byte_fallback;
@@ -239,9 +245,9 @@ TEST(SentencePieceBpe, MergesByScore) {
   EXPECT_EQ(t.encode("b a"), (std::vector<int32_t>{259, 261, 262}));
   // "▁▁a": (▁,▁) -4.0 loses to (▁,a) -2.0 at the right.
   EXPECT_EQ(t.encode(" a"), (std::vector<int32_t>{259, 262}));
-  EXPECT_EQ(t.decode({264}), "ab");             // dummy-prefix space stripped
+  EXPECT_EQ(t.decode({264}), "ab");  // dummy-prefix space stripped
   EXPECT_EQ(t.decode({259, 261, 262}), "b a");
-  EXPECT_EQ(t.decode({1, 264, 2}), "ab");       // controls skipped, first piece still stripped
+  EXPECT_EQ(t.decode({1, 264, 2}), "ab");  // controls skipped, first piece still stripped
 }
 
 TEST(SentencePieceBpe, ByteFallbackAndUnknown) {

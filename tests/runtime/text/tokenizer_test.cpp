@@ -2,8 +2,8 @@
 // FlatBuffer table) against reference ids: llama.cpp's tokenizer test vectors, samples
 // encoded by Hugging Face tokenizers / SentencePiece, and tiny-austen's reference inputs.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <utf8proc.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -122,9 +122,7 @@ void expect_ground_truth(HostTokenizer& tok, const std::string& path, size_t cou
   expect_cases(tok, cases, path.c_str());
 }
 
-std::string ground_truth(const std::string& file) {
-  return shared_path("tokenizers/ground-truth/" + file);
-}
+std::string ground_truth(const std::string& file) { return shared_path("tokenizers/ground-truth/" + file); }
 
 class Llama3 : public ::testing::Test {
  protected:
@@ -211,8 +209,19 @@ TEST_F(Llama3, EmbeddedNulIsAnOrdinaryCharacter) {
 // the replaced text is computed with utf8proc's validator, not the tokenizer's.
 TEST_F(Llama3, ArbitraryBytesRoundTripWithReplacement) {
   std::mt19937 rng(2024);
-  static const char* fragments[] = {"\xC3\xA9", "\xE2\x96\x81", "\xF0\x9F\x98\x80", "\xED\xA0\x80", "\xC0\xAF",
-                                    "\xE2\x82", "\xF4\x90\x80\x80", "'s", " ", "\n", "\r\n", "12345", "word"};
+  static const char* fragments[] = {"\xC3\xA9",
+                                    "\xE2\x96\x81",
+                                    "\xF0\x9F\x98\x80",
+                                    "\xED\xA0\x80",
+                                    "\xC0\xAF",
+                                    "\xE2\x82",
+                                    "\xF4\x90\x80\x80",
+                                    "'s",
+                                    " ",
+                                    "\n",
+                                    "\r\n",
+                                    "12345",
+                                    "word"};
   const size_t iterations = std::getenv("TERN_SLOW_EMULATION") ? 200 : 2000;
   size_t failures = 0;
   for (size_t i = 0; i < iterations; ++i) {

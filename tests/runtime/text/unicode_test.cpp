@@ -62,8 +62,12 @@ TEST(Utf8, DecodesValidSequences) {
     uint32_t cp;
     uint32_t length;
   } cases[] = {
-      {"A", 0x41, 1},           {std::string("\0", 1), 0, 1}, {"\xC3\xA9", 0xE9, 2},
-      {"\xE2\x96\x81", 0x2581, 3}, {"\xEF\xBF\xBD", 0xFFFD, 3},  {"\xF0\x9F\x98\x80", 0x1F600, 4},
+      {"A", 0x41, 1},
+      {std::string("\0", 1), 0, 1},
+      {"\xC3\xA9", 0xE9, 2},
+      {"\xE2\x96\x81", 0x2581, 3},
+      {"\xEF\xBF\xBD", 0xFFFD, 3},
+      {"\xF0\x9F\x98\x80", 0x1F600, 4},
       {"\xF4\x8F\xBF\xBF", 0x10FFFF, 4},
   };
   for (const auto& c : cases) {
@@ -87,8 +91,9 @@ TEST(Utf8, RejectsInvalidSequencesOneByteAtATime) {
       "\xF0\x80\x80\xAF",  // overlong 4-byte
       "\xF4\x90\x80\x80",  // U+110000
       "\xF5\x80\x80\x80",  // lead byte out of range
-      "\xFF",              "\xE2\x96",  // truncated
-      "\xC3\x41",          // bad continuation
+      "\xFF",
+      "\xE2\x96",  // truncated
+      "\xC3\x41",  // bad continuation
   };
   for (const auto& c : cases) {
     const auto d = unicode::decode_utf8(reinterpret_cast<const uint8_t*>(c.data()), c.size());
