@@ -61,6 +61,14 @@ bool string_equals(const Value& string, const char* text);
 // surrogate becomes U+FFFD) into out, at most `capacity` of them; returns how many the whole
 // string has.
 size_t unescape(const Value& string, char* out, size_t capacity);
+// unescape into a C string in out[0, N), cut to fit (messages, names to compare); returns the
+// whole string's length.
+template <size_t N>
+size_t unescape_cstr(const Value& string, char (&out)[N]) {
+  const size_t n = unescape(string, out, N - 1);
+  out[n < N - 1 ? n : N - 1] = '\0';
+  return n;
+}
 size_t count_items(const Value& array);
 // The value the JSON pointer `pointer` (RFC 6901: "" or "/a/0/~1b", ~0 for '~' and ~1 for '/'
 // in a name; segments up to 255 bytes) refers to in `root`. False when there is none.

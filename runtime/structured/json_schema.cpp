@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <new>
 
@@ -11,6 +12,7 @@
 #include "runtime/structured/gbnf_writer.h"
 #include "runtime/structured/json_reader.h"
 #include "runtime/structured/json_rules.h"
+#include "runtime/structured/json_schema_keywords.h"
 #include "runtime/structured/numeric_range.h"
 
 namespace tern {
@@ -25,18 +27,8 @@ constexpr size_t kMaxJobs = 1024;
 constexpr size_t kPropertyPool = 4096;  // properties of the objects being written, nested ones included
 constexpr int kMaxDepth = 64;
 
-// Keywords that only describe.
-const char* const kAnnotations[] = {"title", "description", "default",  "examples",  "$comment", "$schema",
-                                    "$id",   "deprecated",  "readOnly", "writeOnly", "$anchor"};
-
-// A string value's unescaped bytes as a C string in out[0, N), cut to fit (messages, names
-// to compare); returns the whole string's length.
-template <size_t N>
-size_t unescape_cstr(const Value& string, char (&out)[N]) {
-  const size_t n = json::unescape(string, out, N - 1);
-  out[n < N - 1 ? n : N - 1] = '\0';
-  return n;
-}
+using json::unescape_cstr;
+namespace keywords = json_schema_keywords;
 
 enum class JobKind : uint8_t { Schema, Items, KeyValue, AdditionalKeyValue };
 
@@ -147,21 +139,22 @@ class Converter {
 
   // ---- Schemas ----
 
-  static bool is_annotation(const Value& key) {
-    for (const char* a : kAnnotations) {
-      if (json::string_equals(key, a)) return true;
+  static bool is_listed(const Value& key, const char* const* list) {
+    for (const char* const* a = list; *a != nullptr; ++a) {
+      if (json::string_equals(key, *a)) return true;
     }
     return false;
   }
 
-  // Refuses a keyword the schema's kind does not use. `allowed`: null-terminated names.
-  Error check_keywords(const Value& schema, const char* const* allowed) {
+  // Refuses a keyword the schema's kind does not use: one in none of `allowed`'s lists (each
+  // null-terminated, json_schema_keywords.h), the annotations and definitions.
+  Error check_keywords(const Value& schema, std::initializer_list<const char* const*> allowed) {
     json::Members members(schema);
     Value key, value;
     while (members.next(&key, &value)) {
-      if (is_annotation(key)) continue;
+      if (is_listed(key, keywords::kAnnotations) || is_listed(key, keywords::kDefinitions)) continue;
       bool ok = false;
-      for (const char* const* a = allowed; *a != nullptr && !ok; ++a) ok = json::string_equals(key, *a);
+      for (const char* const* list : allowed) ok = ok || is_listed(key, list);
       if (!ok) {
         char name[64];
         unescape_cstr(key, name);
@@ -184,114 +177,110 @@ class Converter {
       return invalid("a schema must be an object or a boolean, not %s", json::to_string(schema.kind));
     Value v;
     if (json::find(schema, "$ref", &v)) {
-      static const char* const kRefOnlyKeywords[] = {"$ref", "$defs", "definitions", nullptr};
-      TERN_RETURN_IF_ERROR(check_keywords(schema, kRefOnlyKeywords));
+      TERN_RETURN_IF_ERROR(check_keywords(schema, {keywords::kRef}));
       return reference(v);
     }
     if (json::find(schema, "const", &v)) {
-      static const char* const kConstKeywords[] = {"const", "type", "$defs", "definitions", nullptr};
-      TERN_RETURN_IF_ERROR(check_keywords(schema, kConstKeywords));
+      TERN_RETURN_IF_ERROR(check_keywords(schema, {keywords::kConst}));
       return constant(v);
     }
     if (json::find(schema, "enum", &v)) {
-      static const char* const kEnumKeywords[] = {"enum", "type", "$defs", "definitions", nullptr};
-      TERN_RETURN_IF_ERROR(check_keywords(schema, kEnumKeywords));
-      if (v.kind != Kind::Array || json::count_items(v) == 0) return invalid("'enum' must be a non-empty array");
-      json::Items items(v);
-      Value item;
-      out_.put("( ");
-      for (bool first = true; items.next(&item); first = false) {
-        if (!first) out_.put(" | ");
-        TERN_RETURN_IF_ERROR(constant(item));
-      }
-      out_.put(" )");
-      return Error::Ok;
+      TERN_RETURN_IF_ERROR(check_keywords(schema, {keywords::kEnum}));
+      return enumeration(v);
     }
     const char* alternatives = json::find(schema, "anyOf", &v)   ? "anyOf"
                                : json::find(schema, "oneOf", &v) ? "oneOf"
                                                                  : nullptr;
-    if (alternatives != nullptr) {
-      static const char* const kAlternativesKeywords[] = {"anyOf", "oneOf", "$defs", "definitions", nullptr};
-      TERN_RETURN_IF_ERROR(check_keywords(schema, kAlternativesKeywords));
-      Value other;
-      if (json::find(schema, "anyOf", &other) && json::find(schema, "oneOf", &other)) {
-        return unsupported("both 'anyOf' and 'oneOf'");
-      }
-      if (v.kind != Kind::Array || json::count_items(v) == 0)
-        return invalid("'%s' must be a non-empty array", alternatives);
-      json::Items items(v);
-      Value item;
-      out_.put("( ");
-      uint32_t index = 0;
-      for (bool first = true; items.next(&item); first = false, ++index) {
-        if (!first) out_.put(" | ");
-        char segment[32];
-        std::snprintf(segment, sizeof segment, "%s/%u", alternatives, index);
-        const size_t mark = push_path(segment);
-        TERN_RETURN_IF_ERROR(expression(item, depth + 1));
-        pop_path(mark);
-      }
-      out_.put(" )");
-      return Error::Ok;
-    }
+    if (alternatives != nullptr) return any_of(schema, v, alternatives, depth);
     if (json::find(schema, "allOf", &v)) {
-      static const char* const kAllOfKeywords[] = {"allOf", "$defs", "definitions", nullptr};
-      TERN_RETURN_IF_ERROR(check_keywords(schema, kAllOfKeywords));
-      if (v.kind != Kind::Array || json::count_items(v) != 1) {
-        return unsupported("'allOf' with more than one schema (only a single one is supported)");
-      }
-      json::Items items(v);
-      Value item;
-      items.next(&item);
-      const size_t mark = push_path("allOf/0");
-      TERN_RETURN_IF_ERROR(expression(item, depth + 1));
-      pop_path(mark);
-      return Error::Ok;
+      TERN_RETURN_IF_ERROR(check_keywords(schema, {keywords::kAllOf}));
+      return all_of(v, depth);
     }
-    // Typed schemas: each type reads its own keywords; the others' are vacuous for it (as
-    // JSON Schema has it), so one list serves every type.
-    static const char* const kTypedKeywords[] = {"type",
-                                                 "minLength",
-                                                 "maxLength",
-                                                 "format",
-                                                 "minimum",
-                                                 "maximum",
-                                                 "exclusiveMinimum",
-                                                 "exclusiveMaximum",
-                                                 "items",
-                                                 "minItems",
-                                                 "maxItems",
-                                                 "properties",
-                                                 "required",
-                                                 "additionalProperties",
-                                                 "$defs",
-                                                 "definitions",
-                                                 nullptr};
+    const std::initializer_list<const char* const*> typed_keywords = {
+        keywords::kType, keywords::kString, keywords::kNumber, keywords::kArray, keywords::kObject};
     if (json::find(schema, "type", &v)) {
-      TERN_RETURN_IF_ERROR(check_keywords(schema, kTypedKeywords));
-      if (v.kind == Kind::String) return typed(schema, v, depth);
-      if (v.kind != Kind::Array || json::count_items(v) == 0)
-        return invalid("'type' must be a string or a non-empty array");
-      json::Items items(v);
-      Value t;
-      out_.put("( ");
-      for (bool first = true; items.next(&t); first = false) {
-        if (t.kind != Kind::String) return invalid("'type' must list strings");
-        if (!first) out_.put(" | ");
-        TERN_RETURN_IF_ERROR(typed(schema, t, depth));
-      }
-      out_.put(" )");
-      return Error::Ok;
+      TERN_RETURN_IF_ERROR(check_keywords(schema, typed_keywords));
+      return types(schema, v, depth);
     }
     // No type: what the other keywords imply, or any value.
     if (const char* implied = implied_type(schema)) {
-      TERN_RETURN_IF_ERROR(check_keywords(schema, kTypedKeywords));
+      TERN_RETURN_IF_ERROR(check_keywords(schema, typed_keywords));
       return typed_named(schema, implied, depth);
     }
-    static const char* const kAnyKeywords[] = {"$defs", "definitions", nullptr};
-    TERN_RETURN_IF_ERROR(check_keywords(schema, kAnyKeywords));
+    TERN_RETURN_IF_ERROR(check_keywords(schema, {}));
     used_ |= kValue;
     out_.put("value");
+    return Error::Ok;
+  }
+
+  // "enum": one of its values (after the keywords are checked).
+  Error enumeration(const Value& values) {
+    if (values.kind != Kind::Array || json::count_items(values) == 0)
+      return invalid("'enum' must be a non-empty array");
+    json::Items items(values);
+    Value item;
+    out_.put("( ");
+    for (bool first = true; items.next(&item); first = false) {
+      if (!first) out_.put(" | ");
+      TERN_RETURN_IF_ERROR(constant(item));
+    }
+    out_.put(" )");
+    return Error::Ok;
+  }
+
+  // "anyOf" or "oneOf" (`which`, whose array is `branches`): any of the branches.
+  Error any_of(const Value& schema, const Value& branches, const char* which, int depth) {
+    TERN_RETURN_IF_ERROR(check_keywords(schema, {keywords::kAlternatives}));
+    Value other;
+    if (json::find(schema, "anyOf", &other) && json::find(schema, "oneOf", &other)) {
+      return unsupported("both 'anyOf' and 'oneOf'");
+    }
+    if (branches.kind != Kind::Array || json::count_items(branches) == 0)
+      return invalid("'%s' must be a non-empty array", which);
+    json::Items items(branches);
+    Value item;
+    out_.put("( ");
+    uint32_t index = 0;
+    for (bool first = true; items.next(&item); first = false, ++index) {
+      if (!first) out_.put(" | ");
+      char segment[32];
+      std::snprintf(segment, sizeof segment, "%s/%u", which, index);
+      const size_t mark = push_path(segment);
+      TERN_RETURN_IF_ERROR(expression(item, depth + 1));
+      pop_path(mark);
+    }
+    out_.put(" )");
+    return Error::Ok;
+  }
+
+  // "allOf" of a single schema: that schema (after the keywords are checked).
+  Error all_of(const Value& schemas, int depth) {
+    if (schemas.kind != Kind::Array || json::count_items(schemas) != 1) {
+      return unsupported("'allOf' with more than one schema (only a single one is supported)");
+    }
+    json::Items items(schemas);
+    Value item;
+    items.next(&item);
+    const size_t mark = push_path("allOf/0");
+    TERN_RETURN_IF_ERROR(expression(item, depth + 1));
+    pop_path(mark);
+    return Error::Ok;
+  }
+
+  // "type": one type's expression, or a choice among a list's (after the keywords are checked).
+  Error types(const Value& schema, const Value& type, int depth) {
+    if (type.kind == Kind::String) return typed(schema, type, depth);
+    if (type.kind != Kind::Array || json::count_items(type) == 0)
+      return invalid("'type' must be a string or a non-empty array");
+    json::Items items(type);
+    Value t;
+    out_.put("( ");
+    for (bool first = true; items.next(&t); first = false) {
+      if (t.kind != Kind::String) return invalid("'type' must list strings");
+      if (!first) out_.put(" | ");
+      TERN_RETURN_IF_ERROR(typed(schema, t, depth));
+    }
+    out_.put(" )");
     return Error::Ok;
   }
 
