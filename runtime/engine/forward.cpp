@@ -135,6 +135,20 @@ NormKind norm_kind(const ModelConfig& c, const float* weight) {
   return weight != nullptr ? NormKind::Weighted : NormKind::None;
 }
 
+// The widths one forward pass works with.
+struct Widths {
+  size_t hidden, hd, half, qd, kvd, ffn, wide;  // wide: the widest matmul input
+};
+
+Widths widths_of(const ModelConfig& c) {
+  Widths d;
+  d.hidden = c.hidden, d.hd = c.head_dim, d.half = d.hd / 2;
+  d.qd = static_cast<size_t>(c.heads) * d.hd, d.kvd = static_cast<size_t>(c.kv_heads) * d.hd;
+  d.ffn = c.ffn_hidden;
+  d.wide = std::max({d.hidden, d.qd, d.ffn});
+  return d;
+}
+
 bool aborted(const std::atomic<int>* abort) { return abort != nullptr && abort->load(std::memory_order_relaxed) != 0; }
 
 }  // namespace
@@ -162,9 +176,8 @@ Error carve_forward_scratch(const ModelConfig& c, uint32_t batch, size_t scores_
                             ForwardScratch* s, size_t* bytes) {
   TERN_CHECK_OR_RETURN(batch > 0 && scores_per_head > 0, Error::InvalidArgument,
                        "scratch for batch %u, %zu scores per head", batch, scores_per_head);
-  const size_t hidden = c.hidden, qd = static_cast<size_t>(c.heads) * c.head_dim;
-  const size_t kvd = static_cast<size_t>(c.kv_heads) * c.head_dim, ffn = c.ffn_hidden;
-  const size_t wide = std::max({hidden, qd, ffn});
+  const Widths d = widths_of(c);
+  const size_t hidden = d.hidden, qd = d.qd, kvd = d.kvd, ffn = d.ffn, wide = d.wide;
   ArenaCarver carve(arena, bytes);
   s->batch = batch;
   s->scores_per_head = scores_per_head;
@@ -198,20 +211,6 @@ Error carve_forward_scratch(const ModelConfig& c, uint32_t batch, size_t scores_
 }
 
 namespace {
-
-// The widths one forward pass works with.
-struct Widths {
-  size_t hidden, hd, half, qd, kvd, ffn, wide;  // wide: the widest matmul input
-};
-
-Widths widths_of(const ModelConfig& c) {
-  Widths d;
-  d.hidden = c.hidden, d.hd = c.head_dim, d.half = d.hd / 2;
-  d.qd = static_cast<size_t>(c.heads) * d.hd, d.kvd = static_cast<size_t>(c.kv_heads) * d.hd;
-  d.ffn = c.ffn_hidden;
-  d.wide = std::max({d.hidden, d.qd, d.ffn});
-  return d;
-}
 
 // The tokens' embedding rows into the residual stream and their positions' RoPE angles.
 void embed_tokens(const Model& model, ForwardScratch& s, const int32_t* tokens, uint32_t n, uint32_t pos0) {
