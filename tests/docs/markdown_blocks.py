@@ -267,6 +267,9 @@ def main():
         except (DocError, subprocess.TimeoutExpired) as e:
             print("FAILED: %s" % e, file=sys.stderr)
             return 1
+    if total == 0:
+        print("error: no runnable block found (a quick start lost its markers?)", file=sys.stderr)
+        return 1
     print("%d blocks from %d Markdown files ran as written" % (total, len(parsed)))
     return 0
 
