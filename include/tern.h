@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tern: on-device inference for BitNet b1.58 (ternary) language models. Plain C API.
  *
  * Ownership

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The one error vocabulary of Tern, shared by the C++ `tern::Error` enum and the
  * C API's `tern_status`. Plain C so the public header can include it.
  *
