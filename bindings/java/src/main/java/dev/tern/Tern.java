@@ -11,10 +11,27 @@ public final class Tern {
   static {
     String path = System.getProperty("tern.library");
     if (path != null && !path.isEmpty()) {
-      System.load(path);
+      try {
+        System.load(path);
+      } catch (UnsatisfiedLinkError e) {
+        throw linkError("cannot load the JNI library at -Dtern.library=" + path, e);
+      }
     } else {
-      System.loadLibrary("tern_jni");
+      try {
+        System.loadLibrary("tern_jni");
+      } catch (UnsatisfiedLinkError e) {
+        throw linkError("cannot load libtern_jni.so", e);
+      }
     }
+  }
+
+  private static UnsatisfiedLinkError linkError(String what, UnsatisfiedLinkError cause) {
+    UnsatisfiedLinkError e = new UnsatisfiedLinkError(
+        "Tern: " + what + ": " + cause.getMessage()
+        + ". Give its folder with -Djava.library.path=DIR, or the file with -Dtern.library=/path/to/libtern_jni.so"
+        + " (a CMake build with -DTERN_BUILD_JAVA=ON puts it in build/release/bindings/java/).");
+    e.initCause(cause);
+    return e;
   }
 
   /** Makes sure the native library is loaded (every class that calls into it does this). */
