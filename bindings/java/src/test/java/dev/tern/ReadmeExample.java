@@ -1,6 +1,7 @@
 package dev.tern;
 
-// The README's "Use from Java" example, verbatim between the markers (a test checks that).
+// bindings/java/README.md's quick start (Hello.java) holds the code between the markers
+// verbatim, at this indentation (java_readme_example_test checks that).
 final class ReadmeExample {
   static String run(String bundlePath) throws TernException {
     // readme-example-begin
