@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Tern for Python: BitNet b1.58 (ternary) language models on the CPU, through libtern's C API
 with ctypes (no compiled extension; tern/_capi.py declares the C functions).
 
