@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The C API of include/tern.h as ctypes declarations, one to one, and the library that
 provides it. High-level code lives in tern/__init__.py; nothing here hides a C detail.
 
@@ -283,9 +284,27 @@ FUNCTIONS = {
 }
 
 
+# Written by build_wheel.py into a wheel that carries libtern: the libraries libtern.so.0
+# needs that the wheel carries too, one file name a line, each before those that need it.
+BUNDLED_LIST = "bundled-libraries.txt"
+
+
+def _load_bundled(here):
+    """Loads the libraries a wheel carries next to libtern (libpthreadpool, libcpuinfo), by
+    path and RTLD_GLOBAL, so that loading libtern.so.0 finds them by SONAME already loaded
+    instead of searching the system for them."""
+    listing = os.path.join(here, BUNDLED_LIST)
+    if not os.path.exists(listing):
+        return
+    with open(listing, encoding="utf-8") as f:
+        for name in f.read().split():
+            ctypes.CDLL(os.path.join(here, name), mode=ctypes.RTLD_GLOBAL)
+
+
 def _load():
     """libtern from $TERN_LIBRARY (only there, when set), else next to this package (where
-    `cmake --install BUILD --component python` puts it), else the loader's search path."""
+    the wheel build_wheel.py makes puts it), else the loader's search path (the system's
+    libtern.so.0: the libtern0 package's, or `cmake --install`'s after ldconfig)."""
     here = os.path.dirname(os.path.abspath(__file__))
     explicit = os.environ.get("TERN_LIBRARY")
     if explicit:
@@ -298,11 +317,14 @@ def _load():
             tried.append("%s (%s): no such file" % (path, where))
             continue
         try:
+            if where == "next to the package":
+                _load_bundled(here)
             return ctypes.CDLL(path)
         except OSError as e:
             tried.append("%s (%s): %s" % (path, where, e))
-    raise ImportError("tern: cannot load %s; tried:\n  %s\nInstall the tern package or libtern (cmake --install), "
-                      "or set TERN_LIBRARY to the library's path." % (SONAME, "\n  ".join(tried)))
+    raise ImportError("tern: cannot load %s; tried:\n  %s\nInstall libtern (the libtern0 package, or cmake --install) "
+                      "or a tern wheel that carries it (build_wheel.py), or set TERN_LIBRARY to the library's path."
+                      % (SONAME, "\n  ".join(tried)))
 
 
 class _Dlinfo(Structure):
