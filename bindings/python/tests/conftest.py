@@ -1,6 +1,7 @@
 """What the tests need, from the environment ctest sets (bindings/python/CMakeLists.txt). A
 missing input fails the test: nothing here is skipped."""
 import os
+import re
 
 import pytest
 
@@ -49,3 +50,16 @@ def tern_run():
 @pytest.fixture(scope="session")
 def tern_plan():
     return required_file("TERN_PLAN")
+
+
+PACKAGE_SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def readme_example():
+    """The example.py block of the package's README.md (the block the docs test writes to
+    example.py and runs)."""
+    with open(os.path.join(PACKAGE_SOURCE, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"^<!-- test: file example\.py -->\n```python\n(.*?)^```$", text, re.M | re.S)
+    assert m, "bindings/python/README.md has no example.py block"
+    return m.group(1)

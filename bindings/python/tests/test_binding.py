@@ -17,7 +17,7 @@ import pytest
 
 import tern
 from tern import _capi
-from conftest import required_file
+from conftest import readme_example, required_file
 
 PROMPT = "It is a truth universally acknowledged"
 BUDGET = "64M"
@@ -383,14 +383,9 @@ def test_versions_agree():
 
 
 def test_the_readme_example_runs_and_prints_tern_runs_text(bundle, tern_run, tmp_path):
-    readme = open(required_file("TERN_README")).read()
-    section = readme.split("\n## Python\n", 1)
-    assert len(section) == 2, "README.md has no '## Python' section"
-    blocks = re.findall(r"```python\n(.*?)```", section[1].split("\n## ", 1)[0], re.S)
-    assert len(blocks) == 1, "the Python section should hold one example"
-    example = blocks[0]
+    example = readme_example()
     assert len(example.strip().splitlines()) <= 12
-    os.symlink(bundle, tmp_path / "model.tern")
+    os.symlink(bundle, tmp_path / "tiny-austen.tern")
     r = run([sys.executable, "-c", example], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     first = r.stdout.splitlines()[0]
@@ -400,6 +395,7 @@ def test_the_readme_example_runs_and_prints_tern_runs_text(bundle, tern_run, tmp
     expected = tern_run_stdout(tern_run, bundle, "-p", m.group(1), "-n", m.group(2), "--temp", temperature,
                                "--seed", seed)
     assert m.group(1) + first + "\n" == expected.split("\n")[0] + "\n"
+    assert r.stdout.splitlines()[-1] == "OK"
 
 
 def embedding_reference(model):
