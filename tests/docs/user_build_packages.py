@@ -103,17 +103,24 @@ def owners(paths, info="/var/lib/dpkg/info"):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--readme", required=True)
+    ap.add_argument("--readme", required=True, action="append", help="a Markdown file with the user build's line")
     ap.add_argument("--source", required=True)
     ap.add_argument("--built-tree", required=True, help="a built tree of this project (its objects' header records)")
     ap.add_argument("--scratch", required=True)
     ap.add_argument("--cmake", default="cmake")
     args = ap.parse_args()
 
-    packages = readme_packages(args.readme)
-    if not packages:
-        print("README.md has no `apt-get install` line in a `test: build` block")
-        return 1
+    lines = {readme: readme_packages(readme) for readme in args.readme}
+    for readme, names in lines.items():
+        if not names:
+            print("%s has no `apt-get install` line in a `test: build` block" % readme)
+            return 1
+    packages = lines[args.readme[0]]
+    for readme, names in lines.items():
+        if names != packages:
+            print("%s and %s install different packages for the user build: %s" %
+                  (args.readme[0], readme, " ".join(sorted(names ^ packages))))
+            return 1
     user_build = os.path.join(args.scratch, "user-build")
     # The README's configure line; the objects it lists are compared with the built tree's.
     subprocess.run([args.cmake, "-S", args.source, "-B", user_build, "-G", "Ninja", "-DTERN_BUILD_TESTS=OFF"],

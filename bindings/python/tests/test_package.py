@@ -7,6 +7,7 @@ libtern (TERN_LIBRARY, next to itself, the loader's path) with what it says when
 import base64
 import csv
 import hashlib
+import glob
 import io
 import os
 import re
@@ -32,10 +33,13 @@ DEPENDENCIES = ("libpthreadpool.so.0", "libcpuinfo.so.0")
 
 
 def interpreters():
-    """(label, path) of each CPython 3.9 or newer on PATH as python3.X, one per interpreter. A
-    name that does not run (a pyenv shim for a version not selected) is passed over."""
+    """(label, path) of each CPython 3.9 or newer on PATH as python3.X, or installed by pyenv
+    (selected or not), one per interpreter. A name that does not run (a pyenv shim for a
+    version not selected) is passed over."""
     found, seen = [], set()
-    for directory in os.environ.get("PATH", "").split(os.pathsep):
+    pyenv = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    directories = os.environ.get("PATH", "").split(os.pathsep) + sorted(glob.glob(os.path.join(pyenv, "versions", "*", "bin")))
+    for directory in directories:
         try:
             names = sorted(os.listdir(directory))
         except OSError:
