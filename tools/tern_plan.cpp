@@ -7,7 +7,7 @@
 // computed by the same code tern_model_load() plans with. Uses only the public C API.
 // With a budget it also answers which mode kv_mode "auto" loads (memory_plan.h: the least
 // estimated KL that holds the context), or what each mode would hold instead.
-// With --device pi4|pi5 it also predicts decode tok/s at 1 and 4 threads for the bundle's
+// With --device pi4, pi5 or android6g it also predicts decode tok/s at 1 and 4 threads for the bundle's
 // ternary layout and the other one (kernels/ternary_decode_model.h), and says which is
 // faster there; that part reads the bundle's tensor shapes through the runtime's Bundle.
 #include <CLI/CLI.hpp>
@@ -175,8 +175,9 @@ BundleDecodeWork decode_work_per_layout(const std::string& path) {
 void print_decode_prediction(const BundleDecodeWork& w, const char* device_name) {
   const tern::DecodeDevice* d = tern::find_decode_device(device_name);
   if (d == nullptr) {
-    std::printf("decode speed on %s: no prediction (no kernel cycle counts for its CPU; pi4 and pi5 have them)\n\n",
-                device_name);
+    std::printf(
+        "decode speed on %s: no prediction (no kernel cycle counts for its CPU; pi4, pi5 and android6g have them)\n\n",
+        device_name);
     return;
   }
   if (!w.ok) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Predicted decode tok/s of BitNet 2B-4T on a Pi 4 / Pi 5 per ternary layout.
+"""Predicted decode tok/s of BitNet 2B-4T on a Pi 4 / Pi 5 / phone per ternary layout.
 
 time per token = max(ternary weights x cycles per weight / (GHz x threads), bytes per token / bandwidth)
 Cycles per weight: kernels/tools/mca.sh (GCC 12, one token). Bandwidth: see docs/perf/2026-11-24-base3.md.
@@ -26,6 +26,9 @@ LM_HEAD = VOCAB * HIDDEN * 4.5 / 8
 DEVICES = {  # name: (GHz, GB/s, {layout: cycles per weight})
     "pi4": (1.8, 5.56, {"t2i16": 0.1263, "t3i16": 0.2270}),  # neon (A72 has no dotprod)
     "pi5": (2.4, 7.4, {"t2i16": 0.0627, "t3i16": 0.1769}),   # neondot
+    # Snapdragon 855-class phone: Cortex-A76 big cores at 2.42 GHz (the prime core's 2.84 left
+    # out), LPDDR4X 34.1 GB/s peak at the Pi 4's 43 % STREAM efficiency: an estimate.
+    "android6g": (2.42, 14.7, {"t2i16": 0.0627, "t3i16": 0.1769}),  # neondot
 }
 LAYOUTS = {"t2i16": 16, "t3i16": 20}
 
