@@ -107,7 +107,7 @@ def test_a_different_output_fails(tmp_path):
 @pytest.mark.parametrize("markdown, message", [
     ("<!-- test: rnu -->\n```sh\ntrue\n```\n", "unknown marker 'test: rnu'"),
     ("<!-- test: run -->\n\n```sh\ntrue\n```\n", "is not followed by a fenced block"),
-    ("<!-- test: output -->\n```text\nx\n```\n", "must follow a run or build block"),
+    ("<!-- test: output -->\n```text\nx\n```\n", "must follow a run block"),
     ("<!-- test: run -->\n```sh\ntrue\n", "is not closed"),
 ])
 def test_a_malformed_marker_fails(tmp_path, markdown, message):
