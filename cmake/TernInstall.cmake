@@ -3,7 +3,8 @@
 # when CMAKE_INSTALL_PREFIX is the prefix really installed to (cmake --install --prefix P,
 # CPack's /usr), which configure time cannot know. In the text, @prefix@, @bindir@, @libdir@,
 # @includedir@ (absolute), @libdir_in_prefix@ and @includedir_in_prefix@ (${prefix}/... when
-# under the prefix) and @PROJECT_VERSION@ are replaced, then each REPLACE pair (whose `to`
+# under the prefix), @prefix_from_pcfiledir@ (the prefix relative to DESTINATION, for a
+# relocatable pkg-config file) and @PROJECT_VERSION@ are replaced, then each REPLACE pair (whose `to`
 # may use the same @names@).
 function(tern_install_generated source)
   cmake_parse_arguments(G "" "DESTINATION;COMPONENT" "REPLACE" ${ARGN})
@@ -17,3 +18,6 @@ function(tern_install_generated source)
     set(TERN_GENERATED_VERSION \"${PROJECT_VERSION}\")
     include(\"${PROJECT_SOURCE_DIR}/cmake/install_generated.cmake\")" COMPONENT ${G_COMPONENT})
 endfunction()
+
+# What the installed (and packaged) binaries are built with.
+include(${CMAKE_CURRENT_LIST_DIR}/TernHardening.cmake)
