@@ -2,13 +2,37 @@
 // family runs. `TERN_ISA=avx2 tern-info` shows the effect of the override.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "kernels/isa.h"
 #include "platform/cpu_features.h"
 #include "platform/thread_pool.h"
 #include "runtime/base/version.h"
 
-int main() {
+namespace {
+
+const char kUsage[] =
+    "Usage: tern-info [--help | --version]\n"
+    "Print the CPU Tern sees, its instruction sets and the kernel each family runs.\n"
+    "\n"
+    "Environment:\n"
+    "  TERN_ISA   cap the instruction-set level (scalar, avx2, avx512, avx512vnni, neon, neondot, i8mm)\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1) {
+    if (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (std::strcmp(argv[1], "--version") == 0) {
+      std::printf("tern-info %s\n", tern::version_string());
+      return 0;
+    }
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
   const tern::CpuFeatures& cpu = tern::cpu_features();
   char features[256];
   tern::format_cpu_features(cpu, features, sizeof features);
