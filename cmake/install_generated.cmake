@@ -11,6 +11,16 @@ foreach(name bindir libdir includedir)
     set(${name}_in_prefix "\${prefix}/${dir}")  # as pkg-config files write it
   endif()
 endforeach()
+# @prefix_from_pcfiledir@: the prefix as a pkg-config file in DESTINATION writes it, relative to
+# its own folder (${pcfiledir}/../..), or absolute when DESTINATION is.
+get_filename_component(destination "${TERN_GENERATED_FILE}" DIRECTORY)
+if(IS_ABSOLUTE "${destination}")
+  set(prefix_from_pcfiledir "${prefix}")
+else()
+  file(RELATIVE_PATH up "/root/${destination}" "/root")
+  string(REGEX REPLACE "/$" "" up "${up}")  # CMake 3.25 writes ../../../
+  set(prefix_from_pcfiledir "\${pcfiledir}/${up}")
+endif()
 file(READ "${TERN_GENERATED_SOURCE}" text)
 string(CONFIGURE "${text}" text @ONLY)
 while(TERN_GENERATED_REPLACE)
