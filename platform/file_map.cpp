@@ -12,18 +12,36 @@
 namespace tern {
 namespace {
 
+const char* kind_of(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+Error not_regular(const char* path, mode_t mode) {
+  return fail(Error::IoError, "%s: is %s, not a regular file", path, kind_of(mode));
+}
+
 Error open_error(const char* path, int err) {
   if (err == ENOENT || err == ENOTDIR) return fail(Error::FileNotFound, "%s: no such file", path);
+  struct stat st;  // a socket cannot be opened (ENXIO): say what it is
+  if ((err == ENXIO || err == EISDIR) && stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+    return not_regular(path, st.st_mode);
   return fail(Error::IoError, "%s: cannot open: %s", path, std::strerror(err));
 }
 
 }  // namespace
 
-Result<MappedFile> MappedFile::open(const char* path, MapMode mode) {
+Result<int> open_regular_file(const char* path, uint64_t* size) {
   if (path == nullptr || path[0] == '\0') return fail(Error::InvalidArgument, "empty file path");
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+  int fd = -1;
+  do fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  while (fd < 0 && errno == EINTR);
   if (fd < 0) return open_error(path, errno);
-
   struct stat st;
   if (fstat(fd, &st) != 0) {
     const int err = errno;
@@ -32,11 +50,24 @@ Result<MappedFile> MappedFile::open(const char* path, MapMode mode) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return fail(Error::IoError, "%s: not a regular file", path);
+    return not_regular(path, st.st_mode);
   }
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return fail(Error::IoError, "%s: fcntl: %s", path, std::strerror(err));
+  }
+  if (size != nullptr) *size = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
+Result<MappedFile> MappedFile::open(const char* path, MapMode mode) {
+  uint64_t file_size = 0;
+  TERN_ASSIGN_OR_RETURN(const int fd, open_regular_file(path, &file_size));
 
   MappedFile file;
-  file.size_ = static_cast<size_t>(st.st_size);
+  file.size_ = static_cast<size_t>(file_size);
   if (file.size_ == 0) {  // mmap rejects length 0; an empty file is a valid empty view
     ::close(fd);
     return file;
@@ -78,6 +109,11 @@ Result<MappedFile> MappedFile::open(const char* path, MapMode mode) {
   ::close(fd);
   file.data_ = buf;
   return file;
+}
+
+Result<std::string> read_whole_file(const char* path) {
+  TERN_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path, MapMode::Read));
+  return std::string(reinterpret_cast<const char*>(file.data()), file.size());
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept : data_(other.data_), size_(other.size_), mapped_(other.mapped_) {

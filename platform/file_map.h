@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "platform/error.h"
 
@@ -15,6 +16,16 @@ enum class MapMode {
   Mmap,  // mmap only
   Read,  // read into a heap buffer (what a platform without mmap does)
 };
+
+// Every file Tern reads is opened here. A read-only descriptor of the regular file at `path`
+// (its size in *size when not null), opened without blocking: a FIFO, a device, a directory or
+// a socket is IoError naming what it is, never a wait for a writer or an endless read. The
+// caller closes the descriptor.
+Result<int> open_regular_file(const char* path, uint64_t* size);
+
+// The whole regular file at `path` (a prompt, a grammar, a JSON file), through
+// open_regular_file() and so with its errors.
+Result<std::string> read_whole_file(const char* path);
 
 class MappedFile {
  public:

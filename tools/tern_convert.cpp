@@ -207,8 +207,9 @@ int calibrate_bundle(ConvertCli* cli, BundleContents* contents, Result<Bundle>* 
   const std::string& output = cli->output;
   CalibrationOptions& calib = cli->calib;
   if (!cli->calibrate_text.empty()) {
-    if (!cli::read_file(cli->calibrate_text, &calib.text)) {
-      std::fprintf(stderr, "tern-convert: cannot read calibration text %s\n", cli->calibrate_text.c_str());
+    std::string why;
+    if (!cli::read_file(cli->calibrate_text, &calib.text, &why)) {
+      std::fprintf(stderr, "tern-convert: cannot read calibration text %s\n", why.c_str());
       return 1;
     }
     calib.text_label = cli->calibrate_text;

@@ -7,10 +7,12 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "include/tern.h"
+#include "tools/common/cli_files.h"
 #include "tools/common/model_options.h"
 
 namespace {
@@ -132,8 +134,9 @@ void add_embed_options(CLI::App& app, EmbedOptions* o) {
 
 // -f FILE: every line appended to the texts (a trailing CR dropped); false if it cannot be opened.
 bool read_lines(const std::string& file, std::vector<std::string>* texts) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return false;
+  std::string bytes, why;
+  if (!tern::cli::read_file(file, &bytes, &why)) return false;
+  std::istringstream in(bytes);
   std::string line;
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();

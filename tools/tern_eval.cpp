@@ -548,8 +548,9 @@ int main(int argc, char** argv) {
   }
   Model& model = **loaded;
   std::string text;
-  if (!cli::read_file(o.text_path, &text)) {
-    std::fprintf(stderr, "tern-eval: cannot read %s\n", o.text_path.c_str());
+  std::string why;
+  if (!cli::read_file(o.text_path, &text, &why)) {
+    std::fprintf(stderr, "tern-eval: cannot read %s\n", why.c_str());
     return 1;
   }
   auto ids = kvq::tokenize_text(model, text, o.bos_per_paragraph, o.tail_bytes);

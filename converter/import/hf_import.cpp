@@ -5,13 +5,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
 
 #include "converter/import/safetensors.h"
 #include "converter/tokenizer/tokenizer_import.h"
+#include "platform/file_map.h"
 #include "runtime/model/model_family.h"
 #include "runtime/model/tensor_names.h"
 
@@ -55,12 +55,10 @@ Error unpack_hf_bitnet(const uint8_t* packed, uint64_t out_rows, uint64_t in_col
 namespace {
 
 Result<json> read_json(const fs::path& path, bool required) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (required) return fail(Error::FileNotFound, "%s: not found", path.c_str());
-    return json();
-  }
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::error_code ec;
+  if (!required && !fs::exists(path, ec)) return json();
+  TERN_ASSIGN_OR_RETURN(const std::string text, read_whole_file(path.c_str()));
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return fail(Error::CorruptFile, "%s: not a valid JSON object", path.c_str());
   return j;
 }
@@ -354,9 +352,10 @@ Error read_embedding_family_config(const json& cj, const fs::path& path, ModelCo
 Error read_sentence_transformers(const fs::path& dir, bool has_tokenizer, ModelIR* ir) {
   ModelConfig& c = ir->config;
   const fs::path modules_path = dir / "modules.json";
-  std::ifstream probe(modules_path);
-  if (probe.good()) {
-    json modules = json::parse(probe, nullptr, false);
+  std::error_code ec;
+  if (fs::exists(modules_path, ec)) {
+    TERN_ASSIGN_OR_RETURN(const std::string text, read_whole_file(modules_path.c_str()));
+    json modules = json::parse(text, nullptr, false);
     if (modules.is_discarded() || !modules.is_array()) {
       return fail(Error::CorruptFile, "%s: not a JSON list of modules", modules_path.c_str());
     }

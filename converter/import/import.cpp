@@ -1,13 +1,14 @@
 #include "converter/import/import.h"
 
+#include <unistd.h>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "converter/import/bitllama2c_import.h"
 #include "converter/import/gguf_import.h"
 #include "converter/import/hf_import.h"
+#include "platform/file_map.h"
 
 namespace tern::convert {
 namespace fs = std::filesystem;
@@ -32,8 +33,11 @@ InputFormat detect_format(const std::string& path) {
     return InputFormat::HuggingFace;
   }
   uint8_t head[4] = {};
-  std::ifstream in(path, std::ios::binary);
-  if (in.read(reinterpret_cast<char*>(head), 4)) {
+  auto fd = open_regular_file(path.c_str(), nullptr);  // never an ifstream: a FIFO would block
+  if (!fd.ok()) return InputFormat::Unknown;
+  const ssize_t got = ::read(*fd, head, 4);
+  ::close(*fd);
+  if (got == 4) {
     if (std::memcmp(head, "GGUF", 4) == 0) return InputFormat::Gguf;
     uint32_t magic;
     std::memcpy(&magic, head, 4);
@@ -85,6 +89,10 @@ Result<ModelIR> import_by_format(const std::string& path, const ConvertOptions& 
 Result<ModelIR> import_model(const std::string& path, const ConvertOptions& options) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return fail(Error::FileNotFound, "%s: not found", path.c_str());
+  if (!fs::is_directory(path, ec)) {  // a FIFO, a device or a socket: said so, before reading it
+    TERN_ASSIGN_OR_RETURN(const int fd, open_regular_file(path.c_str(), nullptr));
+    ::close(fd);
+  }
   return keep_first_layers(import_by_format(path, options), options.keep_layers);
 }
 

@@ -2,8 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fstream>
-#include <sstream>
+#include "platform/file_map.h"
 
 namespace tern::convert {
 
@@ -47,11 +46,7 @@ ChatFormatIR derive_chat_format(const std::string& jinja, bool bos_for_plain) {
 }
 
 Result<std::string> read_chat_template(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  TERN_CHECK_OR_RETURN(in.good(), Error::FileNotFound, "%s: cannot read the chat template", path.c_str());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  TERN_ASSIGN_OR_RETURN(const std::string text, read_whole_file(path.c_str()));
   if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) {
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     TERN_CHECK_OR_RETURN(!j.is_discarded() && j.is_object(), Error::CorruptFile, "%s: not a JSON object", path.c_str());

@@ -2,12 +2,12 @@
 // tokenizer_config.json fields the runtime needs.
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <map>
 #include <string>
 #include <unordered_map>
 
 #include "converter/tokenizer/tokenizer_internal.h"
+#include "platform/file_map.h"
 
 namespace tern::convert {
 namespace {
@@ -25,9 +25,8 @@ constexpr const char* kQwen2Pattern =
 constexpr const char* kSpaceMark = "\xE2\x96\x81";  // U+2581
 
 Result<json> read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  TERN_CHECK_OR_RETURN(in.good(), Error::FileNotFound, "%s: cannot open", path.c_str());
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  TERN_ASSIGN_OR_RETURN(const std::string text, read_whole_file(path.c_str()));
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   TERN_CHECK_OR_RETURN(!j.is_discarded(), Error::InvalidArgument, "%s: not valid JSON", path.c_str());
   return j;
 }

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "tests/support/special_files.h"
 #include "tests/support/test_util.h"
 
 namespace tern {
@@ -80,6 +81,36 @@ TEST(FileMap, DirectoryAndEmptyPathAreRejected) {
   EXPECT_EQ(empty.error(), Error::InvalidArgument);
   auto null = MappedFile::open(nullptr);
   EXPECT_EQ(null.error(), Error::InvalidArgument);
+}
+
+// A FIFO, a device, a directory and a socket are refused at once, named, in every mode and
+// by read_whole_file: never a wait for a FIFO's writer (today's open() blocked forever) nor an
+// endless read of /dev/zero.
+TEST(FileMap, SpecialFilesAreRefusedWithoutBlocking) {
+  testing::SpecialFiles special;
+  for (const auto& [kind, path] : special.all()) {
+    for (MapMode mode : {MapMode::Auto, MapMode::Mmap, MapMode::Read}) {
+      const int status = testing::exit_status_within(10, [&, kind = kind, path = path] {
+        auto file = MappedFile::open(path.c_str(), mode);
+        if (file.ok() || file.error() != Error::IoError) return 1;
+        const std::string why = last_error_message();
+        if (why.find(path) == std::string::npos || why.find(kind) == std::string::npos) return 2;
+        auto text = read_whole_file(path.c_str());
+        return text.ok() || text.error() != Error::IoError ? 3 : 0;
+      });
+      EXPECT_EQ(status, 0) << kind << " " << path << " mode " << static_cast<int>(mode)
+                           << " (-1: still blocked after 10 s)";
+    }
+  }
+}
+
+TEST(FileMap, ReadWholeFileReturnsTheBytes) {
+  TempFile tmp(".txt");
+  const std::string text = "root ::= \"yes\" | \"no\"\n";
+  tmp.write(text.data(), text.size());
+  auto read = read_whole_file(tmp.path().c_str());
+  ASSERT_TRUE(read.ok()) << last_error_message();
+  EXPECT_EQ(*read, text);
 }
 
 TEST(FileMap, MoveTransfersOwnership) {

@@ -31,9 +31,9 @@ inline bool grammar_text(const GrammarOptions& o, const char* program, std::stri
   out->clear();
   const std::string& path = o.grammar_file.empty() ? o.schema_file : o.grammar_file;
   if (path.empty()) return true;
-  std::string text;
-  if (!read_file(path, &text)) {
-    std::fprintf(stderr, "%s: cannot read %s\n", program, path.c_str());
+  std::string text, why;
+  if (!read_file(path, &text, &why)) {
+    std::fprintf(stderr, "%s: cannot read %s\n", program, why.c_str());
     return false;
   }
   if (!o.grammar_file.empty()) {
