@@ -11,8 +11,9 @@ namespace tern {
 
 // Writes `size` bytes to `path` atomically. The temporary is PATH.tmp.PID.N (created with
 // O_EXCL, mode 0666 less the umask, as fopen would); it is removed on failure, and a process
-// killed while writing leaves it behind, never in place of `path`. IoError with the reason
-// (e.g. ENOSPC) on failure; `path` is then untouched.
+// killed while writing leaves it behind, never in place of `path`: the next save to `path`
+// removes those of processes no longer running. IoError with the reason (e.g. ENOSPC) on
+// failure; `path` is then untouched.
 Error write_file_atomically(const char* path, const void* data, size_t size);
 
 }  // namespace tern
