@@ -723,9 +723,15 @@ tern_status tern_parse_memory_budget(const char* text, uint64_t* out_bytes) {
   const char* rest = text + 9;
   double margin = 0.0;
   if (*rest == '-') {
+    // Digits and at most one '.': no sign, space, hex or exponent that strtod would take.
+    const char* digits = rest + 1;
+    const size_t n = std::strspn(digits, "0123456789.");
+    const char* dot = std::strchr(digits, '.');
+    const bool plain =
+        n > 0 && digits[0] != '.' && (dot == nullptr || (dot < digits + n - 1 && std::strchr(dot + 1, '.') == nullptr));
     char* end = nullptr;
-    margin = std::strtod(rest + 1, &end);
-    if (end == rest + 1 || std::strcmp(end, "%") != 0 || !(margin >= 0.0 && margin < 100.0)) {
+    margin = plain ? std::strtod(digits, &end) : -1.0;
+    if (!plain || end != digits + n || std::strcmp(end, "%") != 0 || !(margin >= 0.0 && margin < 100.0)) {
       return status(fail(Error::InvalidArgument, "'%s': write available-P%% with 0 <= P < 100", text));
     }
   } else if (*rest != '\0') {

@@ -106,6 +106,16 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
       }
     }
   }
+  if (r.context_exact && r.context_request > 0 && lo < steps) {  // an explicit context is a contract
+    const uint32_t asked = context_at(steps);
+    const size_t needed = totals_for(r, asked).total;
+    return fail(Error::BudgetTooSmall,
+                "memory budget %llu bytes is too small for the %u-token context asked for: it needs %zu bytes (%.1f "
+                "MiB) for %u session%s; the budget holds %u tokens (ask for no context to get the most that fits)",
+                static_cast<unsigned long long>(r.budget_bytes), asked, needed,
+                static_cast<double>(needed) / (1024.0 * 1024.0), r.sessions == 0 ? 1 : r.sessions,
+                r.sessions > 1 ? "s" : "", context_at(lo));
+  }
   lo = context_at(lo);
   const Totals t = totals_for(r, lo);
   MemoryPlan plan;
@@ -192,37 +202,48 @@ Result<MemoryPlan> plan_memory_auto(const MemoryPlanRequest& base, const KvModeR
 
 Result<uint64_t> parse_byte_size(const char* text) {
   TERN_CHECK_OR_RETURN(text != nullptr && *text != '\0', Error::InvalidArgument, "empty byte size");
-  errno = 0;
-  char* end = nullptr;
-  const double value = std::strtod(text, &end);
-  TERN_CHECK_OR_RETURN(end != text && errno == 0 && value >= 0.0 && std::isfinite(value), Error::InvalidArgument,
-                       "'%s' is not a byte size", text);
-  double multiplier = 1.0;
-  switch (*end) {
+  // Digits, an optional .digits, a unit: nothing strtod would also take (a sign, hex, an
+  // exponent, "inf", spaces), and no fraction of a byte ("0.5" was 0 bytes: no limit at all).
+  const char* p = text;
+  uint64_t whole = 0, frac = 0, scale = 1;
+  for (; *p >= '0' && *p <= '9'; ++p) {
+    TERN_CHECK_OR_RETURN(!__builtin_mul_overflow(whole, 10, &whole) && !__builtin_add_overflow(whole, *p - '0', &whole),
+                         Error::OutOfRange, "'%s' is too large", text);
+  }
+  TERN_CHECK_OR_RETURN(p != text, Error::InvalidArgument,
+                       "'%s' is not a byte size (whole bytes, or with a unit: 4096, 512K, 64M, 1.5G)", text);
+  if (*p == '.') {  // at most six digits: frac * 2^40 stays inside 64 bits
+    for (++p; *p >= '0' && *p <= '9' && scale < 1000000; ++p) {
+      frac = frac * 10 + static_cast<unsigned>(*p - '0');
+      scale *= 10;
+    }
+    TERN_CHECK_OR_RETURN(scale > 1 && !(*p >= '0' && *p <= '9'), Error::InvalidArgument,
+                         "'%s' is not a byte size (whole bytes, or with a unit: 4096, 512K, 64M, 1.5G)", text);
+  }
+  uint64_t multiplier = 1;
+  switch (*p) {
     case '\0': break;
     case 'k':
-    case 'K':
-      multiplier = 1024.0;
-      ++end;
-      break;
+    case 'K': multiplier = uint64_t{1} << 10, ++p; break;
     case 'm':
-    case 'M':
-      multiplier = 1024.0 * 1024.0;
-      ++end;
-      break;
+    case 'M': multiplier = uint64_t{1} << 20, ++p; break;
     case 'g':
-    case 'G':
-      multiplier = 1024.0 * 1024.0 * 1024.0;
-      ++end;
-      break;
-    default: return fail(Error::InvalidArgument, "'%s': unknown size suffix (use K, M or G)", text);
+    case 'G': multiplier = uint64_t{1} << 30, ++p; break;
+    case 't':
+    case 'T': multiplier = uint64_t{1} << 40, ++p; break;
+    default: return fail(Error::InvalidArgument, "'%s': unknown size suffix (use K, M, G or T)", text);
   }
-  if (*end == 'i' || *end == 'I') ++end;
-  if (*end == 'b' || *end == 'B') ++end;
-  TERN_CHECK_OR_RETURN(*end == '\0', Error::InvalidArgument, "'%s' is not a byte size", text);
-  const double bytes = value * multiplier;
-  TERN_CHECK_OR_RETURN(bytes < 1.8e19, Error::OutOfRange, "'%s' is too large", text);
-  return static_cast<uint64_t>(bytes);
+  if (multiplier > 1 && (*p == 'i' || *p == 'I')) ++p;
+  if (*p == 'b' || *p == 'B') ++p;
+  TERN_CHECK_OR_RETURN(*p == '\0', Error::InvalidArgument,
+                       "'%s' is not a byte size (whole bytes, or with a unit: 4096, 512K, 64M, 1.5G)", text);
+  TERN_CHECK_OR_RETURN(frac * multiplier % scale == 0, Error::InvalidArgument, "'%s' is not a whole number of bytes",
+                       text);
+  uint64_t bytes = 0;
+  TERN_CHECK_OR_RETURN(!__builtin_mul_overflow(whole, multiplier, &bytes) &&
+                           !__builtin_add_overflow(bytes, frac * multiplier / scale, &bytes),
+                       Error::OutOfRange, "'%s' is too large", text);
+  return bytes;
 }
 
 }  // namespace tern

@@ -38,6 +38,7 @@ struct MemoryPlanRequest {
   size_t tokenizer_bytes = 0;
   uint32_t batch_tokens = 64;                // prefill batch
   uint32_t context_request = 0;              // 0: as many as fit, up to the model's
+  bool context_exact = false;                // context_request is a contract: BudgetTooSmall, never fewer positions
   uint32_t sessions = 1;                     // session slots, each with the planned context
   uint32_t min_context = kMinContextTokens;  // dense caches; a compressed one's least is S + W + G
   const KvCacheSpec* kv = nullptr;           // required
@@ -83,7 +84,8 @@ size_t session_arena_bytes(const ModelConfig& config, uint32_t batch, uint32_t c
                            size_t* scratch_bytes, size_t* sampler_bytes, size_t* kv_bytes, uint32_t draft_tokens = 0,
                            size_t grammar_bytes = 0);
 
-// BudgetTooSmall (message states the minimum) when the budget cannot hold min_context.
+// BudgetTooSmall (message states the minimum) when the budget cannot hold min_context, or
+// (context_exact) the context asked for (the message says what that needs).
 Result<MemoryPlan> plan_memory(const MemoryPlanRequest& request);
 
 // kv_mode "auto": of kv_auto_candidates (runtime/kv/kv_cache_spec.h), the one with the
@@ -97,7 +99,9 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& request);
 Result<MemoryPlan> plan_memory_auto(const MemoryPlanRequest& base, const KvModeRequest& kv,
                                     const schema::KvProfile* calibrated, KvHeadBits* bits, KvCacheSpec* spec);
 
-// Parses "512M", "1.5G", "4096K", "123456" (bytes; K/M/G are powers of 1024).
+// Parses "512M", "1.5G", "4096K", "123456" (bytes; K/M/G/T are powers of 1024): digits, at
+// most six decimals, a unit, and a whole number of bytes in all. No sign, hex, exponent or
+// fraction of a byte ("0.5", "1e-9", "-0", "0x0" are InvalidArgument, not 0 = unlimited).
 Result<uint64_t> parse_byte_size(const char* text);
 
 }  // namespace tern

@@ -166,6 +166,7 @@ Error plan_for(const ModelConfig& config, const ModelWeights& weights, size_t re
     TERN_ASSIGN_OR_RETURN(*plan, plan_memory_auto(request, kv_mode_request(params), calibrated, bits, spec));
     return Error::Ok;
   }
+  request.context_exact = true;  // an explicit n_ctx is never shrunk to fit: BudgetTooSmall with the numbers
   TERN_ASSIGN_OR_RETURN(*plan, plan_memory(request));
   return Error::Ok;
 }

@@ -23,8 +23,8 @@ struct ModelOptions {
 // spelling (some have no short form); `help` is only for a CLI where the flag means more.
 inline CLI::Option* add_memory_budget_option(CLI::App& app, std::string* budget) {
   return app.add_option("--memory-budget", *budget,
-                        "bytes the process may use, e.g. 512M, or available[-25%] (what the OS can give now; "
-                        "0: no limit)");
+                        "bytes the process may use, whole: e.g. 512M, 1.5G, or available[-25%] (what the OS can "
+                        "give now; 0: no limit)");
 }
 
 inline CLI::Option* add_threads_option(CLI::App& app, unsigned* threads, const std::string& names = "-t,--threads") {
@@ -34,7 +34,7 @@ inline CLI::Option* add_threads_option(CLI::App& app, unsigned* threads, const s
 inline CLI::Option* add_ctx_option(CLI::App& app, unsigned* ctx, const std::string& names = "-c,--ctx",
                                    const std::string& help =
                                        "context tokens per session (0: as many as the budget "
-                                       "allows)") {
+                                       "allows; a budget that cannot hold N fails)") {
   return app.add_option(names, *ctx, help);
 }
 

@@ -116,6 +116,8 @@ def _model_params(params):
     params = dict(params)
     budget = params.pop("memory_budget", None)
     if budget is not None:
+        if isinstance(budget, bool) or not isinstance(budget, (str, int)):  # 0.5 is not half a byte of budget
+            raise TypeError("memory_budget: bytes (an int) or text like \"512M\", not %r" % (budget,))
         params["memory_budget_bytes"] = parse_memory_budget(budget) if isinstance(budget, str) else budget
     return _fill(api.tern_model_default_params(), params, "model")
 

@@ -475,3 +475,48 @@ def test_a_json_schema_holds_sampled_replies_and_bad_grammars_are_tern_errors(bu
     with tern.Model(bundle, memory_budget=BUDGET) as model, model.session() as s, pytest.raises(tern.TernError) as e:
         s.set_grammar('root ::= "x"')
     assert e.value.status == tern.Status.INVALID_STATE
+
+
+@pytest.mark.parametrize("kv", ["f32", "q4"])
+def test_an_explicit_context_is_a_contract(bundle, tern_run, kv):
+    """n_ctx (and tern-run --ctx) that the budget cannot hold is BUDGET_TOO_SMALL with the numbers,
+    never a smaller context (a byte short of the plan gave 255 positions, the plan's minimum
+    16); without n_ctx the context is the planner's, as large as fits."""
+    row = tern.plan(bundle, [kv], n_ctx=256)[0]
+    assert row["status"] == "OK"
+    needed, wanted = row["total_bytes"], row["context_tokens"]
+    with tern.Model(bundle, memory_budget=needed, n_ctx=256, kv_mode=kv) as model:
+        assert model.info["context_tokens"] == wanted
+    for budget in (needed - 1, row["minimum_budget_bytes"]):
+        with pytest.raises(tern.TernError) as e:
+            tern.Model(bundle, memory_budget=budget, n_ctx=256, kv_mode=kv)
+        assert e.value.status == tern.Status.BUDGET_TOO_SMALL
+        assert str(needed) in e.value.message and str(budget) in e.value.message, e.value.message
+        stage, message, status = tern_run_failure(tern_run, bundle, "--ctx", "256", "--kv", kv, "--memory-budget",
+                                                  str(budget), "-p", "Hi", "-n", "1")
+        assert status == "BUDGET_TOO_SMALL" and str(needed) in message, message
+    with tern.Model(bundle, memory_budget=needed - 1, kv_mode=kv) as model:  # automatic: what fits
+        assert 16 <= model.info["context_tokens"] < wanted or wanted == model.info["max_context"]
+
+
+@pytest.mark.parametrize("text", ["0.5", "0.9", "1e-9", "-0", "0x0", "+1G", " 1G", "1.5", "0.3K", "inf", "nan",
+                                  "available-1e1%", "available- 5%", "available-0x5%", "available-+5%"])
+def test_a_budget_is_whole_bytes(bundle, text):
+    """Fractions of a byte, signs, hex and exponents are refused (they used to parse as 0 bytes:
+    no limit at all); whole byte counts with units and available[-N%] still parse."""
+    with pytest.raises(tern.TernError) as e:
+        tern.parse_memory_budget(text)
+    assert e.value.status == tern.Status.INVALID_ARGUMENT, text
+    with pytest.raises(tern.TernError):
+        tern.Model(bundle, memory_budget=text)
+    with pytest.raises(TypeError):
+        tern.Model(bundle, memory_budget=0.5)
+
+
+def test_whole_budgets_still_parse():
+    assert tern.parse_memory_budget("4096") == 4096
+    assert tern.parse_memory_budget("512K") == 512 << 10
+    assert tern.parse_memory_budget("1.5G") == 3 << 29
+    assert tern.parse_memory_budget("64MiB") == 64 << 20
+    assert tern.parse_memory_budget("2T") == 2 << 40
+    assert 0 < tern.parse_memory_budget("available-12.5%") <= tern.available_memory()

@@ -61,14 +61,81 @@ TEST(MemoryPlan, BudgetDecidesTheContextAndTheMinimumIsStated) {
   EXPECT_EQ(plan_memory(r)->context_tokens, more->context_tokens);
 }
 
+// An explicit context is a contract: a budget a byte short of it is BudgetTooSmall naming what
+// the context needs and the budget given (it used to plan one position fewer), also at the
+// plan's minimum (it used to plan 16); without context_exact the context still bends to fit.
+TEST(MemoryPlan, AnExactContextNeverShrinks) {
+  MemoryPlanRequest r;
+  r.config = config_2b4t();
+  r.resident_weight_bytes = size_t{1179} << 20;
+  KvCacheSpec f16;
+  f16.dense_type = KvType::F16;
+  f16.profile.shape = kv_shape_of(r.config);
+  r.kv = &f16;
+  r.context_request = 256;
+  r.context_exact = true;
+  auto unlimited = plan_memory(r);
+  ASSERT_TRUE(unlimited.ok());
+  ASSERT_EQ(unlimited->context_tokens, 256u);
+  const size_t needed = unlimited->total_bytes;
+  r.budget_bytes = needed;
+  ASSERT_TRUE(plan_memory(r).ok()) << last_error_message();
+  EXPECT_EQ(plan_memory(r)->context_tokens, 256u);
+  for (const uint64_t budget : {uint64_t{needed - 1}, uint64_t{unlimited->minimum_budget_bytes}}) {
+    r.budget_bytes = budget;
+    r.context_exact = true;
+    auto refused = plan_memory(r);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error(), Error::BudgetTooSmall);
+    const std::string why = last_error_message();
+    EXPECT_NE(why.find(std::to_string(needed)), std::string::npos) << why;
+    EXPECT_NE(why.find(std::to_string(budget)), std::string::npos) << why;
+    r.context_exact = false;  // the planner's own choice: what fits
+    auto bent = plan_memory(r);
+    ASSERT_TRUE(bent.ok());
+    EXPECT_LT(bent->context_tokens, 256u);
+  }
+}
+
 TEST(MemoryPlan, ParsesByteSizes) {
   EXPECT_EQ(*parse_byte_size("512M"), uint64_t{512} << 20);
   EXPECT_EQ(*parse_byte_size("1.5G"), uint64_t{3} << 29);
   EXPECT_EQ(*parse_byte_size("4096"), 4096u);
   EXPECT_EQ(*parse_byte_size("64KiB"), 65536u);
+  EXPECT_EQ(*parse_byte_size("0.25K"), 256u);
+  EXPECT_EQ(*parse_byte_size("2T"), uint64_t{2} << 40);
+  EXPECT_EQ(*parse_byte_size("18446744073709551615"), UINT64_MAX);
   EXPECT_FALSE(parse_byte_size("12X").ok());
   EXPECT_FALSE(parse_byte_size("").ok());
   EXPECT_FALSE(parse_byte_size("-3M").ok());
+}
+
+// Fractions of a byte, signs, hex, exponents, spaces: refused, never 0 (= no limit) or a guess.
+TEST(MemoryPlan, RefusesWhatIsNotAWholeByteCount) {
+  for (const char* bad : {"0.5",
+                          "0.9",
+                          "1e-9",
+                          "1e9",
+                          "-0",
+                          "+0",
+                          "0x0",
+                          "0x10M",
+                          " 1G",
+                          "1G ",
+                          "1.5",
+                          "0.3K",
+                          "1.",
+                          ".5G",
+                          "1..5G",
+                          "inf",
+                          "nan",
+                          "1.0000001G",
+                          "18446744073709551616",
+                          "17179869184G",
+                          "1iB"}) {
+    auto parsed = parse_byte_size(bad);
+    EXPECT_FALSE(parsed.ok()) << "'" << bad << "' parsed as " << (parsed.ok() ? *parsed : 0);
+  }
 }
 
 }  // namespace
