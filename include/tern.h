@@ -281,6 +281,12 @@ TERN_API tern_status tern_model_load(const char* path, const tern_model_params* 
 TERN_API void tern_model_free(tern_model* model);
 TERN_API tern_status tern_model_get_info(const tern_model* model, tern_model_info* out_info);
 TERN_API tern_status tern_memory_report_get(const tern_model* model, tern_memory_report* out_report);
+/* Whether the memory budget `model` was loaded with is above the machine's physical memory
+ * (*out_above = 1). Such a budget loads (the plan itself may be small) but bounds nothing the
+ * machine can give; the load also logs a warning. *out_physical_bytes (NULL: not wanted) is
+ * that memory, 0 where the platform cannot tell (then *out_above is 0). No budget: 0. */
+TERN_API tern_status tern_model_budget_above_physical(const tern_model* model, int* out_above,
+                                                      uint64_t* out_physical_bytes);
 
 /* Text to token ids. *out_count receives the number of ids; with too small a capacity the
  * call fails with TERN_OUT_OF_RANGE and *out_count holds the number needed. */

@@ -115,4 +115,13 @@ Result<uint64_t> available_memory() {
 #endif
 }
 
+uint64_t physical_memory() {
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+#endif
+  return 0;
+}
+
 }  // namespace tern

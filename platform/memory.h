@@ -17,4 +17,8 @@ Result<uint64_t> available_memory();
 // holding memory.max / memory.current (null: none).
 Result<uint64_t> available_memory_from(const char* meminfo_path, const char* cgroup_dir);
 
+// The machine's physical memory in bytes (sysconf), or 0 where it cannot be told. A budget
+// above it cannot be a promise (model load warns; tern_model_budget_above_physical()).
+uint64_t physical_memory();
+
 }  // namespace tern

@@ -262,6 +262,16 @@ tern_status tern_model_get_info(const tern_model* model, tern_model_info* out_in
   return TERN_OK;
 }
 
+tern_status tern_model_budget_above_physical(const tern_model* model, int* out_above, uint64_t* out_physical_bytes) {
+  TERN_C_REQUIRE_(model);
+  TERN_C_REQUIRE_(out_above);
+  const uint64_t physical = physical_memory();
+  const uint64_t budget = as_model(model)->budget_bytes();
+  *out_above = physical > 0 && budget > physical ? 1 : 0;
+  if (out_physical_bytes != nullptr) *out_physical_bytes = physical;
+  return TERN_OK;
+}
+
 tern_status tern_memory_report_get(const tern_model* model, tern_memory_report* r) {
   TERN_C_REQUIRE_(model);
   TERN_C_REQUIRE_(r);

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "platform/log.h"
+#include "platform/memory.h"
 #include "runtime/engine/session.h"
 #include "runtime/model/bundle.h"
 #include "runtime/model/tensor_names.h"
@@ -211,6 +212,14 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
   TERN_CHECK_OR_RETURN(kv_bits_ != nullptr, Error::OutOfMemory, "cannot allocate %zu KV head entries", heads);
   TERN_RETURN_IF_ERROR(
       plan_for(config, weights, resident_weight_bytes, bundle_.get(), params, kv_bits_.get(), &kv_spec_, &plan_));
+  if (const uint64_t physical = physical_memory(); physical > 0 && params.memory_budget_bytes > physical) {
+    log(LogLevel::Warning,
+        "memory budget %llu bytes (%.1f MiB) is above this machine's physical memory, %llu bytes (%.1f MiB): it "
+        "bounds nothing the machine can give (planned %.1f MiB)",
+        static_cast<unsigned long long>(params.memory_budget_bytes),
+        static_cast<double>(params.memory_budget_bytes) / (1024.0 * 1024.0), static_cast<unsigned long long>(physical),
+        static_cast<double>(physical) / (1024.0 * 1024.0), static_cast<double>(plan_.total_bytes) / (1024.0 * 1024.0));
+  }
   bundle_identity_ = bundle_ != nullptr ? bundle_->identity() : 0;
   kv_layout_identity_ = tern::kv_layout_identity(kv_spec_, plan_.context_tokens);
   // Debug switch: measure generation past the capacity without re-positioning the sinks.

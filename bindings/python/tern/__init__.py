@@ -18,7 +18,7 @@ import os
 import queue
 import threading
 import weakref
-from ctypes import byref, c_char_p, c_float, c_int32, c_size_t, c_uint32, c_uint64
+from ctypes import byref, c_char_p, c_float, c_int, c_int32, c_size_t, c_uint32, c_uint64
 
 from ._capi import (ChatMessage, EmbeddingInfo, EmbedParams, EmbedStats, GenerateStats, LogCallback, LogitBias, LogitHook, MemoryReport, Model_p, ModelInfo,
                     PieceCallback, PlanRow, Session_p, Status, TernError, api, check, library_file)
@@ -240,6 +240,13 @@ class Model(_Closable):
         report = MemoryReport()
         check(api.tern_memory_report_get(self._h(), byref(report)))
         return _struct_dict(report)
+
+    def budget_above_physical(self):
+        """(above, physical_bytes): whether the budget this model was loaded with is above the
+        machine's physical memory (the load logs a warning then), and that memory (0: unknown)."""
+        above, physical = c_int(), c_uint64()
+        check(api.tern_model_budget_above_physical(self._h(), byref(above), byref(physical)))
+        return bool(above.value), physical.value
 
     def tokenize(self, text, add_bos=True, parse_special=False):
         data = text.encode("utf-8", "surrogatepass")

@@ -242,6 +242,7 @@ FUNCTIONS = {
     "tern_model_free": (None, Model_p),
     "tern_model_get_info": (status_t, Model_p, POINTER(ModelInfo)),
     "tern_memory_report_get": (status_t, Model_p, POINTER(MemoryReport)),
+    "tern_model_budget_above_physical": (status_t, Model_p, POINTER(c_int), u64_p),
     "tern_tokenize": (status_t, Model_p, c_char_p, c_size_t, c_int, c_int, i32_p, c_size_t, size_p),
     "tern_detokenize": (status_t, Model_p, i32_p, c_size_t, c_void_p, c_size_t, size_p),
     "tern_session_create": (status_t, Model_p, POINTER(SessionParams), POINTER(Session_p)),

@@ -520,3 +520,18 @@ def test_whole_budgets_still_parse():
     assert tern.parse_memory_budget("64MiB") == 64 << 20
     assert tern.parse_memory_budget("2T") == 2 << 40
     assert 0 < tern.parse_memory_budget("available-12.5%") <= tern.available_memory()
+
+
+def test_a_budget_above_physical_memory_is_a_visible_warning(bundle):
+    """It loads (the plan itself is small) but the caller can see it: the log and the model."""
+    physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    logged = []
+    tern.set_log_callback(lambda level, message: logged.append(message))
+    try:
+        with tern.Model(bundle, memory_budget=physical + (1 << 30)) as model:
+            assert model.budget_above_physical() == (True, physical)
+        with tern.Model(bundle, memory_budget=BUDGET) as model:
+            assert model.budget_above_physical() == (False, physical)
+    finally:
+        tern.set_log_callback(None)
+    assert any("physical memory" in m and str(physical) in m for m in logged), logged
