@@ -7,6 +7,8 @@
 //                                                 framing, the connection limit, long pieces
 //   node openai_client_test.mjs --suite structured ...  response_format json_schema and tool calls,
 //                                                 whole and streamed
+//   node openai_client_test.mjs --suite smuggling ...  request smuggling and malformed heads over a
+//                                                 raw socket: one 400 and a closed connection
 // Common arguments: --server BIN --run BIN --render BIN --bundle FILE --npm DIR.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
@@ -552,7 +554,7 @@ async function hostileSuite() {
 
   step('bad framing: 431, 413 before the body is sent, 501, 400; a chunked body and 100-continue work');
   const bigHead = await exchange(port, `GET /health HTTP/1.1\r\nX-Pad: ${'a'.repeat(20000)}\r\n\r\n`);
-  assert.match(bigHead, /^HTTP\/1\.1 431 [^]*Connection: close[^]*longer than 16384 bytes/);
+  assert.match(bigHead, /^HTTP\/1\.1 431 [^]*Connection: close[^]*longer than 8192 bytes/);
   const bigBody = await exchange(port, 'POST /v1/completions HTTP/1.1\r\nContent-Length: 5000\r\n\r\n');
   assert.match(bigBody, /^HTTP\/1\.1 413 [^]*larger than 4096 bytes/);
   const gzip = await exchange(port, 'POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n');
@@ -574,6 +576,7 @@ async function hostileSuite() {
   cont.sock.write(body);
   await cont.closed;
   assert.match(cont.data, /HTTP\/1\.1 200 [^]*"text_completion"/);
+  assert.equal(cont.data.split('100 Continue').length, 2, `one 100 Continue: ${cont.data}`);
   assert.equal(server.proc.exitCode, null);
   await stopServer(server);
 
@@ -818,12 +821,90 @@ async function structuredSuite() {
   await stopServer(server);
 }
 
+// ---- Request smuggling and malformed heads (tools/server/request_scanner.h) ----
+
+// The status lines of every response in `data` (a response body here never holds one).
+const statusLines = (data) => data.match(/HTTP\/1\.1 \d{3}/g) ?? [];
+
+async function smugglingSuite() {
+  const server = await startServer(['--sessions', '1', '--api-key', 'k']);
+  const port = server.port;
+  const auth = 'Authorization: Bearer k\r\n';
+  const body = JSON.stringify({ model: modelName, prompt: 'It is a truth', max_tokens: 2, temperature: 0 });
+  const smuggled = `POST /v1/completions HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\n` +
+                   `Content-Length: ${body.length}\r\n\r\n${body}`;
+  const len = Buffer.byteLength(smuggled);
+
+  step('a smuggled request gets one 400 and a closed connection, never two responses');
+  const shapes = {
+    'Content-Length : N': `Content-Length : ${len}\r\n`,
+    'a bare-LF Content-Length line': `Content-Length: ${len}\n`,
+    'Transfer-Encoding : chunked': `Transfer-Encoding : chunked\r\n`,
+    'a bare CR in a value': `X-A: b\rContent-Length: ${len}\r\n`,
+    'obs-fold': `X-A: b\r\n Content-Length: ${len}\r\n`,
+    'two lengths': `Content-Length: ${len}\r\nContent-Length: 0\r\n`,
+    'CL.TE': `Content-Length: ${len}\r\nTransfer-Encoding: chunked\r\n`,
+    'Transfer-Encoding: xchunked': `Transfer-Encoding: xchunked\r\n`,
+  };
+  for (const [name, line] of Object.entries(shapes)) {
+    const t0 = performance.now();
+    const got = await exchange(port, `GET /v1/models HTTP/1.1\r\nHost: x\r\n${auth}${line}\r\n${smuggled}`);
+    const ms = performance.now() - t0;
+    const want = name.includes('xchunked') ? 'HTTP/1.1 501' : 'HTTP/1.1 400';
+    assert.deepEqual(statusLines(got), [want], `${name}: ${got}`);
+    assert.ok(ms < 4000, `${name}: closed after ${ms.toFixed(0)} ms`);
+    console.log(`   ${name}: ${want.slice(9)}, closed after ${ms.toFixed(0)} ms`);
+  }
+  // What httplib itself cannot parse (a method it does not know) also closes the connection.
+  const unknown = await exchange(port, `FOO /v1/models HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\n\r\n`);
+  assert.deepEqual(statusLines(unknown), ['HTTP/1.1 400'], unknown);
+
+  step('NUL in a header value: 400 (the API key is not cut at it)');
+  const nul = await exchange(port, `GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\0anything\r\n\r\n`);
+  assert.deepEqual(statusLines(nul), ['HTTP/1.1 400'], nul);
+  assert.match(nul, /NUL/);
+
+  step('the head limit is 8192 bytes, one limit: 8192 are served, 8193 get 431');
+  const headOf = (n) => {
+    const start = `GET /v1/models HTTP/1.1\r\nConnection: close\r\n${auth}X-Pad: `;
+    return `${start}${'a'.repeat(n - start.length - 4)}\r\n\r\n`;
+  };
+  assert.equal(headOf(8192).length, 8192);
+  const fits = await exchange(port, headOf(8192));
+  assert.deepEqual(statusLines(fits), ['HTTP/1.1 200'], fits.slice(0, 300));
+  const over = await exchange(port, headOf(8193));
+  assert.deepEqual(statusLines(over), ['HTTP/1.1 431'], over.slice(0, 300));
+
+  step('empty lines before the request line are ignored; Expect: 100-continue gets one 100');
+  const blank = await exchange(port, `\r\n\r\nGET /v1/models HTTP/1.1\r\n${auth}Connection: close\r\n\r\n`);
+  assert.deepEqual(statusLines(blank), ['HTTP/1.1 200'], blank);
+  const cont = rawClient(port);
+  await cont.connected;
+  cont.sock.write(`POST /v1/completions HTTP/1.1\r\n${auth}Content-Type: application/json\r\nExpect: 100-continue\r\n` +
+                  `Content-Length: ${body.length}\r\nConnection: close\r\n\r\n`);
+  for (let i = 0; i < 200 && !cont.data.includes('100 Continue'); ++i) await sleep(10);
+  cont.sock.write(body);
+  await cont.closed;
+  assert.deepEqual(statusLines(cont.data), ['HTTP/1.1 100', 'HTTP/1.1 200'], cont.data);
+
+  step('log lines escape the bytes clients send');
+  const esc = await exchange(port, `GET /v1/x%1b%5b31m%00 HTTP/1.1\r\n${auth}Connection: close\r\n\r\n`);
+  assert.deepEqual(statusLines(esc), ['HTTP/1.1 404'], esc);
+  await sleep(50);
+  assert.ok(!server.log.some((l) => /[\x00-\x08\x0b-\x1f\x7f]/.test(l)), 'no control byte in the log');
+  assert.ok(server.log.some((l) => l.includes('GET /v1/x\\x1B[31m\\x00 404')), server.log.join('\n'));
+  const health = await (await fetch(`${server.base}/health`)).json();
+  assert.equal(health.status, 'ok', 'the server keeps serving');
+  await stopServer(server);
+}
+
 try {
   if (args.suite === 'api') await apiSuite();
   else if (args.suite === 'load') await loadSuite();
   else if (args.suite === 'hostile') await hostileSuite();
   else if (args.suite === 'structured') await structuredSuite();
-  else throw new Error(`--suite api|load|hostile|structured, not ${args.suite}`);
+  else if (args.suite === 'smuggling') await smugglingSuite();
+  else throw new Error(`--suite api|load|hostile|structured|smuggling, not ${args.suite}`);
   console.log(`PASS: ${args.suite}`);
 } catch (e) {
   console.error('FAIL:', e);

@@ -41,6 +41,7 @@ const char* reason(int status) {
     case 413: return "Payload Too Large";
     case 431: return "Request Header Fields Too Large";
     case 501: return "Not Implemented";
+    case 505: return "HTTP Version Not Supported";
     case 503: return "Service Unavailable";
     default: return "Error";
   }
@@ -83,8 +84,12 @@ void address_of(int fd, bool peer, std::string& ip, int& port) {
 // One whole request, already in memory, for httplib to parse; writes go to the socket.
 class GateStream : public httplib::Stream {
  public:
-  GateStream(int fd, const std::string& buffer, size_t end, std::chrono::milliseconds write_timeout)
-      : fd_(fd), buffer_(buffer), end_(end), write_timeout_ms_(static_cast<int>(write_timeout.count())) {}
+  GateStream(int fd, const std::string& buffer, size_t start, size_t end, std::chrono::milliseconds write_timeout)
+      : fd_(fd), buffer_(buffer), end_(end), pos_(start), write_timeout_ms_(static_cast<int>(write_timeout.count())) {}
+
+  // How far httplib read: it reads the head a byte at a time, so a request whose head it could
+  // not parse (a method it does not know, say) leaves this short of the head's end.
+  size_t position() const { return pos_; }
 
   bool is_readable() const override { return pos_ < end_; }
   bool is_writable() const override { return wait_writable(); }
@@ -97,6 +102,13 @@ class GateStream : public httplib::Stream {
   }
   // All of it or -1 (httplib's header writes do not retry a partial write).
   ssize_t write(const char* ptr, size_t size) override {
+    // httplib answers `Expect: 100-continue` itself, but the body is already here: the gate
+    // sent the one 100 Continue the client needed (or none, when the body came unasked).
+    static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    if (!wrote_ && size == sizeof kContinue - 1 && std::memcmp(ptr, kContinue, size) == 0) {
+      return static_cast<ssize_t>(size);
+    }
+    wrote_ = true;
     size_t done = 0;
     while (done < size) {
       const ssize_t n = ::send(fd_, ptr + done, size - done, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -127,8 +139,9 @@ class GateStream : public httplib::Stream {
 
   int fd_;
   const std::string& buffer_;
-  size_t end_, pos_ = 0;
+  size_t end_, pos_;
   int write_timeout_ms_;
+  bool wrote_ = false;
 };
 
 }  // namespace
@@ -326,10 +339,11 @@ void ConnectionGate::dispatch(Connection* c) {
 }
 
 void ConnectionGate::run(Connection* c) {
-  GateStream stream(c->fd, c->buffer, c->scanner.request_bytes(), limits_.write_timeout);
+  GateStream stream(c->fd, c->buffer, c->scanner.request_start(), c->scanner.request_bytes(), limits_.write_timeout);
   bool client_closes = false;
   const bool close_after = stopping_ || c->served + 1 >= limits_.max_requests_per_connection;
-  const bool ok = hooks_.serve(stream, close_after, client_closes);
+  // A request httplib could not parse (its own 400) closes the connection, as the gate's do.
+  const bool ok = hooks_.serve(stream, close_after, client_closes) && stream.position() >= c->scanner.head_bytes();
   ++c->served;
   c->buffer.erase(0, c->scanner.request_bytes());
   if (c->buffer.capacity() > 65536 && c->buffer.size() < 4096) c->buffer.shrink_to_fit();

@@ -18,6 +18,7 @@
 #include "include/tern.h"
 #include "tools/server/generation.h"
 #include "tools/server/reply_stream.h"
+#include "tools/server/request_scanner.h"
 #include "tools/server/server_api.h"
 
 namespace tern::server {
@@ -38,8 +39,11 @@ void reply_error(httplib::Response& res, const ApiError& e) {
 void log_line(ServerState& s, const httplib::Request& req, int status, uint32_t prompt, uint32_t completion,
               double seconds, double decode_seconds) {
   std::lock_guard<std::mutex> lock(s.log_mutex);
-  std::fprintf(stderr, "%s %s %d prompt=%u completion=%u tok/s=%.1f %.3fs\n", req.method.c_str(), req.path.c_str(),
-               status, prompt, completion, decode_seconds > 0 ? completion / decode_seconds : 0.0, seconds);
+  // The path is percent-decoded: %00 or %1b reach here as bytes.
+  std::fprintf(stderr, "%s %s %d prompt=%u completion=%u tok/s=%.1f %.3fs\n",
+               req.method.empty() ? "-" : escape_for_log(req.method).c_str(),
+               req.path.empty() ? "-" : escape_for_log(req.path).c_str(), status, prompt, completion,
+               decode_seconds > 0 ? completion / decode_seconds : 0.0, seconds);
 }
 
 bool ensure_ready(ServerState& s, httplib::Response& res) {
@@ -351,8 +355,8 @@ GateHooks gate_hooks(GatedServer& http, ServerState& s) {
   };
   hooks.log = [&s](const std::string& method, const std::string& path, int status, const std::string& message) {
     std::lock_guard<std::mutex> lock(s.log_mutex);
-    std::fprintf(stderr, "%s %s %d (%s)\n", method.empty() ? "-" : method.c_str(), path.empty() ? "-" : path.c_str(),
-                 status, message.c_str());
+    std::fprintf(stderr, "%s %s %d (%s)\n", method.empty() ? "-" : escape_for_log(method).c_str(),
+                 path.empty() ? "-" : escape_for_log(path).c_str(), status, escape_for_log(message).c_str());
   };
   return hooks;
 }
