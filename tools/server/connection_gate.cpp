@@ -30,6 +30,10 @@ struct ConnectionGate::Connection {
   size_t served = 0;
   size_t counted_bytes = 0;  // this connection's share of buffered_
   bool dead = false;         // closed; deleted by whoever holds it
+  std::string client;        // the remote address, counted in clients_ while counted_client
+  bool counted_client = false;
+  bool reserved = false;  // one of the health_reserve connections: GET /health only
+  std::string refusal;    // why it is reserved: the 503 for anything but GET /health
 };
 
 namespace {
@@ -66,6 +70,10 @@ std::string gate_response(int status, const std::string& body) {
 }
 
 bool light_method(const std::string& m) { return m == "GET" || m == "HEAD" || m == "OPTIONS"; }
+
+bool health_check(const std::string& method, const std::string& path) {
+  return (method == "GET" || method == "HEAD") && (path == "/health" || path.rfind("/health?", 0) == 0);
+}
 
 void address_of(int fd, bool peer, std::string& ip, int& port) {
   sockaddr_storage addr{};
@@ -201,9 +209,9 @@ void ConnectionGate::add(int fd) {
   c->fd = fd;
   c->scanner = RequestScanner(limits_.request);
   c->deadline = Clock::now() + limits_.header_timeout;
-  if (open_.fetch_add(1) >= limits_.max_connections) {
-    const std::string message =
-        "the server has " + std::to_string(limits_.max_connections) + " connections open; try again shortly";
+  open_.fetch_add(1);
+  std::string message;
+  if (!admit(c, &message)) {
     send_best_effort(fd, gate_response(503, hooks_.error_body(503, message)));
     hooks_.log("", "", 503, message);
     linger(c);
@@ -213,6 +221,39 @@ void ConnectionGate::add(int fd) {
     }
   }
   hand_back(c);
+}
+
+bool ConnectionGate::admit(Connection* c, std::string* refusal) {
+  int port = 0;
+  address_of(c->fd, true, c->client, port);
+  std::lock_guard<std::mutex> lock(clients_mutex_);
+  const auto it = clients_.find(c->client);
+  const size_t mine = it == clients_.end() ? 0 : it->second;
+  // Past the table's limit, one of the connections kept for GET /health (while there is one);
+  // not past one address's: its own connections would take the reserve too.
+  if (open_ > limits_.max_connections) {  // open_ counts c already
+    *refusal = "the server has " + std::to_string(limits_.max_connections) + " connections open; try again shortly";
+    if (reserved_ >= limits_.health_reserve) return false;
+    ++reserved_;
+    c->reserved = true;
+    c->refusal = *refusal;
+  } else if (limits_.max_connections_per_client > 0 && mine >= limits_.max_connections_per_client) {
+    *refusal = "this address has " + std::to_string(mine) + " connections open, the most one client may have";
+    return false;
+  }
+  ++clients_[c->client];
+  c->counted_client = true;
+  return true;
+}
+
+void ConnectionGate::release(Connection* c) {
+  if (!c->counted_client) return;
+  std::lock_guard<std::mutex> lock(clients_mutex_);
+  c->counted_client = false;
+  const auto it = clients_.find(c->client);
+  if (it != clients_.end() && --it->second == 0) clients_.erase(it);
+  if (c->reserved) --reserved_;
+  c->reserved = false;
 }
 
 void ConnectionGate::hand_back(Connection* c) {
@@ -255,6 +296,7 @@ void ConnectionGate::finish(Connection* c) {
     --lingering_;
   } else {
     --open_;
+    release(c);
   }
   buffered_ -= c->counted_bytes;
   c->counted_bytes = 0;
@@ -273,6 +315,7 @@ void ConnectionGate::linger(Connection* c) {
     return;
   }
   --open_;
+  release(c);
   ::shutdown(c->fd, SHUT_WR);
   c->state = Connection::State::Lingering;
   c->deadline = Clock::now() + std::chrono::seconds(2);
@@ -311,7 +354,13 @@ bool ConnectionGate::advance(Connection* c) {
   c->started = true;
   switch (c->scanner.scan(c->buffer.data(), c->buffer.size())) {
     case RequestScanner::Status::Bad: refuse(c, c->scanner.error_status(), c->scanner.error_message()); return true;
-    case RequestScanner::Status::Complete: dispatch(c); return false;
+    case RequestScanner::Status::Complete:
+      if (c->reserved && !health_check(c->scanner.method(), c->scanner.path())) {
+        refuse(c, 503, c->refusal + " (only GET /health is answered past it)");
+        return true;
+      }
+      dispatch(c);
+      return false;
     case RequestScanner::Status::NeedMore:
       if (c->scanner.head_complete() && !c->head_seen) {
         c->head_seen = true;
@@ -341,7 +390,7 @@ void ConnectionGate::dispatch(Connection* c) {
 void ConnectionGate::run(Connection* c) {
   GateStream stream(c->fd, c->buffer, c->scanner.request_start(), c->scanner.request_bytes(), limits_.write_timeout);
   bool client_closes = false;
-  const bool close_after = stopping_ || c->served + 1 >= limits_.max_requests_per_connection;
+  const bool close_after = stopping_ || c->reserved || c->served + 1 >= limits_.max_requests_per_connection;
   // A request httplib could not parse (its own 400) closes the connection, as the gate's do.
   const bool ok = hooks_.serve(stream, close_after, client_closes) && stream.position() >= c->scanner.head_bytes();
   ++c->served;

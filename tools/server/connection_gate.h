@@ -9,8 +9,12 @@
 //  - the head must arrive within header_timeout (from the connection, or from the first byte
 //    of a kept-alive connection's next request), the body within body_timeout of the head;
 //    late ones get 408. Idle keep-alive connections close after idle_timeout;
-//  - past max_connections a new connection gets an immediate 503; past max_buffered_bytes
-//    (all requests being received, together) so does the one that would exceed it;
+//  - past max_connections a new connection gets an immediate 503, and so does one from an
+//    address that already has max_connections_per_client open; past max_buffered_bytes (all
+//    requests being received, together) so does the one that would exceed it;
+//  - health_reserve connections beyond max_connections are kept for GET /health (anything else
+//    on them is a 503 once its request has arrived), so a full table still answers a health
+//    check (a client past its own cap gets no reserve: its connections would fill it);
 //  - responses the gate sends itself end with a lingering close (read and drop what the client
 //    still sends for up to 2 s), so the client reads the status instead of a reset.
 #pragma once
@@ -22,6 +26,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,7 +39,9 @@ namespace tern::server {
 
 struct GateLimits {
   size_t max_connections = 512;
-  size_t max_lingering = 64;  // closing connections kept for a lingering close; beyond, closed at once
+  size_t max_connections_per_client = 128;  // per remote address; 0: no cap of its own
+  size_t health_reserve = 8;                // beyond max_connections, for GET /health only
+  size_t max_lingering = 64;                // closing connections kept for a lingering close; beyond, closed at once
   std::chrono::milliseconds header_timeout{10000};
   std::chrono::milliseconds body_timeout{30000};
   std::chrono::milliseconds idle_timeout{5000};
@@ -90,6 +97,8 @@ class ConnectionGate {
   void linger(Connection* c);
   void finish(Connection* c);  // closes; the holder deletes
   void hand_back(Connection* c);
+  bool admit(Connection* c, std::string* refusal);  // counts c against the limits, or says why not
+  void release(Connection* c);                      // uncounts what admit() counted
   void wake();
 
   GateLimits limits_;
@@ -99,6 +108,9 @@ class ConnectionGate {
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> open_{0}, running_{0}, lingering_{0}, buffered_{0};
+  std::mutex clients_mutex_;
+  std::map<std::string, size_t> clients_;  // open connections per remote address
+  size_t reserved_ = 0;                    // health_reserve connections in use (clients_mutex_)
   std::mutex inbox_mutex_;
   std::vector<Connection*> inbox_;
   std::vector<Connection*> owned_;  // the loop's own (reading or lingering)

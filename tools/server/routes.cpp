@@ -2,6 +2,8 @@
 #include "tools/server/routes.h"
 
 #include <httplib.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <nlohmann/json.hpp>
 
 #include <atomic>
@@ -9,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,6 +20,7 @@
 
 #include "include/tern.h"
 #include "tools/server/generation.h"
+#include "tools/server/process_memory.h"
 #include "tools/server/reply_stream.h"
 #include "tools/server/request_scanner.h"
 #include "tools/server/server_api.h"
@@ -26,6 +30,33 @@ namespace tern::server {
 namespace {
 
 using nlohmann::json;
+
+// The socket of the request this worker thread runs (set by the gate's serve hook).
+thread_local int t_client_fd = -1;
+
+// Whether the client of this thread's request has closed its side or reset: bytes it may still
+// have sent (a pipelined request) are left unread. A half-close counts as leaving, as in nginx.
+bool client_gone() {
+  const int fd = t_client_fd;
+  if (fd < 0) return false;
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if ((p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) return true;
+  char byte;
+  return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+// For a request that is not streamed: whether its client has left, asked at most every 50 ms.
+std::function<bool(const std::string&)> stop_when_client_gone(bool* gone) {
+  auto next = std::make_shared<double>(now_s() + 0.05);
+  return [gone, next](const std::string&) {
+    const double now = now_s();
+    if (now < *next) return true;
+    *next = now + 0.05;
+    *gone = client_gone();
+    return !*gone;
+  };
+}
 
 // JSON text; bytes that are not UTF-8 (say a detokenized byte token) become U+FFFD rather
 // than an exception.
@@ -86,9 +117,11 @@ void handle_embeddings(ServerState& s, const httplib::Request& req, httplib::Res
   }
   std::vector<float> vectors(r.input.size() * dims);
   SlotPool::Refusal why;
-  const auto slot = s.pool->acquire(std::chrono::seconds(s.opt.timeout), &why);
+  const auto slot = s.pool->acquire(std::chrono::seconds(s.opt.timeout), &why, client_gone);
   if (!slot) {
     res.set_header("Retry-After", "1");
+    // 499: the client closed the connection while its request waited (nginx's name for it).
+    if (why == SlotPool::Refusal::ClientGone) return refuse(ApiError{499, "the client left", "", "", ""});
     return refuse(
         ApiError{503, "the server is busy: no session slot became free in time", "server_error", "", "server_busy"});
   }
@@ -131,9 +164,10 @@ void handle_generation(ServerState& s, const httplib::Request& req, httplib::Res
   auto prepared = std::make_shared<Prepared>(prepare(s, *request));
   if (!prepared->ok) return refuse(prepared->error);
   SlotPool::Refusal why;
-  const auto slot = s.pool->acquire(std::chrono::seconds(s.opt.timeout), &why);
+  const auto slot = s.pool->acquire(std::chrono::seconds(s.opt.timeout), &why, client_gone);
   if (!slot) {
     res.set_header("Retry-After", "1");
+    if (why == SlotPool::Refusal::ClientGone) return refuse(ApiError{499, "the client left", "", "", ""});
     return refuse(ApiError{503,
                            why == SlotPool::Refusal::QueueFull
                                ? "the server is busy: every session slot is taken and the queue is full"
@@ -144,8 +178,15 @@ void handle_generation(ServerState& s, const httplib::Request& req, httplib::Res
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const size_t slot_index = *slot;
   if (!request->stream) {
-    Generation g = generate(s, s.sessions[slot_index], *request, *prepared, nullptr);
+    // A client that has left stops the generation (its slot is free for the next at once).
+    bool gone = false;
+    Generation g = generate(s, s.sessions[slot_index], *request, *prepared, stop_when_client_gone(&gone));
     s.pool->release(slot_index);
+    if (gone) {
+      reply_error(res, ApiError{499, "the client left", "", "", ""});
+      log_line(s, req, 499, g.prompt_tokens, g.completion_tokens, now_s() - start, g.decode_seconds);
+      return;
+    }
     if (!g.ok) {
       reply_error(res, g.error);
     } else {
@@ -246,12 +287,15 @@ void add_status_routes(GatedServer& http, ServerState& s, const ConnectionGate& 
                           {"running", c.running},
                           {"closing", c.lingering},
                           {"buffered_bytes", c.buffered_bytes},
-                          {"limit", s.opt.max_connections}};
+                          {"limit", s.opt.max_connections},
+                          {"per_client_limit", gate_limits(s.opt).max_connections_per_client}};
       j["memory"] = {{"budget_bytes", r.budget_bytes},
                      {"planned_bytes", r.planned_total_bytes},
                      {"arena_used_bytes", r.arena_used_bytes},
                      {"kv_mode", r.kv_mode},
-                     {"context_tokens", r.context_tokens}};
+                     {"context_tokens", r.context_tokens},
+                     {"rss_bytes", resident_bytes()},
+                     {"allowance_bytes", memory_allowance(s.opt)}};
     }
     res.set_content(dump(j), "application/json");
   });
@@ -346,7 +390,11 @@ void add_routes(GatedServer& http, ServerState& s, const ConnectionGate& gate) {
 GateHooks gate_hooks(GatedServer& http, ServerState& s) {
   GateHooks hooks;
   hooks.serve = [&http](httplib::Stream& stream, bool close_connection, bool& connection_closed) {
-    return http.serve(stream, close_connection, connection_closed);
+    t_client_fd = stream.socket();
+    const bool keep = http.serve(stream, close_connection, connection_closed);
+    t_client_fd = -1;
+    release_request_memory();
+    return keep;
   };
   hooks.error_body = [](int status, const std::string& message) {
     ApiError e{status, message, status == 503 ? "server_error" : "invalid_request_error", "", ""};

@@ -22,6 +22,10 @@ struct ServerOptions {
   // keep-alive connection and a stalled write; open connections before a fast 503.
   double header_timeout = 10, body_timeout = 30, idle_timeout = 5, write_timeout = 30;
   size_t max_connections = 512;
+  // Open connections from one remote address; 0: a quarter of max_connections (at least 1).
+  size_t max_connections_per_client = 0;
+  // --api-key-file and TERN_API_KEY fill api_key (resolve_api_key).
+  std::string api_key_file;
 };
 
 // Every flag of tern-server, bound to `opt`.
@@ -33,6 +37,11 @@ GateLimits gate_limits(const ServerOptions& opt);
 // Every connection is a descriptor: make room for the limit (the soft limit is often 1,024),
 // or lower the limit to what fits, and say so.
 void fit_open_file_limit(ServerOptions* opt);
+
+// The API key from --api-key (discouraged: other users see it in /proc/PID/cmdline),
+// --api-key-file (its first line; a file others may read is refused) or the environment
+// variable TERN_API_KEY, at most one of them; false (and why, on stderr) when it cannot be read.
+bool resolve_api_key(ServerOptions* opt);
 
 // Anyone who can reach a non-loopback address can use the server unless a key is required.
 void warn_if_open_to_the_network(const ServerOptions& opt);

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -16,9 +17,13 @@ class SlotPool {
  public:
   SlotPool(size_t slots, size_t queue_limit) : busy_(slots, false), queue_limit_(queue_limit) {}
 
-  enum class Refusal { None, QueueFull, TimedOut };
+  enum class Refusal { None, QueueFull, TimedOut, ClientGone };
   // A free slot, waiting up to `wait` in line (first come, first served); nullopt and why not.
-  std::optional<size_t> acquire(std::chrono::milliseconds wait, Refusal* why) {
+  // While in line, `gone` is asked every `check` whether the client has left: then the place
+  // is given up at once (ClientGone), so it no longer turns live clients away.
+  std::optional<size_t> acquire(std::chrono::milliseconds wait, Refusal* why,
+                                const std::function<bool()>& gone = nullptr,
+                                std::chrono::milliseconds check = std::chrono::milliseconds(50)) {
     std::unique_lock<std::mutex> lock(mutex_);
     *why = Refusal::None;
     if (line_.empty()) {
@@ -35,10 +40,24 @@ class SlotPool {
     while (!slot) {
       if (line_.front() == ticket) slot = take_free();
       if (slot) break;
-      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
-        if (line_.front() == ticket) slot = take_free();
-        if (!slot) *why = Refusal::TimedOut;
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
+        *why = Refusal::TimedOut;
         break;
+      }
+      if (gone) {
+        cv_.wait_until(lock, std::min(deadline, now + check));
+        if (line_.front() == ticket) slot = take_free();
+        if (slot) break;
+        lock.unlock();
+        const bool left = gone();  // a system call: not under the lock
+        lock.lock();
+        if (left) {
+          *why = Refusal::ClientGone;
+          break;
+        }
+      } else {
+        cv_.wait_until(lock, deadline);
       }
     }
     for (auto it = line_.begin(); it != line_.end(); ++it) {

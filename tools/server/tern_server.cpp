@@ -1,7 +1,8 @@
 // tern-server MODEL.tern [--host 127.0.0.1] [--port 8080] [--memory-budget 1G|available[-P%]]
-//             [--kv MODE] [--ctx N] [--sessions N] [--threads N] [--api-key KEY] [--timeout S]
+//             [--kv MODE] [--ctx N] [--sessions N] [--threads N] [--api-key-file FILE] [--timeout S]
 //             [--queue N] [--max-body BYTES] [--max-connections N] [--header-timeout S]
-//             [--body-timeout S] [--idle-timeout S] [--write-timeout S]
+//             [--max-connections-per-client N] [--body-timeout S] [--idle-timeout S] [--write-timeout S]
+// (the API key also as --api-key KEY, or in the environment as TERN_API_KEY)
 // An OpenAI-compatible HTTP server over the C API: /v1/chat/completions, /v1/completions
 // (both with streaming), /v1/embeddings (embedding bundles), /v1/models, /health, /tokenize,
 // /detokenize (routes.h). Each of --sessions slots is a session of the one loaded model
@@ -27,6 +28,7 @@
 
 #include "tools/server/connection_gate.h"
 #include "tools/server/model_loader.h"
+#include "tools/server/process_memory.h"
 #include "tools/server/routes.h"
 #include "tools/server/server_options.h"
 #include "tools/server/server_state.h"
@@ -77,10 +79,12 @@ bool bind_and_announce(GatedServer& http, const ServerState& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  configure_allocator();  // before any thread: requests' memory goes back (process_memory.h)
   CLI::App app{"tern-server: an OpenAI-compatible local server for a Tern bundle"};
   ServerState s;
   add_server_options(app, &s.opt);
   CLI11_PARSE(app, argc, argv);
+  if (!resolve_api_key(&s.opt)) return 2;
   fit_open_file_limit(&s.opt);
   warn_if_open_to_the_network(s.opt);
   s.model_name = model_name_of(s.opt.bundle);
