@@ -361,6 +361,20 @@ typedef struct tern_plan_row {
 TERN_API tern_status tern_plan(const char* bundle_path, const tern_model_params* params, const char* const* kv_modes,
                                size_t n_kv_modes, tern_plan_row* rows, size_t capacity, size_t* out_count);
 
+/* ---- Bundle checksum ----
+ * tern-convert records a checksum of the whole bundle file (XXH64 of the header and of the
+ * data area; schema/README.md). tern_model_load() never reads it: loading maps the weights
+ * without reading them, and stays as fast. tern_bundle_verify() opens the bundle with the
+ * checks tern_model_load() makes, reads every byte (about as fast as the disk or page cache
+ * gives them) and compares: TERN_OK when the checksum matches (*out_recorded = 1) or when the
+ * bundle records none (*out_recorded = 0: converted before checksums were written; with
+ * require_checksum != 0 that is TERN_NOT_FOUND); TERN_CORRUPT_FILE when it differs, the
+ * message naming the damaged part (the header: config, tensor table, tokenizer; or the data
+ * area: the weights) and both values; the load errors for a bundle that does not open.
+ * out_recorded may be NULL. To check a bundle at load, call it before tern_model_load() (the
+ * CLIs' --verify-bundle). */
+TERN_API tern_status tern_bundle_verify(const char* bundle_path, int require_checksum, int* out_recorded);
+
 /* ---- Chat ----
  * Renders a conversation into the text the model was trained on, with the bundle's chat
  * format (tern_model_info.chat_format; the converter derives it from the checkpoint's

@@ -14,6 +14,7 @@
 #include "converter/tokenizer/tokenizer_import.h"
 #include "converter/writer/dense_quantize.h"
 #include "runtime/base/version.h"
+#include "runtime/base/xxh64.h"
 #include "runtime/model/tensor_names.h"
 #include "schema/bundle_generated.h"
 
@@ -36,6 +37,7 @@ class FileSink : public SegmentSink {
       return fail(Error::IoError, "%s: write failed after %llu bytes", path_.c_str(),
                   static_cast<unsigned long long>(written_));
     }
+    if (hash_) hash_->update(data, size);
     written_ += size;
     segment_ += size;
     if (progress_ && (written_ - last_report_ > (8u << 20) || written_ == total_)) {
@@ -57,6 +59,7 @@ class FileSink : public SegmentSink {
     if (std::fflush(f_) != 0 || fseeko(f_, static_cast<off_t>(size), SEEK_CUR) != 0) {
       return fail(Error::IoError, "%s: seek failed: %s", path_.c_str(), std::strerror(errno));
     }
+    if (hash_) hash_->update_zeros(size);
     written_ += size;
     segment_ += size;
     return Error::Ok;
@@ -70,6 +73,8 @@ class FileSink : public SegmentSink {
     return Error::Ok;
   }
   void set_base(uint64_t base) { position_base_ = base; }
+  // Every byte written from now on (zeros of holes included) also goes into `hash`.
+  void set_hash(Xxh64* hash) { hash_ = hash; }
   void begin_segment() { segment_ = 0; }
   uint64_t segment_written() const { return segment_; }
 
@@ -82,6 +87,7 @@ class FileSink : public SegmentSink {
   uint64_t segment_ = 0;
   uint64_t last_report_ = 0;
   uint64_t position_base_ = 0;
+  Xxh64* hash_ = nullptr;
 };
 
 std::string utc_now() {
@@ -356,6 +362,14 @@ void write_header(flatbuffers::FlatBufferBuilder& fbb, const BundleContents& con
   }
   flatbuffers::Offset<schema::KvProfile> kv_off;
   if (contents.kv_profile) kv_off = write_kv_profile(fbb, *contents.kv_profile);
+  // The checksum's values are zero placeholders (forced into the buffer, zero being their
+  // default), filled in once the data area is written (patch_checksum).
+  flatbuffers::Offset<schema::Checksum> checksum_off;
+  if (contents.checksum) {
+    fbb.ForceDefaults(true);
+    checksum_off = schema::CreateChecksum(fbb, schema::ChecksumAlgorithm::Xxh64, 0, 0);
+    fbb.ForceDefaults(false);
+  }
 
   schema::BundleBuilder bb(fbb);
   bb.add_format_version(kBundleFormatVersion);
@@ -365,7 +379,25 @@ void write_header(flatbuffers::FlatBufferBuilder& fbb, const BundleContents& con
   bb.add_tokenizer(tok_off);
   if (contents.kv_profile) bb.add_kv_profile(kv_off);
   bb.add_data_size(data_size);
+  if (checksum_off.o != 0) bb.add_checksum(checksum_off);
   fbb.FinishSizePrefixed(bb.Finish(), schema::BundleIdentifier());
+}
+
+// The header's checksum values from the data area's hash: the header's own hash covers its
+// bytes up to the data area with both values still zero, then both are written into `buf`.
+void patch_checksum(uint8_t* buf, uint64_t header, uint64_t data_start, uint64_t data_hash, WriteStats* stats) {
+  const schema::Checksum* cs = flatbuffers::GetSizePrefixedRoot<schema::Bundle>(buf)->checksum();
+  if (cs == nullptr) return;
+  Xxh64 h;
+  h.update(buf, header);
+  h.update_zeros(data_start - header);
+  stats->checksum_header = h.digest();
+  stats->checksum_data = data_hash;
+  const auto* table = reinterpret_cast<const flatbuffers::Table*>(cs);
+  const uint8_t* header_field = table->GetAddressOf(schema::Checksum::VT_HEADER);
+  const uint8_t* data_field = table->GetAddressOf(schema::Checksum::VT_DATA);
+  flatbuffers::WriteScalar(buf + (header_field - buf), stats->checksum_header);
+  flatbuffers::WriteScalar(buf + (data_field - buf), stats->checksum_data);
 }
 
 // Streams tensor i's data (and group scales) to its planned place, checking what its producer
@@ -411,6 +443,8 @@ Result<WriteStats> write_bundle(const std::string& path, const BundleContents& c
   FileSink sink(f.get(), path, progress, total);
   TERN_RETURN_IF_ERROR(sink.write(fbb.GetBufferPointer(), header));
   TERN_RETURN_IF_ERROR(sink.pad_to(data_start));
+  Xxh64 data_hash;
+  sink.set_hash(&data_hash);
 
   std::vector<float> scales;
   for (size_t i = 0; i < contents.tensors.size(); ++i) {
@@ -432,6 +466,11 @@ Result<WriteStats> write_bundle(const std::string& path, const BundleContents& c
   // A trailing hole from write_zeros is only a seek: give the file its full length.
   if (ftruncate(fileno(f.get()), static_cast<off_t>(total)) != 0) {
     return fail(Error::IoError, "%s: cannot set the file size: %s", path.c_str(), std::strerror(errno));
+  }
+  patch_checksum(fbb.GetBufferPointer(), header, data_start, data_hash.digest(), &stats);
+  if (contents.checksum &&
+      (fseeko(f.get(), 0, SEEK_SET) != 0 || std::fwrite(fbb.GetBufferPointer(), 1, header, f.get()) != header)) {
+    return fail(Error::IoError, "%s: cannot write the checksum: %s", path.c_str(), std::strerror(errno));
   }
   if (std::fclose(f.release()) != 0) return fail(Error::IoError, "%s: close failed", path.c_str());
 

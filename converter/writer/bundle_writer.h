@@ -92,6 +92,9 @@ struct BundleContents {
   std::vector<TensorSpec> tensors;
   std::optional<KvProfileIR> kv_profile;
   EmbeddingPromptsIR embedding;  // written when config.embedding
+  // Record the file's checksum (schema/README.md). false: none, as bundles written before it
+  // had (tests of old bundles).
+  bool checksum = true;
 };
 
 struct WriteStats {
@@ -102,6 +105,8 @@ struct WriteStats {
   uint64_t ternary_weights = 0;
   uint64_t embedding_bytes = 0;    // tok_embeddings + lm_head incl. group scales
   uint64_t other_dense_bytes = 0;  // norms
+  uint64_t checksum_header = 0;    // the recorded XXH64 values (0: none recorded)
+  uint64_t checksum_data = 0;
   double seconds = 0.0;
 };
 

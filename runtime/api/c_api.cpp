@@ -535,6 +535,21 @@ tern_status tern_embed(tern_session* session, const char* const* texts, const si
   return status(e);
 }
 
+tern_status tern_bundle_verify(const char* bundle_path, int require_checksum, int* out_recorded) {
+  TERN_C_REQUIRE_(bundle_path);
+  if (out_recorded != nullptr) *out_recorded = 0;
+  auto opened = Bundle::open(bundle_path);
+  if (!opened.ok()) return status(opened.error());
+  BundleChecksum checksum;
+  const Error e = opened->verify_checksum(bundle_path, &checksum);
+  if (out_recorded != nullptr) *out_recorded = checksum.recorded ? 1 : 0;
+  if (e == Error::Ok && !checksum.recorded && require_checksum != 0) {
+    return status(
+        fail(Error::NotFound, "%s: no checksum recorded (converted before checksums were written)", bundle_path));
+  }
+  return status(e);
+}
+
 tern_status tern_plan(const char* bundle_path, const tern_model_params* params, const char* const* kv_modes,
                       size_t n_kv_modes, tern_plan_row* rows, size_t capacity, size_t* out_count) {
   TERN_C_REQUIRE_(bundle_path);

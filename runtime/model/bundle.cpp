@@ -3,8 +3,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "runtime/base/hash.h"
+#include "runtime/base/xxh64.h"
 #include "runtime/model/model_family.h"
 #include "schema/bundle_generated.h"
 
@@ -486,6 +488,53 @@ uint64_t Bundle::identity() const {
   if (data_ == nullptr) return 0;
   const uint64_t header = data_start_of(data_) < size_ ? data_start_of(data_) : size_;
   return fnv1a(data_, header);
+}
+
+Error Bundle::verify_checksum(const char* label, BundleChecksum* out) const {
+  *out = BundleChecksum{};
+  if (root_ == nullptr) return fail(Error::InvalidState, "bundle not open");
+  const schema::Checksum* cs = root_->checksum();
+  if (cs == nullptr) return Error::Ok;
+  if (cs->algorithm() != schema::ChecksumAlgorithm::Xxh64) {
+    return fail(Error::NotSupported, "%s: checksum algorithm %u is not known to this reader", label,
+                static_cast<unsigned>(cs->algorithm()));
+  }
+  out->recorded = true;
+  out->header = cs->header();
+  out->data = cs->data();
+  // The header's hash counts its own two values as zero: hash around them, in file order.
+  const uint64_t data_start = data_start_of(data_);
+  const auto* table = reinterpret_cast<const flatbuffers::Table*>(cs);
+  const uint8_t* fields[2] = {table->GetAddressOf(schema::Checksum::VT_HEADER),
+                              table->GetAddressOf(schema::Checksum::VT_DATA)};
+  if (fields[0] && fields[1] && fields[1] < fields[0]) std::swap(fields[0], fields[1]);
+  Xxh64 header;
+  const uint8_t* at = data_;
+  for (const uint8_t* field : fields) {
+    if (field == nullptr || field < at) continue;  // absent (its default 0) or overlapping (corrupt)
+    header.update(at, static_cast<size_t>(field - at));
+    header.update_zeros(8);
+    at = field + 8;
+  }
+  header.update(at, static_cast<size_t>(data_ + data_start - at));
+  out->header_actual = header.digest();
+  out->data_actual = xxh64(data_ + data_start, size_ - data_start);
+  out->bytes = size_;
+  if (out->header_actual != out->header) {
+    return fail(Error::CorruptFile,
+                "%s: checksum mismatch in the header (config, tensor table, tokenizer, KV profile: bytes [0, %llu)): "
+                "recorded %016llx, computed %016llx",
+                label, static_cast<unsigned long long>(data_start), static_cast<unsigned long long>(out->header),
+                static_cast<unsigned long long>(out->header_actual));
+  }
+  if (out->data_actual != out->data) {
+    return fail(Error::CorruptFile,
+                "%s: checksum mismatch in the data area (the tensors' bytes [%llu, %zu)): recorded %016llx, "
+                "computed %016llx",
+                label, static_cast<unsigned long long>(data_start), size_, static_cast<unsigned long long>(out->data),
+                static_cast<unsigned long long>(out->data_actual));
+  }
+  return Error::Ok;
 }
 
 Result<TensorView> Bundle::tensor(const char* name) const {

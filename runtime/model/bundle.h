@@ -44,6 +44,14 @@ struct TensorView {
   DenseMatrix as_dense() const;      // precondition: type == Dense
 };
 
+// What Bundle::verify_checksum() found (schema/README.md, "Checksum").
+struct BundleChecksum {
+  bool recorded = false;                        // false: the bundle records none (converted before issue 39)
+  uint64_t header = 0, data = 0;                // recorded XXH64 values
+  uint64_t header_actual = 0, data_actual = 0;  // computed from the file
+  uint64_t bytes = 0;                           // bytes read
+};
+
 class Bundle {
  public:
   // Maps and verifies a bundle file: identifier, version, FlatBuffers verifier, every
@@ -77,6 +85,12 @@ class Bundle {
   size_t file_size() const { return size_; }
   bool is_mapped() const { return file_.is_mapped(); }
   uint32_t format_version() const { return format_version_; }
+  // Reads every byte of the file and compares it with the checksum the converter recorded:
+  // Ok when it matches or when none is recorded (`out->recorded` says which); CorruptFile
+  // naming the damaged part (the header: config, tensor table, tokenizer, KV profile; or the
+  // data area: the tensors' bytes) and the values otherwise; NotSupported for an algorithm
+  // this reader does not know. open() never does this: it would read the whole file.
+  Error verify_checksum(const char* label, BundleChecksum* out) const;
 
  private:
   MappedFile file_;
