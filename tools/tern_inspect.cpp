@@ -1,6 +1,7 @@
 // tern-inspect: what is in a .tern bundle (config, tensors, tokenizer, KV profile, sizes).
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -199,6 +200,34 @@ void print_sizes(const Bundle& b, const TensorTotals& totals) {
           : 0.0,
       totals.ternary_layouts.empty() ? "no ternary tensors" : totals.ternary_layouts.c_str(),
       static_cast<unsigned long long>(totals.dense_bytes), b.file_size(), b.file_size() / 1e6);
+  if (const schema::Checksum* cs = b.root()->checksum()) {
+    std::printf("  checksum            %s header %016llx, data %016llx (--verify checks it)\n",
+                cs->algorithm() == schema::ChecksumAlgorithm::Xxh64 ? "XXH64" : "unknown algorithm",
+                static_cast<unsigned long long>(cs->header()), static_cast<unsigned long long>(cs->data()));
+  } else {
+    std::printf("  checksum            none recorded\n");
+  }
+}
+
+// --verify: reads the whole file against its recorded checksum; the exit status says the result.
+int verify(const std::string& path, const Bundle& b, bool require) {
+  const auto start = std::chrono::steady_clock::now();
+  BundleChecksum cs;
+  const Error e = b.verify_checksum(path.c_str(), &cs);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (e != Error::Ok) {
+    std::printf("%s: checksum FAILED: %s\n", path.c_str(), last_error_message());
+    return 1;
+  }
+  if (!cs.recorded) {
+    std::printf("%s: no checksum recorded (converted before checksums were written)%s\n", path.c_str(),
+                require ? "; --require-checksum: FAILED" : "");
+    return require ? 1 : 0;
+  }
+  std::printf("%s: checksum OK (XXH64 header %016llx, data %016llx; %.1f MB read in %.2f s)\n", path.c_str(),
+              static_cast<unsigned long long>(cs.header), static_cast<unsigned long long>(cs.data),
+              static_cast<double>(cs.bytes) / 1e6, seconds);
+  return 0;
 }
 
 }  // namespace
@@ -206,17 +235,26 @@ void print_sizes(const Bundle& b, const TensorTotals& totals) {
 int main(int argc, char** argv) {
   CLI::App app{"tern-inspect: print what a .tern bundle holds"};
   std::string path;
-  bool no_tensors = false;
+  bool no_tensors = false, verify_only = false, require = false;
   app.add_option("bundle", path, "bundle file")->required();
   app.add_flag("--no-tensors", no_tensors, "skip the per-tensor table");
+  app.add_flag("--verify", verify_only,
+               "only check the bundle: its structure and every byte against the recorded checksum (exit status 1 "
+               "when damaged; a bundle without a checksum passes unless --require-checksum)");
+  app.add_flag("--require-checksum", require, "with --verify: a bundle without a checksum fails");
   CLI11_PARSE(app, argc, argv);
 
   auto opened = Bundle::open(path.c_str());
   if (!opened.ok()) {
-    std::fprintf(stderr, "tern-inspect: %s\n", last_error_message());
+    if (verify_only) {
+      std::printf("%s: FAILED: %s\n", path.c_str(), last_error_message());
+    } else {
+      std::fprintf(stderr, "tern-inspect: %s\n", last_error_message());
+    }
     return 1;
   }
   const Bundle& b = *opened;
+  if (verify_only) return verify(path, b, require);
   print_config(path, b);
   const TensorTotals totals = print_tensors(b, no_tensors);
   print_tokenizer(b);

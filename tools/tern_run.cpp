@@ -108,6 +108,7 @@ void add_run_options(CLI::App& app, RunOptions* o) {
   tern::cli::add_kv_option(app, &model.kv);
   tern::cli::add_kv_layout_options(app, &model.kv_window, &model.kv_sinks, "32; adaptive: the bundle's",
                                    "4; adaptive: the bundle's");
+  tern::cli::add_verify_bundle_option(app, &model.verify_bundle);
   app.add_flag("--no-evict", o->no_evict, "stop at the KV capacity instead of evicting old blocks");
   app.add_flag("--evict", o->evict, "evict with f32/fp16 too (a compressed cache of exact heads)");
   app.add_option("--presence-penalty", o->sampler.presence_penalty, "subtracted from every token seen (0 = off)");
@@ -300,7 +301,12 @@ int main(int argc, char** argv) {
   mp.n_draft = o.draft.empty() ? 0 : o.draft_max;
   if (!tern::cli::grammar_memory(o.grammar, "tern-run", &mp.grammar_bytes)) return 2;
   Loaded m;
-  tern_status s = tern_model_load(o.bundle.c_str(), &mp, &m.model);
+  tern_status s = tern::cli::verify_bundle_if_asked(o.model, o.bundle.c_str(), "tern-run");
+  if (s == TERN_OK && !o.draft.empty() && o.draft != "lookup") {
+    s = tern::cli::verify_bundle_if_asked(o.model, o.draft.c_str(), "tern-run");
+  }
+  if (s != TERN_OK) return die("--verify-bundle", s);
+  s = tern_model_load(o.bundle.c_str(), &mp, &m.model);
   if (s != TERN_OK) return die("load", s);
   if (!o.draft.empty() && o.draft != "lookup" && (s = load_draft(m.model, mp, o.draft, &m.draft)) != TERN_OK) {
     return die("--draft", s);

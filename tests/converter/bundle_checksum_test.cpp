@@ -5,6 +5,7 @@
 // bundle written without the field (as before it existed) loads and reports none.
 #include <flatbuffers/flatbuffers.h>
 
+#include <sys/wait.h>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -186,6 +187,35 @@ TEST(BundleChecksum, OldBundleWithoutTheFieldLoadsAndSaysSo) {
   EXPECT_EQ(recorded, 0);
   EXPECT_EQ(tern_bundle_verify(file.path().c_str(), 1, &recorded), TERN_NOT_FOUND);
   EXPECT_NE(std::string(tern_last_error_message()).find("no checksum recorded"), std::string::npos);
+}
+
+// `tern-inspect --verify [extra] path`: its exit status and its output.
+int inspect_verify(const std::string& path, const std::string& extra, std::string* out) {
+  const std::string cmd = std::string(TERN_INSPECT_EXE) + " --verify " + extra + " '" + path + "' 2>&1";
+  std::FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  char buf[1024];
+  out->clear();
+  while (std::fgets(buf, sizeof buf, p) != nullptr) *out += buf;
+  const int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(BundleChecksum, InspectVerifyPrintsTheResult) {
+  testing::TempFile file(".tern"), old(".tern"), damaged(".tern");
+  std::vector<uint8_t> bytes = write_tiny(file.path(), true);
+  write_tiny(old.path(), false);
+  bytes[places_in(bytes).weight] ^= 0x01;
+  damaged.write(bytes);
+  std::string out;
+  EXPECT_EQ(inspect_verify(file.path(), "", &out), 0) << out;
+  EXPECT_NE(out.find("checksum OK"), std::string::npos) << out;
+  EXPECT_EQ(inspect_verify(damaged.path(), "", &out), 1) << out;
+  EXPECT_NE(out.find("checksum FAILED"), std::string::npos) << out;
+  EXPECT_NE(out.find("in the data area"), std::string::npos) << out;
+  EXPECT_EQ(inspect_verify(old.path(), "", &out), 0) << out;
+  EXPECT_NE(out.find("no checksum recorded"), std::string::npos) << out;
+  EXPECT_EQ(inspect_verify(old.path(), "--require-checksum", &out), 1) << out;
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
 // The flags of the CLIs that load a model (--memory-budget, --threads, --ctx, --batch, --kv,
-// --kv-window, --kv-sinks), worded alike in each, and the tern_model_params they ask for.
+// --kv-window, --kv-sinks, --verify-bundle), worded alike in each, and the tern_model_params they ask for.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <string>
 
 #include "include/tern.h"  // and nothing else of the project: tern-server uses this header
@@ -17,6 +18,7 @@ struct ModelOptions {
   std::string kv = "f32";
   unsigned threads = 1, ctx = 0, batch = 64;
   int kv_window = -1, kv_sinks = -1;  // -1: the mode's default
+  bool verify_bundle = false;         // read the whole bundle against its checksum before loading
 };
 
 // Each adder returns its option, for the checks a CLI puts on it. `names` keeps a CLI's own
@@ -62,6 +64,26 @@ inline void add_kv_layout_options(CLI::App& app, int* window, int* sinks, const 
   app.add_option("--kv-sinks", *sinks,
                  "sink tokens of a compressed cache, kept exact and never evicted (default: " + sinks_default + ")")
       ->check(CLI::NonNegativeNumber);
+}
+
+inline CLI::Option* add_verify_bundle_option(CLI::App& app, bool* verify) {
+  return app.add_flag("--verify-bundle", *verify,
+                      "before loading, read the whole bundle and check it against the checksum tern-convert "
+                      "recorded (a damaged bundle fails to load; one without a checksum loads with a note)");
+}
+
+// --verify-bundle: TERN_OK when not asked, when the checksum matches, or when the bundle records
+// none (a note on stderr then); otherwise the status of tern_bundle_verify (the message names the
+// damaged part). `tool` prefixes the notes.
+inline tern_status verify_bundle_if_asked(const ModelOptions& o, const char* path, const char* tool) {
+  if (!o.verify_bundle) return TERN_OK;
+  int recorded = 0;
+  const tern_status s = tern_bundle_verify(path, 0, &recorded);
+  if (s == TERN_OK) {
+    std::fprintf(stderr, "%s: %s: %s\n", tool, path,
+                 recorded ? "checksum verified" : "no checksum recorded (converted before checksums were written)");
+  }
+  return s;
 }
 
 // The load parameters the flags ask for, over tern_model_default_params(); kv_mode points into

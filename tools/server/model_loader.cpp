@@ -34,7 +34,8 @@ void load_model(ServerState& s, const std::function<void()>& stop) {
     return fail(s, std::string("--grammar-memory: ") + tern_last_error_message(), stop);
   }
   mp.n_sessions = s.opt.sessions;
-  tern_status st = tern_model_load(s.opt.bundle.c_str(), &mp, &s.model);
+  tern_status st = cli::verify_bundle_if_asked(s.opt.model, s.opt.bundle.c_str(), "tern-server");
+  if (st == TERN_OK) st = tern_model_load(s.opt.bundle.c_str(), &mp, &s.model);
   if (st == TERN_OK) st = tern_model_get_info(s.model, &s.info);
   if (st == TERN_OK) st = tern_model_get_embedding_info(s.model, &s.embedding);
   tern_memory_report r{};

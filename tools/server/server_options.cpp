@@ -54,6 +54,7 @@ void add_server_options(CLI::App& app, ServerOptions* opt) {
   cli::add_ctx_option(app, &opt->model.ctx);
   app.add_option("--sessions", opt->sessions, "concurrent session slots (default 1)")->check(CLI::Range(1u, 256u));
   cli::add_threads_option(app, &opt->model.threads);
+  cli::add_verify_bundle_option(app, &opt->model.verify_bundle);
   app.add_option("--api-key", opt->api_key,
                  "require 'Authorization: Bearer KEY' on every endpoint but /health (visible to other users in the "
                  "process list: prefer --api-key-file or TERN_API_KEY)");
