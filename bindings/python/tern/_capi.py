@@ -260,6 +260,7 @@ FUNCTIONS = {
                       POINTER(GenerateStats)),
     "tern_plan": (status_t, c_char_p, POINTER(ModelParams), POINTER(c_char_p), c_size_t, POINTER(PlanRow), c_size_t,
                   size_p),
+    "tern_bundle_verify": (status_t, c_char_p, c_int, POINTER(c_int)),
     "tern_chat_apply": (status_t, Model_p, POINTER(ChatMessage), c_size_t, c_int, c_void_p, c_size_t, size_p),
     "tern_session_state_size": (status_t, Session_p, size_p),
     "tern_session_state_save": (status_t, Session_p, c_void_p, c_size_t, size_p),
