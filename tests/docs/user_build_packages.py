@@ -52,11 +52,11 @@ def essential_packages():
     return {l.split()[0] for l in out.splitlines() if " yes " in l + " " or l.endswith(" required")}
 
 
-def files_cmake_found(cache):
+def files_cmake_found(cache, optional):
     found = set()
     for line in open(cache, encoding="utf-8"):
         m = re.match(r"^([A-Za-z0-9_.+-]+):(FILEPATH|PATH)=(/usr/.*)$", line.strip())
-        if not m or m.group(1).startswith("CMAKE_INSTALL"):
+        if not m or m.group(1).startswith("CMAKE_INSTALL") or m.group(1) in optional:
             continue
         path = m.group(3)
         if os.path.isfile(path) or (os.path.isdir(path) and m.group(1).endswith("_DIR") and "/cmake/" in path):
@@ -108,6 +108,8 @@ def main():
     ap.add_argument("--built-tree", required=True, help="a built tree of this project (its objects' header records)")
     ap.add_argument("--scratch", required=True)
     ap.add_argument("--cmake", default="cmake")
+    ap.add_argument("--optional", action="append", default=[],
+                    help="a cache variable for a program the build uses only when present (help2man)")
     args = ap.parse_args()
 
     lines = {readme: readme_packages(readme) for readme in args.readme}
@@ -130,7 +132,7 @@ def main():
         print("%d of the user build's objects have no dependency record in %s (build it first): %s" %
               (len(missing), args.built_tree, ", ".join(missing[:5])))
         return 1
-    used = files_cmake_found(os.path.join(user_build, "CMakeCache.txt")) | headers
+    used = files_cmake_found(os.path.join(user_build, "CMakeCache.txt"), set(args.optional)) | headers
     allowed = closure(packages) | essential_packages()
     by_file = owners(used)
     unowned = sorted(p for p, o in by_file.items() if o is None)
