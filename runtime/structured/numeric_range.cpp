@@ -151,8 +151,11 @@ void write_integer_range(GbnfWriter& out, const RangeBound& lo, const RangeBound
 
 void write_number_range(GbnfWriter& out, const RangeBound& lo, const RangeBound& hi, const RangeBound& min,
                         const RangeBound& max) {
+  // 3.0 is the integer 3: the zero fraction follows every integer alternative, so they are
+  // grouped (ungrouped, it bound to the negative ones only and refused 3.0 in [-3, 10]).
+  out.put("( ");
   write_integer_range(out, lo, hi);
-  out.put(" ( \".\" \"0\"{1,16} )?");  // 3.0 is the integer 3
+  out.put(" ) ( \".\" \"0\"{1,16} )?");
   // Non-integers v: lo' <= floor(v) <= hi' - 1 with lo' = the minimum (inclusive or
   // exclusive alike) and hi' = the maximum (likewise). Written k.f for k >= 0, and
   // -m.f with m = -k - 1 for k < 0; f has a nonzero digit.
