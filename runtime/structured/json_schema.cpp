@@ -10,6 +10,7 @@
 
 #include "runtime/structured/excluded_keys.h"
 #include "runtime/structured/gbnf_writer.h"
+#include "runtime/structured/json_canonical.h"
 #include "runtime/structured/json_reader.h"
 #include "runtime/structured/json_rules.h"
 #include "runtime/structured/json_schema_keywords.h"
@@ -182,11 +183,11 @@ class Converter {
     }
     if (json::find(schema, "const", &v)) {
       TERN_RETURN_IF_ERROR(check_keywords(schema, {keywords::kConst}));
-      return constant(v);
+      return enumeration(schema, v, "const");
     }
     if (json::find(schema, "enum", &v)) {
       TERN_RETURN_IF_ERROR(check_keywords(schema, {keywords::kEnum}));
-      return enumeration(v);
+      return enumeration(schema, v, "enum");
     }
     const char* alternatives = json::find(schema, "anyOf", &v)   ? "anyOf"
                                : json::find(schema, "oneOf", &v) ? "oneOf"
@@ -213,18 +214,33 @@ class Converter {
     return Error::Ok;
   }
 
-  // "enum": one of its values (after the keywords are checked).
-  Error enumeration(const Value& values) {
-    if (values.kind != Kind::Array || json::count_items(values) == 0)
-      return invalid("'enum' must be a non-empty array");
+  // "enum" (or "const", one value): the values that "type", when given beside it, admits too.
+  Error enumeration(const Value& schema, const Value& values, const char* which) {
+    const bool list = which[0] == 'e';
+    if (list && values.kind != Kind::Array) return invalid("'enum' must be an array");
+    Value type;
+    const bool typed = json::find(schema, "type", &type);
+    if (typed && !json_type_valid(type)) return invalid("'type' must be a type name or a non-empty array of them");
     json::Items items(values);
-    Value item;
+    Value item = values;
+    bool any = false;
     out_.put("( ");
-    for (bool first = true; items.next(&item); first = false) {
-      if (!first) out_.put(" | ");
+    for (bool more = list ? items.next(&item) : true; more; more = list && items.next(&item)) {
+      if (typed && !json_type_admits(type, item)) continue;
+      out_.put(any ? " | " : "");
+      any = true;
       TERN_RETURN_IF_ERROR(constant(item));
     }
     out_.put(" )");
+    if (!any) return unsupported("'%s' %s: the schema matches nothing", which, typed ? "outside 'type'" : "empty");
+    return Error::Ok;
+  }
+
+  // A canonical spelling's failure, reported by what was spelled.
+  Error spelled(CanonicalResult r, const char* what) {
+    if (r == CanonicalResult::TooLong) return unsupported("%s longer than the grammar spells (2048 bytes)", what);
+    if (r == CanonicalResult::LoneSurrogate)
+      return unsupported("%s with a lone surrogate (UTF-8 cannot spell it)", what);
     return Error::Ok;
   }
 
@@ -358,8 +374,8 @@ class Converter {
       for (bool first = true; object ? members.next(&key, &value) : items.next(&value); first = false) {
         out_.put(first ? " " : " \",\" ws ");
         if (object) {
-          Canonical c;
-          if (!canonical_string(key, &c)) return unsupported("a constant's name longer than 1024 bytes");
+          CanonicalJson c;
+          TERN_RETURN_IF_ERROR(spelled(canonical_json_string(key, &c), "a constant's name"));
           out_.literal(c.buf, c.n);
           out_.put(" ws \":\" ws ");
         }
@@ -368,51 +384,11 @@ class Converter {
       out_.put(object ? " \"}\" ws" : " \"]\" ws");
       return Error::Ok;
     }
-    Canonical c;
-    if (!canonical(v, &c)) return unsupported("a constant longer than %zu bytes", sizeof c.buf);
+    CanonicalJson c;
+    TERN_RETURN_IF_ERROR(spelled(canonical_json(v, &c), "a constant"));
     out_.literal(c.buf, c.n);
     out_.put(" ws");
     return Error::Ok;
-  }
-
-  struct Canonical {
-    char buf[2048];
-    size_t n = 0;
-    bool put(const char* s, size_t k) {
-      if (n + k > sizeof buf) return false;
-      std::memcpy(buf + n, s, k);
-      n += k;
-      return true;
-    }
-  };
-
-  bool canonical_string(const Value& s, Canonical* c) {
-    char raw[1024];
-    const size_t k = json::unescape(s, raw, sizeof raw);
-    if (k > sizeof raw || !c->put("\"", 1)) return false;
-    for (size_t i = 0; i < k; ++i) {
-      const uint8_t b = static_cast<uint8_t>(raw[i]);
-      const char* e = b == '"'    ? "\\\""
-                      : b == '\\' ? "\\\\"
-                      : b == '\b' ? "\\b"
-                      : b == '\f' ? "\\f"
-                      : b == '\n' ? "\\n"
-                      : b == '\r' ? "\\r"
-                      : b == '\t' ? "\\t"
-                                  : nullptr;
-      char hex[8];
-      if (e == nullptr && b < 0x20) {
-        std::snprintf(hex, sizeof hex, "\\u%04x", b);
-        e = hex;
-      }
-      if (e != nullptr ? !c->put(e, std::strlen(e)) : !c->put(raw + i, 1)) return false;
-    }
-    return c->put("\"", 1);
-  }
-
-  bool canonical(const Value& v, Canonical* c) {
-    if (v.kind == Kind::String) return canonical_string(v, c);
-    return c->put(v.begin, v.size());  // numbers, true, false, null: as written
   }
 
   // ---- $ref: a JSON pointer into the document ----
@@ -734,8 +710,8 @@ class Converter {
 
   // "key" ws ":" ws value
   Error key_value(const Value& key, const Value& schema, int depth) {
-    Canonical c;
-    if (!canonical_string(key, &c)) return unsupported("a property name longer than 1024 bytes");
+    CanonicalJson c;
+    TERN_RETURN_IF_ERROR(spelled(canonical_json_string(key, &c), "a property name"));
     out_.literal(c.buf, c.n);
     out_.put(" ws \":\" ws ");
     return expression(schema, depth + 1);

@@ -48,6 +48,10 @@ HAND_WRITTEN = [
     {"type": "number", "minimum": -3, "exclusiveMaximum": 10},
     {"type": "number", "exclusiveMinimum": -1, "exclusiveMaximum": 1},
     {"type": "number", "minimum": 100},
+    {"type": "number", "minimum": -3},  # 3.0 as well as -3.0: the zero fraction after every integer
+    {"enum": [1, "a", 2.0, None, 3.5, 1e1], "type": "integer"},  # "type" beside "enum" filters it
+    {"enum": ["x", 1, None, [2]], "type": ["string", "null"]},
+    {"const": "k", "type": "string"},
     {"type": "string", "format": "date"},
     {"type": "string", "format": "time"},
     {"type": "string", "format": "date-time"},
@@ -132,6 +136,9 @@ UNSUPPORTED = [
     ({"$ref": "https://example.com/schema.json"}, "another document"),
     ({"type": "array", "prefixItems": [{"type": "integer"}]}, "prefixItems"),
     (False, "false"),
+    ({"const": 1, "type": "string"}, "const"),  # "type" excludes the one value: nothing matches
+    ({"enum": [1, 2], "type": "string"}, "enum"),
+    ({"enum": []}, "enum"),
 ]
 
 
@@ -256,10 +263,11 @@ def instance(s, root, rng, depth=0):
     deep = depth > 4  # recursive schemas: the least each level needs
     if "$ref" in s:
         return instance(resolve(root, s["$ref"]), root, rng, depth + 1)
-    if "const" in s:
-        return s["const"]
-    if "enum" in s:
-        return rng.choice(s["enum"])
+    if "const" in s or "enum" in s:
+        values = [s["const"]] if "const" in s else s["enum"]
+        if "type" in s:  # what "type" admits of them (the grammar spells only those)
+            values = [v for v in values if jsonschema.Draft202012Validator({"type": s["type"]}).is_valid(v)]
+        return rng.choice(values)
     for k in ("anyOf", "oneOf"):
         if k in s:
             return instance(rng.choice(s[k]), root, rng, depth + 1)

@@ -1,0 +1,177 @@
+#include "runtime/structured/json_canonical.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+namespace tern {
+
+using json::Kind;
+using json::Value;
+
+bool CanonicalJson::put(const char* s, size_t k) {
+  if (n + k > sizeof buf) return false;
+  std::memcpy(buf + n, s, k);
+  n += k;
+  return true;
+}
+
+namespace {
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The \uXXXX escape at s (s[0] == '\\', s[1] == 'u'), or -1.
+int escape_unit(const char* s, const char* end) {
+  if (end - s < 6 || s[0] != '\\' || s[1] != 'u') return -1;
+  int unit = 0;
+  for (int i = 2; i < 6; ++i) {
+    const int h = hex_value(s[i]);
+    if (h < 0) return -1;
+    unit = unit * 16 + h;
+  }
+  return unit;
+}
+
+// Whether the string's escapes hold a surrogate that is not part of a pair.
+bool has_lone_surrogate(const Value& s) {
+  const char* end = s.end - 1;  // before the closing quote
+  for (const char* p = s.begin + 1; p < end; ++p) {
+    if (*p != '\\') continue;
+    const int unit = escape_unit(p, end);
+    if (unit < 0) {
+      ++p;  // a one-character escape: skip what it escapes
+      continue;
+    }
+    if (unit >= 0xDC00 && unit <= 0xDFFF) return true;
+    if (unit >= 0xD800 && unit <= 0xDBFF) {
+      const int low = escape_unit(p + 6, end);
+      if (low < 0xDC00 || low > 0xDFFF) return true;
+      p += 6;
+    }
+    p += 5;
+  }
+  return false;
+}
+
+// Whether a JSON number's value is whole: no nonzero digit after the point once the exponent
+// has moved it (1.50e1 is 15, 1e-1 is not whole).
+bool number_is_whole(const Value& v) {
+  const char* p = v.begin;
+  const char* end = v.end;
+  if (p < end && *p == '-') ++p;
+  const char* int_begin = p;
+  while (p < end && *p >= '0' && *p <= '9') ++p;
+  const char* int_end = p;
+  const char* frac_begin = p;
+  const char* frac_end = p;
+  if (p < end && *p == '.') {
+    frac_begin = ++p;
+    while (p < end && *p >= '0' && *p <= '9') ++p;
+    frac_end = p;
+  }
+  int64_t exponent = 0;
+  if (p < end && (*p == 'e' || *p == 'E')) {
+    ++p;
+    const bool negative = p < end && *p == '-';
+    if (p < end && (*p == '-' || *p == '+')) ++p;
+    for (; p < end && *p >= '0' && *p <= '9'; ++p) {
+      if (exponent < 1000000) exponent = exponent * 10 + (*p - '0');
+    }
+    if (negative) exponent = -exponent;
+  }
+  // Digits d0 d1 ... (integer part then fraction); the point sits after int digits + exponent.
+  const int64_t int_digits = int_end - int_begin;
+  const int64_t point = int_digits + exponent;
+  const int64_t total = int_digits + (frac_end - frac_begin);
+  for (int64_t i = point < 0 ? 0 : point; i < total; ++i) {
+    const char d = i < int_digits ? int_begin[i] : frac_begin[i - int_digits];
+    if (d != '0') return false;
+  }
+  return true;
+}
+
+bool type_name_admits(const Value& name, const Value& v) {
+  char t[16];
+  json::unescape_cstr(name, t);
+  switch (v.kind) {
+    case Kind::Null: return std::strcmp(t, "null") == 0;
+    case Kind::Bool: return std::strcmp(t, "boolean") == 0;
+    case Kind::String: return std::strcmp(t, "string") == 0;
+    case Kind::Array: return std::strcmp(t, "array") == 0;
+    case Kind::Object: return std::strcmp(t, "object") == 0;
+    case Kind::Number: return std::strcmp(t, "number") == 0 || (std::strcmp(t, "integer") == 0 && number_is_whole(v));
+  }
+  return false;
+}
+
+bool type_name_valid(const Value& name) {
+  static const char* const kNames[] = {"null", "boolean", "string", "array", "object", "number", "integer"};
+  if (name.kind != Kind::String) return false;
+  char t[16];
+  json::unescape_cstr(name, t);
+  for (const char* n : kNames) {
+    if (std::strcmp(t, n) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+CanonicalResult canonical_json_string(const Value& s, CanonicalJson* c) {
+  if (has_lone_surrogate(s)) return CanonicalResult::LoneSurrogate;
+  char raw[1024];
+  const size_t k = json::unescape(s, raw, sizeof raw);
+  if (k > sizeof raw || !c->put("\"", 1)) return CanonicalResult::TooLong;
+  for (size_t i = 0; i < k; ++i) {
+    const uint8_t b = static_cast<uint8_t>(raw[i]);
+    const char* e = b == '"'    ? "\\\""
+                    : b == '\\' ? "\\\\"
+                    : b == '\b' ? "\\b"
+                    : b == '\f' ? "\\f"
+                    : b == '\n' ? "\\n"
+                    : b == '\r' ? "\\r"
+                    : b == '\t' ? "\\t"
+                                : nullptr;
+    char hex[8];
+    if (e == nullptr && b < 0x20) {
+      std::snprintf(hex, sizeof hex, "\\u%04x", b);
+      e = hex;
+    }
+    if (e != nullptr ? !c->put(e, std::strlen(e)) : !c->put(raw + i, 1)) return CanonicalResult::TooLong;
+  }
+  return c->put("\"", 1) ? CanonicalResult::Ok : CanonicalResult::TooLong;
+}
+
+CanonicalResult canonical_json(const Value& v, CanonicalJson* c) {
+  if (v.kind == Kind::String) return canonical_json_string(v, c);
+  return c->put(v.begin, v.size()) ? CanonicalResult::Ok : CanonicalResult::TooLong;
+}
+
+bool json_type_valid(const Value& type) {
+  if (type.kind == Kind::String) return type_name_valid(type);
+  if (type.kind != Kind::Array || json::count_items(type) == 0) return false;
+  json::Items items(type);
+  Value t;
+  while (items.next(&t)) {
+    if (!type_name_valid(t)) return false;
+  }
+  return true;
+}
+
+bool json_type_admits(const Value& type, const Value& v) {
+  if (type.kind == Kind::String) return type_name_admits(type, v);
+  if (type.kind != Kind::Array) return false;
+  json::Items items(type);
+  Value t;
+  while (items.next(&t)) {
+    if (t.kind == Kind::String && type_name_admits(t, v)) return true;
+  }
+  return false;
+}
+
+}  // namespace tern
