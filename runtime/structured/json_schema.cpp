@@ -401,8 +401,29 @@ class Converter {
     if (text[1] != '\0' && text[1] != '/') {
       return unsupported("'$ref' anchor '%s'; only JSON pointers ('#/$defs/name')", text);
     }
-    if (!json::at_pointer(root_, text + 1, out)) return invalid("'$ref' '%s' points at nothing", text);
+    // A URI fragment: percent-decoded before it is read as a JSON pointer (RFC 6901, section 6).
+    char pointer[sizeof text];
+    if (!percent_decode(text + 1, pointer)) return invalid("'$ref' '%s': a bad percent-escape", text);
+    if (!json::at_pointer(root_, pointer, out)) return invalid("'$ref' '%s' points at nothing", text);
     return Error::Ok;
+  }
+
+  static bool percent_decode(const char* in, char* out) {
+    auto hex = [](char c) {
+      return c >= '0' && c <= '9' ? c - '0' : (c | 0x20) >= 'a' && (c | 0x20) <= 'f' ? (c | 0x20) - 'a' + 10 : -1;
+    };
+    for (; *in != '\0'; ++out) {
+      if (*in != '%') {
+        *out = *in++;
+        continue;
+      }
+      const int h = hex(in[1]), l = h < 0 ? -1 : hex(in[2]);
+      if (l < 0 || h + l == 0) return false;  // %00 would cut the pointer short
+      *out = static_cast<char>(h * 16 + l);
+      in += 3;
+    }
+    *out = '\0';
+    return true;
   }
 
   // ---- Strings ----
@@ -532,6 +553,7 @@ class Converter {
     Value items;
     char item[24];
     if (json::find(schema, "items", &items)) {
+      if (items.kind == Kind::Array) return unsupported("'items' as an array (draft 7's tuples; 'prefixItems' too)");
       if (items.kind == Kind::Bool && items.begin[0] == 'f') {
         if (min > 0) return unsupported("'items': false with 'minItems' above 0");
         max = 0;

@@ -1,0 +1,53 @@
+// "$ref" fragments as RFC 6901 section 6 reads them: percent-decoded, then a JSON pointer.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "platform/error.h"
+#include "runtime/structured/json_schema.h"
+
+namespace tern {
+namespace {
+
+Error convert(const std::string& schema, std::string* text) {
+  std::vector<char> out(1 << 16);
+  size_t size = 0;
+  const Error e = json_schema_to_grammar(schema.data(), schema.size(), out.data(), out.size(), &size);
+  *text = e == Error::Ok ? std::string(out.data(), size) : last_error_message();
+  return e;
+}
+
+TEST(JsonSchemaRef, FragmentsArePercentDecoded) {
+  // %25 is '%', %22 is '"': the names "a%b" and "q\"t", not their encoded spellings.
+  std::string grammar;
+  ASSERT_EQ(convert(R"({"$defs": {"a%b": {"const": "right"}, "a%25b": {"const": "wrong"}},
+                         "$ref": "#/$defs/a%25b"})",
+                    &grammar),
+            Error::Ok)
+      << grammar;
+  EXPECT_NE(grammar.find("right"), std::string::npos) << grammar;
+  EXPECT_EQ(grammar.find("wrong"), std::string::npos) << grammar;
+  ASSERT_EQ(convert(R"({"$defs": {"q\"t": {"const": 7}}, "$ref": "#/$defs/q%22t"})", &grammar), Error::Ok) << grammar;
+  EXPECT_NE(grammar.find("\"7\""), std::string::npos) << grammar;
+  // %2F is a '/', so a separator after decoding; ~1 is the escape for a '/' in a name.
+  ASSERT_EQ(convert(R"({"$defs": {"x": {"y": {"const": 1}}, "x/y": {"const": 2}}, "$ref": "#/$defs/x%2Fy"})", &grammar),
+            Error::Ok);
+  EXPECT_NE(grammar.find("\"1\""), std::string::npos) << grammar;
+  ASSERT_EQ(convert(R"({"$defs": {"x": {"y": {"const": 1}}, "x/y": {"const": 2}}, "$ref": "#/$defs/x~1y"})", &grammar),
+            Error::Ok);
+  EXPECT_NE(grammar.find("\"2\""), std::string::npos) << grammar;
+}
+
+TEST(JsonSchemaRef, BadEscapesAreRefused) {
+  std::string message;
+  for (const char* schema :
+       {R"({"$defs": {"a": true}, "$ref": "#/$defs/a%2"})", R"({"$defs": {"a": true}, "$ref": "#/$defs/a%zz"})",
+        R"({"$defs": {"a": true}, "$ref": "#/$defs/a%00"})"}) {
+    EXPECT_EQ(convert(schema, &message), Error::InvalidArgument) << schema;
+    EXPECT_NE(message.find("percent-escape"), std::string::npos) << message;
+  }
+}
+
+}  // namespace
+}  // namespace tern
