@@ -524,7 +524,8 @@ class Converter {
       out_.put(integer ? "integer" : "number");
       return Error::Ok;
     }
-    if (lo.present && hi.present && lo.value > hi.value) return unsupported("an empty range (minimum above maximum)");
+    const bool no_integer = lo.present && hi.present && lo.value > hi.value;
+    if (no_integer && integer) return unsupported("an empty range (minimum above maximum)");
     used_ |= kWs;
     out_.put("( ");
     if (integer) {
@@ -536,6 +537,7 @@ class Converter {
       TERN_RETURN_IF_ERROR(bound(schema, "exclusiveMinimum", false, true, false, &min));
       TERN_RETURN_IF_ERROR(bound(schema, "maximum", false, false, false, &max));
       TERN_RETURN_IF_ERROR(bound(schema, "exclusiveMaximum", false, false, false, &max));
+      if (no_integer && min.value >= max.value) return unsupported("an empty range (minimum above maximum)");
       write_number_range(out_, lo, hi, min, max);
     }
     out_.put(" ) ws");

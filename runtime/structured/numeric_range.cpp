@@ -153,9 +153,14 @@ void write_number_range(GbnfWriter& out, const RangeBound& lo, const RangeBound&
                         const RangeBound& max) {
   // 3.0 is the integer 3: the zero fraction follows every integer alternative, so they are
   // grouped (ungrouped, it bound to the negative ones only and refused 3.0 in [-3, 10]).
-  out.put("( ");
-  write_integer_range(out, lo, hi);
-  out.put(" ) ( \".\" \"0\"{1,16} )?");
+  // Exclusive bounds one apart, (1, 2), hold no integer: then only the fractions are written.
+  const bool integers = !(lo.present && hi.present && lo.value > hi.value);
+  if (integers) {
+    out.put("( ");
+    write_integer_range(out, lo, hi);
+    out.put(" ) ( \".\" \"0\"{1,16} )?");
+  }
+  const char* separator = integers ? " | " : "";
   // Non-integers v: lo' <= floor(v) <= hi' - 1 with lo' = the minimum (inclusive or
   // exclusive alike) and hi' = the maximum (likewise). Written k.f for k >= 0, and
   // -m.f with m = -k - 1 for k < 0; f has a nonzero digit.
@@ -167,7 +172,9 @@ void write_number_range(GbnfWriter& out, const RangeBound& lo, const RangeBound&
   if (!fhi.present || fhi.value >= 0) {
     const int64_t a = flo.present && flo.value > 0 ? flo.value : 0;
     if (!fhi.present || a <= fhi.value) {
-      out.put(" | ( ");
+      out.put(separator);
+      out.put("( ");
+      separator = " | ";
       digits_range(out, static_cast<uint64_t>(a), fhi.present, fhi.present ? static_cast<uint64_t>(fhi.value) : 0);
       out.put(fraction);
       out.put(" )");
@@ -178,7 +185,8 @@ void write_number_range(GbnfWriter& out, const RangeBound& lo, const RangeBound&
     const int64_t k_hi = fhi.present && fhi.value < -1 ? fhi.value : -1;
     const uint64_t m_lo = static_cast<uint64_t>(-k_hi - 1);
     if (!flo.present || flo.value <= k_hi) {
-      out.put(" | ( \"-\" ");
+      out.put(separator);
+      out.put("( \"-\" ");
       digits_range(out, m_lo, flo.present, flo.present ? static_cast<uint64_t>(-flo.value - 1) : 0);
       out.put(fraction);
       out.put(" )");

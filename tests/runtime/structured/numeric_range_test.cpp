@@ -209,12 +209,17 @@ TEST_F(NumericRange, NumbersAgainstArithmetic) {
       {-3, std::nullopt, true, false},
       {99, 1001, true, true},
       {-1001, -99, true, true},
+      {1, 2, true, true},  // no integer inside: only 1.x
+      {-2, -1, true, true},
+      {0, 1, true, true},
   };
   for (const NumberCase& c : cases) {
     // The inclusive integer bounds, as JSON Schema's conversion makes them.
     const Opt lo = c.min ? Opt(*c.min + (c.min_exclusive ? 1 : 0)) : std::nullopt;
     const Opt hi = c.max ? Opt(*c.max - (c.max_exclusive ? 1 : 0)) : std::nullopt;
-    if (lo && hi && *lo > *hi) continue;  // no integer inside: JSON Schema refuses the range
+    // No value at all inside (JSON Schema refuses the range); with none but non-integers, as
+    // (1, 2), only their fractions are written.
+    if (lo && hi && *lo > *hi && !(*c.min < *c.max)) continue;
     compile(number_expression(lo, hi, c.min, c.max));
     auto expected = [&](const Decimal& d) {
       const int below = c.min ? d.compare(*c.min) : 1, above = c.max ? d.compare(*c.max) : -1;
@@ -285,6 +290,30 @@ TEST_F(NumericRange, SchemaBoundsAgainstArithmetic) {
     for (int64_t v : values) {
       EXPECT_EQ(accepts(decimal(v)), c.in_range(v) && digits_of(v) <= kIntegerDigits) << v << " for " << c.schema;
     }
+  }
+}
+
+// Exclusive bounds one apart hold no integer but every number between them; bounds that
+// hold nothing are refused by name.
+TEST_F(NumericRange, SchemaNumbersWithoutIntegers) {
+  const std::string schema = R"({"type": "number", "exclusiveMinimum": 1, "exclusiveMaximum": 2})";
+  std::vector<char> text(1 << 20);
+  size_t size = 0;
+  ASSERT_EQ(json_schema_to_grammar(schema.data(), schema.size(), text.data(), text.size(), &size), Error::Ok)
+      << last_error_message();
+  text_.assign(text.data(), size);
+  ASSERT_EQ(grammar_.compile(text_.data(), text_.size(), vocab_->vocab(), region_.get(), kRegionBytes), Error::Ok)
+      << last_error_message() << "\n"
+      << text_;
+  for (const char* inside : {"1.5", "1.0001", "1.9999999999999999"}) EXPECT_TRUE(accepts(inside)) << inside;
+  for (const char* outside : {"1", "2", "1.0", "2.0", "0.5", "2.5", "-1.5"}) EXPECT_FALSE(accepts(outside)) << outside;
+  for (const char* empty : {R"({"type": "number", "exclusiveMinimum": 1, "maximum": 1})",
+                            R"({"type": "number", "minimum": 2, "exclusiveMaximum": 2})",
+                            R"({"type": "integer", "exclusiveMinimum": 1, "exclusiveMaximum": 2})"}) {
+    const std::string s = empty;
+    EXPECT_EQ(json_schema_to_grammar(s.data(), s.size(), text.data(), text.size(), &size), Error::UnsupportedSchema)
+        << empty;
+    EXPECT_NE(std::string(last_error_message()).find("empty range"), std::string::npos) << last_error_message();
   }
 }
 
