@@ -461,7 +461,8 @@ TERN_API tern_status tern_session_set_logit_hook(tern_session* session, tern_log
  *
  * tern_json_schema_to_grammar() writes the grammar for JSON text that validates against a
  * JSON Schema: types, properties / required / additionalProperties, enum, const, arrays
- * (items, minItems, maxItems), anyOf / oneOf (oneOf as anyOf), allOf of one schema, $ref to
+ * (items, minItems, maxItems), anyOf, oneOf of branches that accept disjoint kinds of value
+ * (others are refused), allOf of one schema, $ref to
  * any JSON pointer of the document (recursion allowed), minLength / maxLength, integer
  * ranges and number ranges with integer bounds, and the formats date, time, date-time and
  * uuid. Annotations (title, description, default, examples, ...) are ignored; any other

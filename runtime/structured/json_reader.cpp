@@ -291,6 +291,25 @@ size_t count_items(const Value& array) {
   return n;
 }
 
+bool percent_decode(const char* in, char* out) {
+  auto hex = [](char c) {
+    const char lower = static_cast<char>(c | 0x20);
+    return c >= '0' && c <= '9' ? c - '0' : lower >= 'a' && lower <= 'f' ? lower - 'a' + 10 : -1;
+  };
+  for (; *in != '\0'; ++out) {
+    if (*in != '%') {
+      *out = *in++;
+      continue;
+    }
+    const int h = hex(in[1]), l = h < 0 ? -1 : hex(in[2]);
+    if (l < 0 || h + l == 0) return false;
+    *out = static_cast<char>(h * 16 + l);
+    in += 3;
+  }
+  *out = '\0';
+  return true;
+}
+
 bool at_pointer(const Value& root, const char* pointer, Value* out) {
   Value at = root;
   const char* p = pointer;

@@ -73,6 +73,10 @@ size_t count_items(const Value& array);
 // The value the JSON pointer `pointer` (RFC 6901: "" or "/a/0/~1b", ~0 for '~' and ~1 for '/'
 // in a name; segments up to 255 bytes) refers to in `root`. False when there is none.
 bool at_pointer(const Value& root, const char* pointer, Value* out);
+// A URI fragment's %XX escapes decoded into out (at least as large as `in`), as RFC 6901
+// (section 6) has a fragment read before it is a JSON pointer. False on a bad escape and on
+// %00, which would cut the pointer short.
+bool percent_decode(const char* in, char* out);
 
 // A number's value, exactly when it is an integer in int64's range (1.0 and 1e2 count as
 // integers; 1.5 does not). False otherwise.

@@ -14,6 +14,7 @@
 #include "runtime/structured/json_reader.h"
 #include "runtime/structured/json_rules.h"
 #include "runtime/structured/json_schema_keywords.h"
+#include "runtime/structured/json_schema_kinds.h"
 #include "runtime/structured/numeric_range.h"
 
 namespace tern {
@@ -253,6 +254,8 @@ class Converter {
     }
     if (branches.kind != Kind::Array || json::count_items(branches) == 0)
       return invalid("'%s' must be a non-empty array", which);
+    if (which[0] == 'o' && !schema_branches_disjoint(root_, branches))
+      return unsupported("'oneOf' whose branches may match one value (only ones of disjoint types; else 'anyOf')");
     json::Items items(branches);
     Value item;
     out_.put("( ");
@@ -403,27 +406,9 @@ class Converter {
     }
     // A URI fragment: percent-decoded before it is read as a JSON pointer (RFC 6901, section 6).
     char pointer[sizeof text];
-    if (!percent_decode(text + 1, pointer)) return invalid("'$ref' '%s': a bad percent-escape", text);
+    if (!json::percent_decode(text + 1, pointer)) return invalid("'$ref' '%s': a bad percent-escape", text);
     if (!json::at_pointer(root_, pointer, out)) return invalid("'$ref' '%s' points at nothing", text);
     return Error::Ok;
-  }
-
-  static bool percent_decode(const char* in, char* out) {
-    auto hex = [](char c) {
-      return c >= '0' && c <= '9' ? c - '0' : (c | 0x20) >= 'a' && (c | 0x20) <= 'f' ? (c | 0x20) - 'a' + 10 : -1;
-    };
-    for (; *in != '\0'; ++out) {
-      if (*in != '%') {
-        *out = *in++;
-        continue;
-      }
-      const int h = hex(in[1]), l = h < 0 ? -1 : hex(in[2]);
-      if (l < 0 || h + l == 0) return false;  // %00 would cut the pointer short
-      *out = static_cast<char>(h * 16 + l);
-      in += 3;
-    }
-    *out = '\0';
-    return true;
   }
 
   // ---- Strings ----

@@ -139,6 +139,7 @@ UNSUPPORTED = [
     ({"const": 1, "type": "string"}, "const"),  # "type" excludes the one value: nothing matches
     ({"enum": [1, 2], "type": "string"}, "enum"),
     ({"enum": []}, "enum"),
+    ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, "oneOf"),  # 3 would match both branches
     ({"type": "array", "items": [{"type": "integer"}]}, "'items' as an array"),
 ]
 

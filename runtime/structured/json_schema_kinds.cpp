@@ -1,0 +1,112 @@
+#include "runtime/structured/json_schema_kinds.h"
+
+#include <cstring>
+
+#include "runtime/structured/json_canonical.h"
+
+namespace tern {
+
+using json::Kind;
+using json::Value;
+
+namespace {
+
+constexpr uint8_t kNull = 1, kBoolean = 2, kString = 4, kArray = 8, kObject = 16, kWhole = 32, kFraction = 64;
+constexpr uint8_t kAll = 127;
+constexpr int kMaxDepth = 16;  // through $refs and nested alternatives; past it, any kind
+
+uint8_t value_kind(const Value& v) {
+  switch (v.kind) {
+    case Kind::Null: return kNull;
+    case Kind::Bool: return kBoolean;
+    case Kind::String: return kString;
+    case Kind::Array: return kArray;
+    case Kind::Object: return kObject;
+    case Kind::Number: {
+      static constexpr char kInteger[] = "\"integer\"";
+      const Value integer{Kind::String, kInteger, kInteger + sizeof kInteger - 1};
+      return json_type_admits(integer, v) ? kWhole : kFraction;
+    }
+  }
+  return kAll;
+}
+
+uint8_t type_kinds(const Value& type) {
+  static const struct {
+    const char* name;
+    uint8_t kinds;
+  } kNames[] = {{"null", kNull},     {"boolean", kBoolean}, {"string", kString},           {"array", kArray},
+                {"object", kObject}, {"integer", kWhole},   {"number", kWhole | kFraction}};
+  uint8_t kinds = 0;
+  auto add = [&](const Value& t) {
+    char name[16];
+    json::unescape_cstr(t, name);
+    for (const auto& n : kNames) {
+      if (std::strcmp(name, n.name) == 0) kinds |= n.kinds;
+    }
+  };
+  if (type.kind == Kind::String) add(type);
+  json::Items items(type);
+  Value t;
+  while (type.kind == Kind::Array && items.next(&t)) {
+    if (t.kind == Kind::String) add(t);
+  }
+  return kinds;
+}
+
+uint8_t kinds_at(const Value& root, const Value& schema, int depth) {
+  if (depth > kMaxDepth) return kAll;
+  if (schema.kind == Kind::Bool) return schema.begin[0] == 't' ? kAll : 0;
+  if (schema.kind != Kind::Object) return kAll;
+  Value v;
+  if (json::find(schema, "$ref", &v)) {
+    char text[256], pointer[256];
+    if (v.kind != Kind::String || json::unescape_cstr(v, text) >= sizeof text - 1 || text[0] != '#') return kAll;
+    Value target;
+    if (!json::percent_decode(text + 1, pointer) || !json::at_pointer(root, pointer, &target)) return kAll;
+    return kinds_at(root, target, depth + 1);
+  }
+  uint8_t kinds = kAll;
+  if (json::find(schema, "type", &v)) kinds &= type_kinds(v);
+  Value values;
+  const bool is_const = json::find(schema, "const", &values);
+  if (is_const || (json::find(schema, "enum", &values) && values.kind == Kind::Array)) {
+    uint8_t of_values = 0;
+    json::Items items(values);
+    Value item = values;
+    for (bool more = is_const || items.next(&item); more; more = !is_const && items.next(&item)) {
+      of_values |= value_kind(item);
+    }
+    kinds &= of_values;
+  }
+  for (const char* alternatives : {"anyOf", "oneOf", "allOf"}) {
+    if (!json::find(schema, alternatives, &v) || v.kind != Kind::Array) continue;
+    uint8_t of_branches = alternatives[1] == 'l' ? kAll : 0;  // allOf: every branch; the others: any
+    json::Items items(v);
+    Value branch;
+    while (items.next(&branch)) {
+      const uint8_t k = kinds_at(root, branch, depth + 1);
+      of_branches = alternatives[1] == 'l' ? (of_branches & k) : (of_branches | k);
+    }
+    kinds &= of_branches;
+  }
+  return kinds;
+}
+
+}  // namespace
+
+uint8_t schema_kinds(const Value& root, const Value& schema) { return kinds_at(root, schema, 0); }
+
+bool schema_branches_disjoint(const Value& root, const Value& branches) {
+  uint8_t seen = 0;
+  json::Items items(branches);
+  Value branch;
+  while (items.next(&branch)) {
+    const uint8_t k = schema_kinds(root, branch);
+    if ((seen & k) != 0) return false;
+    seen |= k;
+  }
+  return true;
+}
+
+}  // namespace tern
