@@ -58,43 +58,6 @@ bool has_lone_surrogate(const Value& s) {
   return false;
 }
 
-// Whether a JSON number's value is whole: no nonzero digit after the point once the exponent
-// has moved it (1.50e1 is 15, 1e-1 is not whole).
-bool number_is_whole(const Value& v) {
-  const char* p = v.begin;
-  const char* end = v.end;
-  if (p < end && *p == '-') ++p;
-  const char* int_begin = p;
-  while (p < end && *p >= '0' && *p <= '9') ++p;
-  const char* int_end = p;
-  const char* frac_begin = p;
-  const char* frac_end = p;
-  if (p < end && *p == '.') {
-    frac_begin = ++p;
-    while (p < end && *p >= '0' && *p <= '9') ++p;
-    frac_end = p;
-  }
-  int64_t exponent = 0;
-  if (p < end && (*p == 'e' || *p == 'E')) {
-    ++p;
-    const bool negative = p < end && *p == '-';
-    if (p < end && (*p == '-' || *p == '+')) ++p;
-    for (; p < end && *p >= '0' && *p <= '9'; ++p) {
-      if (exponent < 1000000) exponent = exponent * 10 + (*p - '0');
-    }
-    if (negative) exponent = -exponent;
-  }
-  // Digits d0 d1 ... (integer part then fraction); the point sits after int digits + exponent.
-  const int64_t int_digits = int_end - int_begin;
-  const int64_t point = int_digits + exponent;
-  const int64_t total = int_digits + (frac_end - frac_begin);
-  for (int64_t i = point < 0 ? 0 : point; i < total; ++i) {
-    const char d = i < int_digits ? int_begin[i] : frac_begin[i - int_digits];
-    if (d != '0') return false;
-  }
-  return true;
-}
-
 bool type_name_admits(const Value& name, const Value& v) {
   char t[16];
   json::unescape_cstr(name, t);
@@ -104,7 +67,7 @@ bool type_name_admits(const Value& name, const Value& v) {
     case Kind::String: return std::strcmp(t, "string") == 0;
     case Kind::Array: return std::strcmp(t, "array") == 0;
     case Kind::Object: return std::strcmp(t, "object") == 0;
-    case Kind::Number: return std::strcmp(t, "number") == 0 || (std::strcmp(t, "integer") == 0 && number_is_whole(v));
+    case Kind::Number: return std::strcmp(t, "number") == 0 || (std::strcmp(t, "integer") == 0 && json::is_whole(v));
   }
   return false;
 }

@@ -503,6 +503,29 @@ bool as_int64(const Value& v, int64_t* out) {
   return true;
 }
 
+bool floor_exact(const Value& v, int64_t* floor, bool* whole) {
+  if (v.kind != Kind::Number) return false;
+  const Decimal d = decimal_of(v);
+  const int64_t point = d.count + d.exponent;  // digits[0, point) are the integer part
+  if (point > 18) return false;
+  uint64_t m = 0;
+  for (int64_t i = 0; i < point; ++i) m = m * 10 + static_cast<uint64_t>(i < d.count ? d.digits[i] - '0' : 0);
+  *whole = is_whole(v);
+  const int64_t magnitude = static_cast<int64_t>(m);
+  *floor = d.negative ? -magnitude - (*whole ? 0 : 1) : magnitude;
+  return true;
+}
+
+bool is_whole(const Value& v) {
+  if (v.kind != Kind::Number) return false;
+  const Decimal d = decimal_of(v);
+  if (d.inexact) return false;  // a nonzero digit past the 40th: taken as a fraction
+  for (int64_t i = d.count + d.exponent < 0 ? 0 : d.count + d.exponent; i < d.count; ++i) {
+    if (d.digits[i] != '0') return false;
+  }
+  return true;
+}
+
 double as_double(const Value& v) {
   if (v.kind != Kind::Number) return 0.0;
   const Decimal d = decimal_of(v);

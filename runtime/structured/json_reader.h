@@ -83,5 +83,12 @@ bool percent_decode(const char* in, char* out);
 bool as_int64(const Value& number, int64_t* out);
 // A number's value as a double (nearest, within a few ulps; enough to compare bounds).
 double as_double(const Value& number);
+// The greatest integer at most the number's exact decimal value (floor(-1.5) = -2), and
+// whether the value is whole, read from its digits (1e-400 is above 0, 2.99999999999999999999
+// below 3). False when the floor is beyond 18 digits.
+bool floor_exact(const Value& number, int64_t* floor, bool* whole);
+// Whether the number's exact value is whole (2.0, 1.50e1 and 1e400 are; 1e-400 is not). A
+// nonzero digit past the 40th significant one counts as a fraction.
+bool is_whole(const Value& number);
 
 }  // namespace tern::json

@@ -475,15 +475,13 @@ class Converter {
     Value v;
     if (!json::find(schema, key, &v)) return Error::Ok;
     if (v.kind != Kind::Number) return invalid("'%s' must be a number", key);
+    // Read exactly from the digits: through a double, 2.99999999999999999999 became 3.
     int64_t n = 0;
-    if (!json::as_int64(v, &n)) {
+    bool whole = false;
+    if (!json::floor_exact(v, &n, &whole)) return unsupported("'%s' is out of range", key);
+    if (!whole) {
       if (!integer) return unsupported("'%s' is not an integer: number ranges need integer bounds", key);
-      const double d = json::as_double(v);
-      if (!(d > -9.0e15 && d < 9.0e15)) return unsupported("'%s' is out of range", key);
-      // The nearest integer inside the bound.
-      n = static_cast<int64_t>(d);
-      if (lower && static_cast<double>(n) < d) ++n;
-      if (!lower && static_cast<double>(n) > d) --n;
+      if (lower) ++n;  // the nearest integer inside the bound: its ceiling
       exclusive = false;
     }
     if (n < -999999999999999LL || n > 999999999999999LL) return unsupported("'%s' has more than 15 digits", key);

@@ -2,8 +2,6 @@
 
 #include <cstring>
 
-#include "runtime/structured/json_canonical.h"
-
 namespace tern {
 
 using json::Kind;
@@ -22,11 +20,7 @@ uint8_t value_kind(const Value& v) {
     case Kind::String: return kString;
     case Kind::Array: return kArray;
     case Kind::Object: return kObject;
-    case Kind::Number: {
-      static constexpr char kInteger[] = "\"integer\"";
-      const Value integer{Kind::String, kInteger, kInteger + sizeof kInteger - 1};
-      return json_type_admits(integer, v) ? kWhole : kFraction;
-    }
+    case Kind::Number: return json::is_whole(v) ? kWhole : kFraction;
   }
   return kAll;
 }

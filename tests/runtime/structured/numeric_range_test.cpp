@@ -273,6 +273,17 @@ TEST_F(NumericRange, SchemaBoundsAgainstArithmetic) {
       {R"({"type": "integer", "exclusiveMaximum": -1000000000000})", [](int64_t v) { return v < -kTen12; }},
       {R"({"type": "integer", "exclusiveMinimum": 999999999999})", [](int64_t v) { return v > kTen12 - 1; }},
       {R"({"type": "number", "exclusiveMinimum": -1, "maximum": 1})", [](int64_t v) { return v > -1 && v <= 1; }},
+      // Bounds read exactly from their digits: through a double, 1e-400 was 0 and
+      // 2.99999999999999999999 was 3.
+      {R"({"type": "integer", "exclusiveMinimum": 1e-400, "maximum": 5})", [](int64_t v) { return v >= 1 && v <= 5; }},
+      {R"({"type": "integer", "minimum": -1e-400, "maximum": 5})", [](int64_t v) { return v >= 0 && v <= 5; }},
+      {R"({"type": "integer", "minimum": 0, "exclusiveMaximum": 2.99999999999999999999})",
+       [](int64_t v) { return v >= 0 && v <= 2; }},
+      {R"({"type": "integer", "minimum": -3.00000000000000000001, "maximum": -1.5})",
+       [](int64_t v) { return v >= -3 && v <= -2; }},
+      {R"({"type": "integer", "minimum": 25e-1, "maximum": 7.50e0})", [](int64_t v) { return v >= 3 && v <= 7; }},
+      {R"({"type": "integer", "minimum": 0.3e1, "exclusiveMaximum": 1.2e1})",
+       [](int64_t v) { return v >= 3 && v < 12; }},
   };
   for (const SchemaCase& c : cases) {
     const std::string schema = c.schema;
