@@ -178,6 +178,8 @@ class Converter {
     if (schema.kind != Kind::Object)
       return invalid("a schema must be an object or a boolean, not %s", json::to_string(schema.kind));
     Value v;
+    if (schema.begin != root_.begin && json::find(schema, "$id", &v))  // '#/...' would resolve inside it
+      return unsupported("'$id' below the root (an embedded resource changes what '$ref' resolves against)");
     if (json::find(schema, "$ref", &v)) {
       TERN_RETURN_IF_ERROR(check_keywords(schema, {keywords::kRef}));
       return reference(v);

@@ -49,5 +49,22 @@ TEST(JsonSchemaRef, BadEscapesAreRefused) {
   }
 }
 
+// An embedded resource ("$id" below the root) is where its own "#/..." pointers resolve;
+// resolving them against the document would pick another schema, so it is refused by name.
+TEST(JsonSchemaRef, IdBelowTheRootIsRefused) {
+  std::string message;
+  EXPECT_EQ(convert(R"({"$defs": {"x": {"const": "root's"}},
+                        "properties": {"p": {"$id": "http://example.com/inner",
+                                             "$defs": {"x": {"const": "inner's"}}, "$ref": "#/$defs/x"}}})",
+                    &message),
+            Error::UnsupportedSchema);
+  EXPECT_NE(message.find("'$id' below the root"), std::string::npos) << message;
+  // At the root it names the document, which "#/..." pointers resolve against anyway.
+  std::string grammar;
+  EXPECT_EQ(convert(R"({"$id": "http://example.com/s", "$defs": {"x": {"const": 1}}, "$ref": "#/$defs/x"})", &grammar),
+            Error::Ok)
+      << grammar;
+}
+
 }  // namespace
 }  // namespace tern
