@@ -461,10 +461,9 @@ TERN_API tern_status tern_session_set_logit_hook(tern_session* session, tern_log
  *
  * tern_json_schema_to_grammar() writes the grammar for JSON text that validates against a
  * JSON Schema: types, properties / required / additionalProperties, enum, const, arrays
- * (items, minItems, maxItems), anyOf, oneOf of branches that accept disjoint kinds of value
- * (others are refused), allOf of one schema, $ref to
- * any JSON pointer of the document (recursion allowed), minLength / maxLength, integer
- * ranges and number ranges with integer bounds, and the formats date, time, date-time and
+ * (items, minItems, maxItems), anyOf, oneOf of branches taking disjoint kinds of value, allOf
+ * of one schema, $ref to any JSON pointer of the document (recursion allowed), minLength /
+ * maxLength, integer and number ranges (integer bounds), formats date, time, date-time and
  * uuid. Annotations (title, description, default, examples, ...) are ignored; any other
  * keyword is refused with TERN_UNSUPPORTED_SCHEMA naming it and its place in the schema.
  * The grammar is NUL-terminated in buf; *out_size is its length, also when `capacity` is too
