@@ -10,6 +10,7 @@
 
 #include "platform/error.h"
 #include "runtime/structured/json_schema.h"
+#include "tests/support/schema_convert.h"
 
 namespace tern {
 namespace {
@@ -70,38 +71,31 @@ TEST(JsonType, EachKindAndLists) {
   EXPECT_FALSE(json_type_valid(parsed("[\"string\", 5]")));
 }
 
-Error convert(const std::string& schema, std::string* message) {
-  std::vector<char> out(1 << 16);
-  size_t size = 0;
-  const Error e = json_schema_to_grammar(schema.data(), schema.size(), out.data(), out.size(), &size);
-  *message = e == Error::Ok ? std::string(out.data(), size) : last_error_message();
-  return e;
-}
-
 TEST(JsonSchemaConstants, LoneSurrogatesAreRefusedByName) {
   // UTF-8 cannot spell a lone surrogate; writing U+FFFD instead would change the value asked for.
   for (const char* schema :
        {R"({"const": "\ud800"})", R"({"enum": ["a", "b\udc00"]})", R"({"const": "x\ud800\u0041"})",
         R"({"const": {"k\udfff": 1}})", R"({"type": "object", "properties": {"\ud834": {"type": "null"}}})"}) {
     std::string message;
-    EXPECT_EQ(convert(schema, &message), Error::UnsupportedSchema) << schema << "\n" << message;
+    EXPECT_EQ(testing::convert_schema(schema, &message), Error::UnsupportedSchema) << schema << "\n" << message;
     EXPECT_NE(message.find("lone surrogate"), std::string::npos) << message;
   }
   // A pair is one character (U+1F600), spelled in UTF-8.
   std::string grammar;
-  ASSERT_EQ(convert(R"({"const": "\ud83d\ude00"})", &grammar), Error::Ok) << grammar;
+  ASSERT_EQ(testing::convert_schema(R"({"const": "\ud83d\ude00"})", &grammar), Error::Ok) << grammar;
   EXPECT_NE(grammar.find("\xF0\x9F\x98\x80"), std::string::npos) << grammar;
 }
 
 TEST(JsonSchemaConstants, TypeBesideConstOrEnumFiltersOrRefuses) {
   std::string message;
-  EXPECT_EQ(convert(R"({"const": 1, "type": "string"})", &message), Error::UnsupportedSchema);
+  EXPECT_EQ(testing::convert_schema(R"({"const": 1, "type": "string"})", &message), Error::UnsupportedSchema);
   EXPECT_NE(message.find("'const' outside 'type'"), std::string::npos) << message;
-  EXPECT_EQ(convert(R"({"enum": []})", &message), Error::UnsupportedSchema);
+  EXPECT_EQ(testing::convert_schema(R"({"enum": []})", &message), Error::UnsupportedSchema);
   EXPECT_NE(message.find("'enum' empty"), std::string::npos) << message;
-  EXPECT_EQ(convert(R"({"enum": [1], "type": 3})", &message), Error::InvalidArgument) << message;
+  EXPECT_EQ(testing::convert_schema(R"({"enum": [1], "type": 3})", &message), Error::InvalidArgument) << message;
   std::string grammar;
-  ASSERT_EQ(convert(R"({"enum": [1, "a", 2.5, null], "type": "integer"})", &grammar), Error::Ok) << grammar;
+  ASSERT_EQ(testing::convert_schema(R"({"enum": [1, "a", 2.5, null], "type": "integer"})", &grammar), Error::Ok)
+      << grammar;
   EXPECT_NE(grammar.find("\"1\""), std::string::npos) << grammar;
   EXPECT_EQ(grammar.find("2.5"), std::string::npos) << grammar;
   EXPECT_EQ(grammar.find("\\\"a\\\""), std::string::npos) << grammar;

@@ -7,17 +7,10 @@
 
 #include "platform/error.h"
 #include "runtime/structured/json_schema.h"
+#include "tests/support/schema_convert.h"
 
 namespace tern {
 namespace {
-
-Error convert(const std::string& schema, std::string* text) {
-  std::vector<char> out(1 << 16);
-  size_t size = 0;
-  const Error e = json_schema_to_grammar(schema.data(), schema.size(), out.data(), out.size(), &size);
-  *text = e == Error::Ok ? std::string(out.data(), size) : last_error_message();
-  return e;
-}
 
 TEST(JsonSchemaOneOf, DisjointKindsAreKept) {
   for (const char* schema : {
@@ -29,7 +22,7 @@ TEST(JsonSchemaOneOf, DisjointKindsAreKept) {
            R"({"oneOf": [{"anyOf": [{"type": "string"}, {"type": "null"}]}, {"type": "boolean"}]})",
        }) {
     std::string grammar;
-    EXPECT_EQ(convert(schema, &grammar), Error::Ok) << schema << "\n" << grammar;
+    EXPECT_EQ(testing::convert_schema(schema, &grammar), Error::Ok) << schema << "\n" << grammar;
   }
 }
 
@@ -44,12 +37,13 @@ TEST(JsonSchemaOneOf, BranchesThatMayOverlapAreRefused) {
            R"({"oneOf": [{"type": "object", "properties": {"k": {"const": 1}}}, {"type": "object"}]})",
        }) {
     std::string message;
-    EXPECT_EQ(convert(schema, &message), Error::UnsupportedSchema) << schema;
+    EXPECT_EQ(testing::convert_schema(schema, &message), Error::UnsupportedSchema) << schema;
     EXPECT_NE(message.find("'oneOf'"), std::string::npos) << message;
   }
   // anyOf has no such rule: overlapping branches are what it means.
   std::string grammar;
-  EXPECT_EQ(convert(R"({"anyOf": [{"type": "integer"}, {"minimum": 2}]})", &grammar), Error::Ok) << grammar;
+  EXPECT_EQ(testing::convert_schema(R"({"anyOf": [{"type": "integer"}, {"minimum": 2}]})", &grammar), Error::Ok)
+      << grammar;
 }
 
 }  // namespace

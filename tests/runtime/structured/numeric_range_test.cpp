@@ -17,6 +17,7 @@
 #include "runtime/structured/json_schema.h"
 #include "runtime/structured/numeric_range.h"
 #include "tests/support/byte_vocab.h"
+#include "tests/support/schema_convert.h"
 
 namespace tern {
 namespace {
@@ -37,6 +38,13 @@ class NumericRange : public ::testing::Test {
   // Compiles `root ::= <expression>`.
   void compile(const std::string& expression) {
     text_ = "root ::= " + expression + "\n";
+    ASSERT_EQ(grammar_.compile(text_.data(), text_.size(), vocab_->vocab(), region_.get(), kRegionBytes), Error::Ok)
+        << last_error_message() << "\n"
+        << text_;
+  }
+  // Compiles the grammar a JSON Schema converts to.
+  void compile_schema(const std::string& schema) {
+    ASSERT_EQ(testing::convert_schema(schema, &text_), Error::Ok) << text_;
     ASSERT_EQ(grammar_.compile(text_.data(), text_.size(), vocab_->vocab(), region_.get(), kRegionBytes), Error::Ok)
         << last_error_message() << "\n"
         << text_;
@@ -286,15 +294,8 @@ TEST_F(NumericRange, SchemaBoundsAgainstArithmetic) {
        [](int64_t v) { return v >= 3 && v < 12; }},
   };
   for (const SchemaCase& c : cases) {
-    const std::string schema = c.schema;
-    std::vector<char> text(1 << 20);
-    size_t size = 0;
-    ASSERT_EQ(json_schema_to_grammar(schema.data(), schema.size(), text.data(), text.size(), &size), Error::Ok)
-        << last_error_message();
-    text_.assign(text.data(), size);
-    ASSERT_EQ(grammar_.compile(text_.data(), text_.size(), vocab_->vocab(), region_.get(), kRegionBytes), Error::Ok)
-        << last_error_message() << "\n"
-        << text_;
+    compile_schema(c.schema);
+    if (HasFatalFailure()) return;
     std::vector<int64_t> values;
     for (int64_t v = -30; v <= 30; ++v) values.push_back(v);
     for (int64_t v = -3; v <= 3; ++v) values.push_back(kTen12 + v), values.push_back(-kTen12 + v);
@@ -307,24 +308,16 @@ TEST_F(NumericRange, SchemaBoundsAgainstArithmetic) {
 // Exclusive bounds one apart hold no integer but every number between them; bounds that
 // hold nothing are refused by name.
 TEST_F(NumericRange, SchemaNumbersWithoutIntegers) {
-  const std::string schema = R"({"type": "number", "exclusiveMinimum": 1, "exclusiveMaximum": 2})";
-  std::vector<char> text(1 << 20);
-  size_t size = 0;
-  ASSERT_EQ(json_schema_to_grammar(schema.data(), schema.size(), text.data(), text.size(), &size), Error::Ok)
-      << last_error_message();
-  text_.assign(text.data(), size);
-  ASSERT_EQ(grammar_.compile(text_.data(), text_.size(), vocab_->vocab(), region_.get(), kRegionBytes), Error::Ok)
-      << last_error_message() << "\n"
-      << text_;
+  compile_schema(R"({"type": "number", "exclusiveMinimum": 1, "exclusiveMaximum": 2})");
+  if (HasFatalFailure()) return;
   for (const char* inside : {"1.5", "1.0001", "1.9999999999999999"}) EXPECT_TRUE(accepts(inside)) << inside;
   for (const char* outside : {"1", "2", "1.0", "2.0", "0.5", "2.5", "-1.5"}) EXPECT_FALSE(accepts(outside)) << outside;
   for (const char* empty : {R"({"type": "number", "exclusiveMinimum": 1, "maximum": 1})",
                             R"({"type": "number", "minimum": 2, "exclusiveMaximum": 2})",
                             R"({"type": "integer", "exclusiveMinimum": 1, "exclusiveMaximum": 2})"}) {
-    const std::string s = empty;
-    EXPECT_EQ(json_schema_to_grammar(s.data(), s.size(), text.data(), text.size(), &size), Error::UnsupportedSchema)
-        << empty;
-    EXPECT_NE(std::string(last_error_message()).find("empty range"), std::string::npos) << last_error_message();
+    std::string message;
+    EXPECT_EQ(testing::convert_schema(empty, &message), Error::UnsupportedSchema) << empty;
+    EXPECT_NE(message.find("empty range"), std::string::npos) << message;
   }
 }
 
