@@ -17,6 +17,8 @@ import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 
+import { startTernServer } from './server_process.mjs';
+
 const args = {};
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
 
@@ -34,33 +36,7 @@ const mib = (b) => (b / 1048576).toFixed(1);
 
 // Starts tern-server on a free loopback port; resolves when /health says ok.
 async function startServer(extra) {
-  const proc = spawn(args.server, [args.bundle, '--port', '0', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const log = [];
-  let stderr = '';
-  proc.stderr.on('data', (d) => {
-    stderr += d;
-    const lines = stderr.split('\n');
-    stderr = lines.pop();
-    log.push(...lines);
-  });
-  const port = await new Promise((resolve, reject) => {
-    let out = '';
-    proc.stdout.on('data', (d) => {
-      out += d;
-      if (out.includes('\n')) resolve(Number(out.trim()));
-    });
-    proc.on('exit', (code) => reject(new Error(`tern-server exited (${code}) before listening: ${log.join('\n')}`)));
-  });
-  const server = { proc, port, log, base: `http://127.0.0.1:${port}` };
-  servers.push(server);
-  for (let i = 0; ; ++i) {
-    const r = await fetch(`${server.base}/health`);
-    const j = await r.json();
-    if (r.status === 200 && j.status === 'ok') break;
-    assert.ok(i < 500 && j.status !== 'error', `the server did not become ready: ${JSON.stringify(j)}`);
-    await sleep(20);
-  }
-  return server;
+  return startTernServer(args.server, [args.bundle, '--port', '0', ...extra], servers);
 }
 
 async function stopServer(server) {
