@@ -221,7 +221,7 @@ Error too_ambiguous(uint32_t capacity) {
 Error expand(Program& g, uint32_t node, uint32_t* out, uint32_t* count, uint32_t capacity, uint8_t* accepting,
              uint8_t* can_end) {
   uint32_t n_work = 0;
-  bool full = false;
+  bool full = false, pool_exhausted = false;
   // Places to go on from, each once per step; nodes are made only for leaves and for the
   // frames a call returns to.
   auto push = [&](uint32_t pos, uint32_t parent) -> bool {
@@ -232,10 +232,27 @@ Error expand(Program& g, uint32_t node, uint32_t* out, uint32_t* count, uint32_t
     ++n_work;
     return true;
   };
+  // A loop's next round (count: the rounds done) and its exit.
+  auto loop = [&](uint32_t l, uint32_t count, uint32_t parent) -> bool {
+    const LoopInfo& info = g.loops[l];
+    if (count >= info.min && !push(g.states[info.next].pos, parent)) return false;
+    if (count >= info.max) return true;
+    const uint32_t ret = intern(g, g.n_positions + info.base + std::min(count + 1, info.cap) - 1, parent);
+    if (ret == UINT32_MAX) {
+      pool_exhausted = true;
+      return false;
+    }
+    return push(g.states[g.rules[info.body].start].pos, ret);
+  };
   if (!push(g.nodes[node].pos, g.nodes[node].parent)) return too_ambiguous(g.worklist_capacity);
   while (n_work > 0) {
     --n_work;
     const uint32_t pos = g.worklist[2 * n_work], parent = g.worklist[2 * n_work + 1];
+    if (pos >= g.n_positions) {  // a loop's return frame: a round is done
+      const LoopFrame f = loop_frame(g, pos);
+      if (!loop(f.loop, f.count, parent)) return pool_exhausted ? pool_full(g) : too_ambiguous(g.worklist_capacity);
+      continue;
+    }
     const NfaState& s = g.states[g.positions[pos].state];
     bool ok = true;
     switch (s.kind) {
@@ -255,19 +272,37 @@ Error expand(Program& g, uint32_t node, uint32_t* out, uint32_t* count, uint32_t
         ok = push(g.states[g.rules[s.arg].start].pos, ret);
         break;
       }
+      case NfaKind::Count: ok = loop(s.arg, 0, parent); break;
       case NfaKind::Final:
         if (parent == kRootNode) {
           *accepting = 1;
         } else if (parent == kMarkerNode) {
+          // A cache's walk: the rule may end here. A loop's body also goes round again, as
+          // if rounds were unlimited (the cache says how many rounds it needs).
           *can_end = 1;
+          if (g.rules[s.rule].loop_body) ok = push(g.states[g.rules[s.rule].start].pos, kMarkerNode);
         } else {
           ok = push(g.nodes[parent].pos, g.nodes[parent].parent);
         }
         break;
     }
-    if (!ok) return too_ambiguous(g.worklist_capacity);
+    if (!ok) return pool_exhausted ? pool_full(g) : too_ambiguous(g.worklist_capacity);
   }
   return Error::Ok;
+}
+
+LoopFrame loop_frame(const Program& g, uint32_t pos) {
+  const uint32_t v = pos - g.n_positions;
+  uint32_t lo = 0, hi = g.n_loops;  // the last loop whose base is <= v
+  while (hi - lo > 1) {
+    const uint32_t mid = (lo + hi) / 2;
+    if (g.loops[mid].base <= v) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return LoopFrame{lo, v - g.loops[lo].base + 1};
 }
 
 Error step(Program& g, const uint32_t* in, uint32_t n, uint8_t byte, uint32_t* out, uint32_t* count, uint32_t capacity,
@@ -497,6 +532,105 @@ Error Grammar::commit_draft(uint32_t k) {
   return compact();
 }
 
+namespace {
+
+// Whether a cache does not hold for this leaf: its position is in a loop's body, and the loop
+// has fewer rounds left than the cache's longest token may take.
+bool loop_near_end(const Program& g, uint32_t leaf) {
+  const Node& n = g.nodes[leaf];
+  const TokenCache& c = g.caches[n.pos];
+  if (c.rounds_needed == 0 || n.parent <= kMarkerNode || g.nodes[n.parent].pos < g.n_positions) return false;
+  const LoopFrame f = loop_frame(g, g.nodes[n.parent].pos);
+  const LoopInfo& loop = g.loops[f.loop];
+  return loop.max != kUnboundedLoop && loop.max - f.count < c.rounds_needed;
+}
+
+// Walks the tokens of rank ranges against one stack, setting the bits of those it allows;
+// tokens sharing a prefix share its steps, and a whole subtree is skipped where one dies.
+class RangeWalk {
+ public:
+  RangeWalk(Program& g, const GrammarVocab& v, uint32_t* words) : g_(g), v_(v), words_(words) {}
+  Error start(uint32_t leaf) { return walker_.start(g_, &leaf, 1, false); }
+  Error walk(uint32_t r, uint32_t end) {
+    while (r < end) {
+      const uint32_t id = v_.sorted(r);
+      if (bit_set(words_, id)) {
+        ++r;
+        continue;
+      }
+      const uint8_t* b = v_.rank_bytes(r);
+      const uint32_t n = v_.rank_length(r);
+      uint32_t shared = 0;
+      const uint32_t limit = std::min(std::min(prev_len_, n), prev_depth_);
+      while (shared < limit && prev_[shared] == b[shared]) ++shared;
+      auto reached = walker_.descend(b, n, shared, nullptr);
+      if (!reached.ok()) return reached.error();
+      prev_ = b;
+      prev_len_ = n;
+      prev_depth_ = *reached;
+      if (*reached == n) {
+        const WalkLevel& last = walker_.level(n);
+        if (last.count > 0 || last.accepting) set_bit(words_, id);
+        ++r;
+      } else {
+        r = std::max(r + 1, std::min(end, v_.subtree_end(r, *reached)));  // they all die where it did
+      }
+    }
+    return Error::Ok;
+  }
+  void finish() { walker_.finish(); }
+
+ private:
+  Program& g_;
+  const GrammarVocab& v_;
+  uint32_t* words_;
+  Walker walker_;
+  const uint8_t* prev_ = nullptr;
+  uint32_t prev_len_ = 0, prev_depth_ = 0;
+};
+
+void add_accepted(const Program& g, const GrammarVocab& v, const TokenCache& c, uint32_t* words) {
+  const uint32_t* data = g.cache_data + c.accepted;
+  switch (c.encoding) {
+    case Accepted::Bitset:
+      for (uint32_t w = 0; w < g.mask_words; ++w) words[w] |= data[w];
+      break;
+    case Accepted::Ids:
+      for (uint32_t k = 0; k < c.accepted_count; ++k) set_bit(words, data[k]);
+      break;
+    case Accepted::RankRanges:
+      for (uint32_t k = 0; k < c.accepted_count; ++k) {
+        for (uint32_t r = data[2 * k]; r < data[2 * k + 1]; ++r) set_bit(words, v.sorted(r));
+      }
+      break;
+  }
+}
+
+// One leaf's tokens: its cache's accepted set and its uncertain tokens walked against the
+// stack, or, near a loop's last rounds, every token its first byte allows walked.
+Error leaf_mask(Program& g, const GrammarVocab& v, uint32_t leaf, bool accepted_in, uint32_t* words) {
+  const TokenCache& c = g.caches[g.nodes[leaf].pos];
+  const bool exact = loop_near_end(g, leaf);
+  if (!exact && !accepted_in) add_accepted(g, v, c, words);
+  if (!exact && c.uncertain_count == 0) return Error::Ok;
+  RangeWalk walk(g, v, words);
+  TERN_RETURN_IF_ERROR(walk.start(leaf));
+  Error e = Error::Ok;
+  if (exact) {
+    const uint16_t* row = g.dfa + static_cast<size_t>(g.positions[g.nodes[leaf].pos].dfa) * 256;
+    for (uint32_t b = 0; b < 256 && e == Error::Ok; ++b) {
+      if (row[b] != kDfaReject) e = walk.walk(v.first_rank(b), v.first_rank(b + 1));
+    }
+  } else {
+    const uint32_t* ranges = g.cache_data + c.uncertain;
+    for (uint32_t k = 0; k < c.uncertain_count && e == Error::Ok; ++k) e = walk.walk(ranges[2 * k], ranges[2 * k + 1]);
+  }
+  walk.finish();
+  return e;
+}
+
+}  // namespace
+
 Result<uint32_t> Grammar::compute_mask(const State& state, uint32_t* words) {
   Program& g = *program_;
   const GrammarVocab& v = *vocab_;
@@ -504,64 +638,12 @@ Result<uint32_t> Grammar::compute_mask(const State& state, uint32_t* words) {
   for (uint32_t i = 0; i < state.count; ++i) {
     const uint32_t leaf = state.leaves[i];
     const uint32_t pos = g.nodes[leaf].pos;
-    const TokenCache& c = g.caches[pos];
-    bool repeated = false;  // the same position on another stack: its accepted set is in already
-    for (uint32_t j = 0; j < i && !repeated; ++j) repeated = g.nodes[state.leaves[j]].pos == pos;
-    if (!repeated) {
-      const uint32_t* data = g.cache_data + c.accepted;
-      switch (c.encoding) {
-        case Accepted::Bitset:
-          for (uint32_t w = 0; w < g.mask_words; ++w) words[w] |= data[w];
-          break;
-        case Accepted::Ids:
-          for (uint32_t k = 0; k < c.accepted_count; ++k) set_bit(words, data[k]);
-          break;
-        case Accepted::RankRanges:
-          for (uint32_t k = 0; k < c.accepted_count; ++k) {
-            for (uint32_t r = data[2 * k]; r < data[2 * k + 1]; ++r) set_bit(words, v.sorted(r));
-          }
-          break;
-      }
+    // The same position on another stack that used its cache: the accepted set is in already.
+    bool repeated = false;
+    for (uint32_t j = 0; j < i && !repeated; ++j) {
+      repeated = g.nodes[state.leaves[j]].pos == pos && !loop_near_end(g, state.leaves[j]);
     }
-    if (c.uncertain_count == 0) continue;
-    // Uncertain tokens against this stack: rank ranges, walked in order with shared prefixes.
-    Walker walker;
-    TERN_RETURN_IF_ERROR(walker.start(g, &leaf, 1, false));
-    const uint8_t* prev = nullptr;
-    uint32_t prev_len = 0, prev_depth = 0;
-    const uint32_t* ranges = g.cache_data + c.uncertain;
-    for (uint32_t k = 0; k < c.uncertain_count; ++k) {
-      uint32_t r = ranges[2 * k];
-      const uint32_t end = ranges[2 * k + 1];
-      while (r < end) {
-        const uint32_t id = v.sorted(r);
-        if (bit_set(words, id)) {
-          ++r;
-          continue;
-        }
-        const uint8_t* b = v.rank_bytes(r);
-        const uint32_t n = v.rank_length(r);
-        uint32_t shared = 0;
-        const uint32_t limit = std::min(std::min(prev_len, n), prev_depth);
-        while (shared < limit && prev[shared] == b[shared]) ++shared;
-        auto reached = walker.descend(b, n, shared, nullptr);
-        if (!reached.ok()) {
-          walker.finish();
-          return reached.error();
-        }
-        prev = b;
-        prev_len = n;
-        prev_depth = *reached;
-        if (*reached == n) {
-          const WalkLevel& last = walker.level(n);
-          if (last.count > 0 || last.accepting) set_bit(words, id);
-          ++r;
-        } else {
-          r = std::max(r + 1, std::min(end, v.subtree_end(r, *reached)));  // they all die where it did
-        }
-      }
-    }
-    walker.finish();
+    TERN_RETURN_IF_ERROR(leaf_mask(g, v, leaf, repeated, words));
   }
   if (state.accepting) {
     for (uint32_t i = 0; i < v.end_token_count(); ++i) set_bit(words, static_cast<uint32_t>(v.end_tokens()[i]));

@@ -72,7 +72,55 @@ class Compiler {
     for (uint32_t r = 0; r < n; ++r) {
       if (rules[r].reachable && !rules[r].inlined) rules[r].compiled = n_compiled_++;
     }
+    // Large repetitions are counted: their item becomes a rule of its own (one per syntax
+    // node, shared by every place the node is lowered).
+    body_rule_ = region_.high<uint32_t>(parser_.node_count());
+    body_owner_ = region_.high<uint32_t>(parser_.node_count());
+    if (body_rule_ == nullptr || body_owner_ == nullptr) return no_room(region_, "the syntax tree");
+    for (uint32_t i = 0; i < parser_.node_count(); ++i) body_owner_[i] = kNone;
+    for (uint32_t r = 0; r < n; ++r) mark_owner(rules[r].body, r, body_owner_);
+    for (uint32_t i = 0; i < parser_.node_count(); ++i) {
+      body_rule_[i] = kNone;
+      const uint32_t owner = body_owner_[i];
+      if (owner == kNone || !rules[owner].reachable || !counted(i)) continue;
+      body_rule_[i] = n_compiled_++;
+      ++n_bodies_;
+    }
     return Error::Ok;
+  }
+
+  // Whether a repetition is counted in the parse state rather than unrolled: large counts of
+  // an item that always reads something (a count that reads nothing would never advance).
+  bool counted(uint32_t node) const {
+    const AstNode& n = parser_.nodes()[node];
+    if (n.kind != Ast::Repeat) return false;
+    const uint32_t bound = n.b == kUnbounded ? n.a : n.b;
+    return bound > kUnrollLimit && reads_something(n.child);
+  }
+
+  // Conservative: references count as possibly empty. Recursive: the depth is bounded by the
+  // parser's nesting limit.
+  bool reads_something(uint32_t node) const {
+    const AstNode* nodes = parser_.nodes();
+    const AstNode& n = nodes[node];
+    switch (n.kind) {
+      case Ast::Literal: return n.b > n.a;
+      case Ast::Class:
+      case Ast::Any: return true;
+      case Ast::Ref: return false;
+      case Ast::Repeat: return n.a > 0 && reads_something(n.child);
+      case Ast::Seq:
+        for (uint32_t c = n.child; c != kNone; c = nodes[c].sibling) {
+          if (reads_something(c)) return true;
+        }
+        return false;
+      case Ast::Alt:
+        for (uint32_t c = n.child; c != kNone; c = nodes[c].sibling) {
+          if (!reads_something(c)) return false;
+        }
+        return n.child != kNone;
+    }
+    return false;
   }
 
   // Recursive: the depth is bounded by the parser's nesting limit.
@@ -154,22 +202,32 @@ class Compiler {
   Error lower_rules() {
     RuleDef* rules = parser_.rules();
     const uint32_t n = parser_.rule_count();
-    // Rule records and names (low), then the states.
+    // Rule records and names (low), then the states. A loop's body is named after the rule
+    // it is written in.
     infos_ = region_.low<RuleInfo>(n_compiled_);
     size_t name_bytes = 0;
     for (uint32_t r = 0; r < n; ++r) name_bytes += rules[r].compiled != kNone ? rules[r].name_size + 1 : 0;
+    for (uint32_t i = 0; i < parser_.node_count(); ++i) {
+      if (body_rule_[i] != kNone) name_bytes += rules[body_owner_[i]].name_size + 1;
+    }
     names_ = region_.low<char>(name_bytes + 1);
-    if (infos_ == nullptr || names_ == nullptr) return no_room(region_, "rule names");
+    loops_ = region_.high<LoopInfo>(kMaxLoops);
+    if (infos_ == nullptr || names_ == nullptr || loops_ == nullptr) return no_room(region_, "rule names");
     size_t at = 0;
-    for (uint32_t r = 0; r < n; ++r) {
-      if (rules[r].compiled == kNone) continue;
-      RuleInfo& info = infos_[rules[r].compiled];
+    auto name = [&](uint32_t compiled, const RuleDef& def) {
+      RuleInfo& info = infos_[compiled];
       std::memset(&info, 0, sizeof info);
       info.name_offset = static_cast<uint32_t>(at);
-      info.name_size = rules[r].name_size;
-      std::memcpy(names_ + at, text_ + rules[r].name_begin, rules[r].name_size);
-      at += rules[r].name_size;
+      info.name_size = def.name_size;
+      std::memcpy(names_ + at, text_ + def.name_begin, def.name_size);
+      at += def.name_size;
       names_[at++] = '\0';
+    };
+    for (uint32_t r = 0; r < n; ++r) {
+      if (rules[r].compiled != kNone) name(rules[r].compiled, rules[r]);
+    }
+    for (uint32_t i = 0; i < parser_.node_count(); ++i) {
+      if (body_rule_[i] != kNone) name(body_rule_[i], rules[body_owner_[i]]);
     }
     states_ = region_.low<NfaState>(0);
     if (states_ == nullptr) return no_room(region_, "the automaton");
@@ -178,6 +236,13 @@ class Compiler {
       rule_ = rules[r].compiled;
       TERN_ASSIGN_OR_RETURN(const uint32_t final_state, state(NfaKind::Final, 0, 0, 0));
       TERN_ASSIGN_OR_RETURN(infos_[rule_].start, lower(rules[r].body, final_state));
+    }
+    for (uint32_t i = 0; i < parser_.node_count(); ++i) {
+      if (body_rule_[i] == kNone) continue;
+      rule_ = body_rule_[i];
+      infos_[rule_].loop_body = 1;
+      TERN_ASSIGN_OR_RETURN(const uint32_t final_state, state(NfaKind::Final, 0, 0, 0));
+      TERN_ASSIGN_OR_RETURN(infos_[rule_].start, lower(parser_.nodes()[i].child, final_state));
     }
     return Error::Ok;
   }
@@ -256,6 +321,14 @@ class Compiler {
         return state(NfaKind::Ref, callee.compiled, next, 0);
       }
       case Ast::Repeat: {
+        if (body_rule_[node] != kNone) {
+          if (n_loops_ == kMaxLoops) {
+            return fail(Error::GrammarTooLarge, "the grammar has more than %u large repetitions", kMaxLoops);
+          }
+          const uint32_t cap = n.b == kUnbounded ? n.a : n.b;
+          loops_[n_loops_] = LoopInfo{body_rule_[node], n.a, n.b == kUnbounded ? kUnboundedLoop : n.b, cap, next, 0};
+          return state(NfaKind::Count, n_loops_++, next, 0);
+        }
         uint32_t s = next;
         if (n.b == kUnbounded) {
           // loop: Split(item -> loop, next)
@@ -303,6 +376,7 @@ class Compiler {
       }
       visit(s);
       if (s.kind == NfaKind::Ref && through && infos_[s.arg].nullable) push(s.next);
+      if (s.kind == NfaKind::Count && through && loops_[s.arg].min == 0) push(s.next);
     }
   }
 
@@ -312,10 +386,14 @@ class Compiler {
       for (uint32_t b = 0; b < 256; ++b) {
         if (t[b] != kDfaReject) set_bit(set, b);
       }
-    } else if (s.kind == NfaKind::Ref) {
-      for (int w = 0; w < 8; ++w) set[w] |= first_[s.arg * 8 + w];
+    } else if (s.kind == NfaKind::Ref || s.kind == NfaKind::Count) {
+      const uint32_t rule = callee(s);
+      for (int w = 0; w < 8; ++w) set[w] |= first_[rule * 8 + w];
     }
   }
+
+  // The rule a Ref or Count state calls.
+  uint32_t callee(const NfaState& s) const { return s.kind == NfaKind::Count ? loops_[s.arg].body : s.arg; }
 
   Error analyse() {
     seen_ = region_.high<uint32_t>(n_states_);
@@ -353,11 +431,13 @@ class Compiler {
         }
       }
     }
+    // A loop's body is followed by what follows the loop and, for the rules it calls, by
+    // its own first bytes too (the next round).
     for (bool changed = true; changed;) {
       changed = false;
       for (uint32_t i = 0; i < n_states_; ++i) {
         const NfaState& call = states_[i];
-        if (call.kind != NfaKind::Ref) continue;
+        if (call.kind != NfaKind::Ref && call.kind != NfaKind::Count) continue;
         uint32_t set[8] = {};
         bool reaches_end = false;
         closure(call.next, true, [&](const NfaState& s) {
@@ -365,9 +445,10 @@ class Compiler {
           reaches_end |= s.kind == NfaKind::Final;
         });
         if (reaches_end) {
-          for (int w = 0; w < 8; ++w) set[w] |= infos_[call.rule].follow[w];
+          const RuleInfo& caller = infos_[call.rule];
+          for (int w = 0; w < 8; ++w) set[w] |= caller.follow[w] | (caller.loop_body ? first_[call.rule * 8 + w] : 0);
         }
-        uint32_t* follow = infos_[call.arg].follow;
+        uint32_t* follow = infos_[callee(call)].follow;
         for (int w = 0; w < 8; ++w) {
           if ((follow[w] | set[w]) != follow[w]) follow[w] |= set[w], changed = true;
         }
@@ -392,7 +473,7 @@ class Compiler {
     for (uint32_t r = 0; r < n_compiled_; ++r) {
       offsets[r] = n_callees;
       closure(infos_[r].start, true, [&](const NfaState& s) {
-        if (s.kind == NfaKind::Ref) callees[n_callees++] = s.arg;
+        if (s.kind == NfaKind::Ref || s.kind == NfaKind::Count) callees[n_callees++] = callee(s);
       });
       color[r] = 0;
     }
@@ -455,10 +536,31 @@ class Compiler {
     g_.n_rules = n_compiled_;
     g_.root = parser_.rules()[root_].compiled;
     g_.names = names_;
+    // Loops, with the virtual positions of their counts after the real ones.
+    LoopInfo* loops = region_.low<LoopInfo>(n_loops_);
+    if (loops == nullptr) return no_room(region_, "repetition counts");
+    uint64_t base = 0;
+    for (uint32_t l = 0; l < n_loops_; ++l) {
+      loops[l] = loops_[l];
+      loops[l].base = static_cast<uint32_t>(base);
+      base += loops[l].cap;
+    }
+    if (n + base >= 0x7FFFFFFFu) {
+      return fail(Error::GrammarTooLarge, "the grammar's repetition counts add up to more than 2^31");
+    }
+    g_.loops = loops;
+    g_.n_loops = n_loops_;
     return Error::Ok;
   }
 
   static constexpr uint32_t kMaxWork = 1u << 22;
+  static constexpr uint32_t kUnrollLimit = 16;  // repetitions up to this count are copied out
+  static constexpr uint32_t kMaxLoops = 4096;
+  uint32_t* body_rule_ = nullptr;   // per syntax node: a counted repetition's body rule, or kNone
+  uint32_t* body_owner_ = nullptr;  // per syntax node: the rule it is written in
+  uint32_t n_bodies_ = 0;
+  LoopInfo* loops_ = nullptr;
+  uint32_t n_loops_ = 0;
   const char* text_;
   Region& region_;
   Grammar::Program& g_;

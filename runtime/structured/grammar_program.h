@@ -12,8 +12,10 @@ namespace tern::grammar_detail {
 // One state of a rule's NFA. Terminal states read one character through a byte DFA (arg:
 // its first DFA state, next2: how many states it has); Ref states call rule `arg` and go on
 // at `next` (tail: nothing can follow in this rule, so the call needs no return frame);
-// Split states continue at next and next2 without reading; Final ends the rule.
-enum class NfaKind : uint8_t { Terminal, Ref, Split, Final };
+// Split states continue at next and next2 without reading; Final ends the rule. Count states
+// run a counted repetition (`x{a,b}` with large counts): loop `arg` calls its body rule again
+// and again with the count in the return frame, then goes on at `next`.
+enum class NfaKind : uint8_t { Terminal, Ref, Split, Final, Count };
 struct NfaState {
   NfaKind kind;
   uint8_t tail;
@@ -43,7 +45,24 @@ struct RuleInfo {
   uint32_t name_offset;  // into Program::names
   uint32_t name_size;
   uint32_t nullable;
-  uint32_t follow[8];  // bytes that can follow the rule anywhere (256-bit set)
+  // Bytes that can follow the rule anywhere (256-bit set); for a loop's body, the bytes that
+  // can follow the loop (its own first bytes, when it goes round again, aside).
+  uint32_t follow[8];
+  uint32_t loop_body;  // 1: the body of counted repetitions (its return frames are counts)
+};
+
+// A counted repetition: `body` (a rule that reads at least one byte) at least `min` and at
+// most `max` times (kUnboundedLoop: no most), then the Count state's `next`. The count lives
+// in the return frame: its position is virtual, n_positions + base + count - 1, for counts
+// 1..cap (cap: max, or min when there is no most, as more rounds change nothing).
+inline constexpr uint32_t kUnboundedLoop = 0xFFFFFFFFu;
+struct LoopInfo {
+  uint32_t body;
+  uint32_t min;
+  uint32_t max;
+  uint32_t cap;
+  uint32_t next;  // the state after the loop
+  uint32_t base;
 };
 
 // The tokens a terminal position allows on its own (`accepted`, in the smallest of three
@@ -57,6 +76,9 @@ struct TokenCache {
   uint32_t uncertain = 0;
   uint32_t uncertain_count = 0;  // range pairs
   Accepted encoding = Accepted::Ids;
+  // In a loop's body, the cache assumes the loop may go round any number of times: it holds
+  // for a stack whose loop has at least this many rounds left (the longest accepted token).
+  uint32_t rounds_needed = 0;
 };
 
 // A stack frame: a position and the frame below. Frames are interned (one node per pair),
@@ -106,6 +128,8 @@ struct Grammar::Program {
   uint32_t n_rules = 0;
   uint32_t root = 0;
   const char* names = nullptr;
+  const grammar_detail::LoopInfo* loops = nullptr;
+  uint32_t n_loops = 0;
   grammar_detail::TokenCache* caches = nullptr;  // per position
   const uint32_t* cache_data = nullptr;
 
@@ -167,6 +191,13 @@ class Walker {
   Program* g_ = nullptr;
   uint32_t node_top0_ = 0;
 };
+
+// The loop and count of a virtual position (pos >= n_positions: a loop's return frame).
+struct LoopFrame {
+  uint32_t loop;
+  uint32_t count;
+};
+LoopFrame loop_frame(const Program& g, uint32_t pos);
 
 inline bool bit_set(const uint32_t* bits, uint32_t i) { return (bits[i >> 5] >> (i & 31)) & 1u; }
 inline void set_bit(uint32_t* bits, uint32_t i) { bits[i >> 5] |= 1u << (i & 31); }

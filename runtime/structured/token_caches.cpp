@@ -29,7 +29,7 @@ Error build_caches(Grammar::Program& g, const GrammarVocab& v, Region& region, s
     const uint32_t leaf = intern(g, p, kMarkerNode);
     if (leaf == UINT32_MAX) return fail(Error::GrammarTooLarge, "no room for parse stacks");
     TERN_RETURN_IF_ERROR(walker.start(g, &leaf, 1, false));
-    uint32_t n_accepted = 0, n_ranges = 0;
+    uint32_t n_accepted = 0, n_ranges = 0, longest = 0;
     auto uncertain = [&](uint32_t begin, uint32_t end) {
       if (n_ranges > 0 && ranges[2 * n_ranges - 1] == begin) {
         ranges[2 * n_ranges - 1] = end;
@@ -59,6 +59,7 @@ Error build_caches(Grammar::Program& g, const GrammarVocab& v, Region& region, s
         if (depth == n) {
           if (level.count > 0 || level.can_end || level.accepting) {
             accepted[n_accepted++] = r;
+            longest = std::max(longest, n);
           } else if (level.uncertain_before) {
             uncertain(r, r + 1);
           }
@@ -112,6 +113,7 @@ Error build_caches(Grammar::Program& g, const GrammarVocab& v, Region& region, s
     c.accepted_count = c.encoding == Accepted::RankRanges ? runs : n_accepted;
     c.uncertain = static_cast<uint32_t>(data_size + accepted_words);
     c.uncertain_count = n_ranges;
+    c.rounds_needed = g.rules[g.states[at.state].rule].loop_body ? longest : 0;
     data_size += words;
   }
   truncate(g, 2);
