@@ -457,7 +457,10 @@ TERN_API tern_status tern_session_set_logit_hook(tern_session* session, tern_log
  * every call (one sentence per reply) and stops when it is complete; tern_sample() advances
  * it; tern_session_reset(), _truncate() and _state_load() restart it. NULL removes it;
  * setting the text already set only restarts it (no recompilation). A failed call leaves
- * the session without a grammar. Nothing is allocated per token.
+ * the session without a grammar. Nothing is allocated per token. The compile takes one walk
+ * over the vocabulary per position of the grammar (large repetitions such as maxLength are
+ * counted, not copied out); tern_session_request_abort() from another thread stops it with
+ * TERN_ABORTED.
  *
  * tern_json_schema_to_grammar() writes the grammar for JSON text that validates against a
  * JSON Schema: types, properties / required / additionalProperties, enum, const, arrays
@@ -484,7 +487,7 @@ TERN_API tern_status tern_available_memory(uint64_t* out_bytes);
 TERN_API tern_status tern_parse_memory_budget(const char* text, uint64_t* out_bytes);
 
 /* Asks a running prefill/decode/generate on `session` to stop with TERN_ABORTED (checked per
- * layer). Any thread may call it; the request stays until tern_session_clear_abort() or
+ * layer), or its grammar's compile (tern_session_set_grammar). Any thread may call it; the request stays until tern_session_clear_abort() or
  * tern_session_reset(). */
 TERN_API tern_status tern_session_request_abort(tern_session* session);
 TERN_API tern_status tern_session_clear_abort(tern_session* session);

@@ -172,7 +172,8 @@ Error Session::set_grammar(const char* text, size_t size) {
     return Error::Ok;
   }
   grammar_size_ = 0;
-  TERN_RETURN_IF_ERROR(grammar_.compile(text, size, model_->grammar_vocab(), buffers_.grammar, buffers_.grammar_bytes));
+  TERN_RETURN_IF_ERROR(
+      grammar_.compile(text, size, model_->grammar_vocab(), buffers_.grammar, buffers_.grammar_bytes, &abort_));
   grammar_hash_ = hash;
   grammar_size_ = size;
   return Error::Ok;

@@ -19,6 +19,7 @@
 // per token; the pool is compacted in place when it fills.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -100,8 +101,10 @@ class Grammar {
 
   // Compiles `text` (GBNF, root rule "root") for `vocab` into [region, region + bytes).
   // InvalidGrammar (line and column, or the rule at fault), InvalidUtf8, GrammarTooLarge
-  // (the bytes it needs, when it can tell). On failure the grammar is empty.
-  Error compile(const char* text, size_t size, const GrammarVocab& vocab, void* region, size_t bytes);
+  // (the bytes it needs, when it can tell), Aborted when `abort` (may be null) turns non-zero
+  // (checked between positions' vocabulary walks). On failure the grammar is empty.
+  Error compile(const char* text, size_t size, const GrammarVocab& vocab, void* region, size_t bytes,
+                const std::atomic<int>* abort = nullptr);
   void clear();
   bool compiled() const { return program_ != nullptr; }
   // Region bytes the compiled grammar and its working memory use.

@@ -582,7 +582,8 @@ class Compiler {
 
 }  // namespace
 
-Error Grammar::compile(const char* text, size_t size, const GrammarVocab& vocab, void* region, size_t bytes) {
+Error Grammar::compile(const char* text, size_t size, const GrammarVocab& vocab, void* region, size_t bytes,
+                       const std::atomic<int>* abort) {
   clear();
   TERN_CHECK_OR_RETURN(vocab.built(), Error::InvalidState,
                        "no vocabulary for grammars (the model reserved no grammar "
@@ -671,7 +672,7 @@ Error Grammar::compile(const char* text, size_t size, const GrammarVocab& vocab,
   }
   size_t cache_bytes = 0;
   const size_t before_caches = r.used();
-  e = build_caches(*g, vocab, r, &cache_bytes);
+  e = build_caches(*g, vocab, r, &cache_bytes, abort);
   if (e != Error::Ok) {
     clear();
     if (e == Error::GrammarTooLarge && cache_bytes > 0) {

@@ -7,7 +7,8 @@
 
 namespace tern::grammar_detail {
 
-Error build_caches(Grammar::Program& g, const GrammarVocab& v, Region& region, size_t* needed) {
+Error build_caches(Grammar::Program& g, const GrammarVocab& v, Region& region, size_t* needed,
+                   const std::atomic<int>* abort) {
   TokenCache* caches = region.low<TokenCache>(g.n_positions);
   if (caches == nullptr) return no_room(region, "token caches");
   for (uint32_t p = 0; p < g.n_positions; ++p) caches[p] = TokenCache{};
@@ -23,6 +24,9 @@ Error build_caches(Grammar::Program& g, const GrammarVocab& v, Region& region, s
   for (uint32_t p = 0; p < g.n_positions; ++p) {
     const Position& at = g.positions[p];
     if (!at.terminal) continue;
+    if (abort != nullptr && abort->load(std::memory_order_relaxed) != 0) {
+      return fail(Error::Aborted, "the grammar's compile was aborted (%u of %u positions walked)", p, g.n_positions);
+    }
     const uint32_t* follow = g.rules[g.states[at.state].rule].follow;
     truncate(g, 2);
     new_step(g);
