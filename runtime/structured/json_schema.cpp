@@ -435,7 +435,7 @@ class Converter {
       }
       char name[64];
       unescape_cstr(v, name);
-      return unsupported("the string format '%s' (supported: date, time, date-time, uuid)", name);
+      return unsupported("'format' '%s' (supported: date, time, date-time, uuid)", name);
     }
     int64_t min = 0, max = -1;
     TERN_RETURN_IF_ERROR(count(schema, "minLength", &min));
