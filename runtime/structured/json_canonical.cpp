@@ -58,31 +58,6 @@ bool has_lone_surrogate(const Value& s) {
   return false;
 }
 
-bool type_name_admits(const Value& name, const Value& v) {
-  char t[16];
-  json::unescape_cstr(name, t);
-  switch (v.kind) {
-    case Kind::Null: return std::strcmp(t, "null") == 0;
-    case Kind::Bool: return std::strcmp(t, "boolean") == 0;
-    case Kind::String: return std::strcmp(t, "string") == 0;
-    case Kind::Array: return std::strcmp(t, "array") == 0;
-    case Kind::Object: return std::strcmp(t, "object") == 0;
-    case Kind::Number: return std::strcmp(t, "number") == 0 || (std::strcmp(t, "integer") == 0 && json::is_whole(v));
-  }
-  return false;
-}
-
-bool type_name_valid(const Value& name) {
-  static const char* const kNames[] = {"null", "boolean", "string", "array", "object", "number", "integer"};
-  if (name.kind != Kind::String) return false;
-  char t[16];
-  json::unescape_cstr(name, t);
-  for (const char* n : kNames) {
-    if (std::strcmp(t, n) == 0) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 CanonicalResult canonical_json_string(const Value& s, CanonicalJson* c) {
@@ -113,28 +88,6 @@ CanonicalResult canonical_json_string(const Value& s, CanonicalJson* c) {
 CanonicalResult canonical_json(const Value& v, CanonicalJson* c) {
   if (v.kind == Kind::String) return canonical_json_string(v, c);
   return c->put(v.begin, v.size()) ? CanonicalResult::Ok : CanonicalResult::TooLong;
-}
-
-bool json_type_valid(const Value& type) {
-  if (type.kind == Kind::String) return type_name_valid(type);
-  if (type.kind != Kind::Array || json::count_items(type) == 0) return false;
-  json::Items items(type);
-  Value t;
-  while (items.next(&t)) {
-    if (!type_name_valid(t)) return false;
-  }
-  return true;
-}
-
-bool json_type_admits(const Value& type, const Value& v) {
-  if (type.kind == Kind::String) return type_name_admits(type, v);
-  if (type.kind != Kind::Array) return false;
-  json::Items items(type);
-  Value t;
-  while (items.next(&t)) {
-    if (t.kind == Kind::String && type_name_admits(t, v)) return true;
-  }
-  return false;
 }
 
 }  // namespace tern

@@ -25,26 +25,29 @@ uint8_t value_kind(const Value& v) {
   return kAll;
 }
 
-uint8_t type_kinds(const Value& type) {
+// The kinds a type name stands for; 0 for a string that is no type name.
+uint8_t name_kinds(const Value& name) {
   static const struct {
     const char* name;
     uint8_t kinds;
   } kNames[] = {{"null", kNull},     {"boolean", kBoolean}, {"string", kString},           {"array", kArray},
                 {"object", kObject}, {"integer", kWhole},   {"number", kWhole | kFraction}};
+  if (name.kind != Kind::String) return 0;
+  char t[16];
+  json::unescape_cstr(name, t);
+  for (const auto& n : kNames) {
+    if (std::strcmp(t, n.name) == 0) return n.kinds;
+  }
+  return 0;
+}
+
+// The kinds "type" (a name or an array of them) admits; unknown names add nothing.
+uint8_t type_kinds(const Value& type) {
+  if (type.kind == Kind::String) return name_kinds(type);
   uint8_t kinds = 0;
-  auto add = [&](const Value& t) {
-    char name[16];
-    json::unescape_cstr(t, name);
-    for (const auto& n : kNames) {
-      if (std::strcmp(name, n.name) == 0) kinds |= n.kinds;
-    }
-  };
-  if (type.kind == Kind::String) add(type);
   json::Items items(type);
   Value t;
-  while (type.kind == Kind::Array && items.next(&t)) {
-    if (t.kind == Kind::String) add(t);
-  }
+  while (type.kind == Kind::Array && items.next(&t)) kinds |= name_kinds(t);
   return kinds;
 }
 
@@ -101,6 +104,22 @@ bool schema_branches_disjoint(const Value& root, const Value& branches) {
     seen |= k;
   }
   return true;
+}
+
+bool json_type_valid(const Value& type) {
+  if (type.kind == Kind::String) return name_kinds(type) != 0;
+  if (type.kind != Kind::Array || json::count_items(type) == 0) return false;
+  json::Items items(type);
+  Value t;
+  while (items.next(&t)) {
+    if (name_kinds(t) == 0) return false;
+  }
+  return true;
+}
+
+bool json_type_admits(const Value& type, const Value& v) {
+  if (type.kind != Kind::String && type.kind != Kind::Array) return false;
+  return (type_kinds(type) & value_kind(v)) != 0;
 }
 
 }  // namespace tern

@@ -10,6 +10,7 @@
 
 #include "platform/error.h"
 #include "runtime/structured/json_schema.h"
+#include "runtime/structured/json_schema_kinds.h"
 #include "tests/support/schema_convert.h"
 
 namespace tern {
