@@ -26,6 +26,7 @@ using json::unescape_cstr;
 namespace keywords = json_schema_keywords;
 
 Error Converter::run() {
+  TERN_RETURN_IF_ERROR(check_unique_keys(root_));
   out_.put("root ::= ");
   TERN_RETURN_IF_ERROR(expression(root_, 0));
   out_.put("\n");

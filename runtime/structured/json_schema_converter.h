@@ -114,6 +114,10 @@ class Converter {
   Error object(const Value& schema, int depth);
   Error object_body(const Value& schema, const Property* props, size_t n, bool extra, const Value& extra_schema,
                     int depth);
+  // Refuses a key written twice in one object anywhere in `v` (JSON readers differ on which
+  // one counts; the grammar could follow the other).
+  Error check_unique_keys(const Value& v);
+
   // "key" ws ":" ws value
   Error key_value(const Value& key, const Value& schema, int depth);
   // A key not listed in `object`'s properties, then its value. The key has no escapes (so
@@ -127,6 +131,7 @@ class Converter {
   size_t props_top_ = 0;
   uint32_t kv_ids_[kPropertyPool];
   ExcludedKeys excluded_;
+  Value keys_[kPropertyPool];  // check_unique_keys: one object's keys
   Job jobs_[kMaxJobs];
   size_t n_jobs_ = 0;
   uint32_t next_id_ = 0;

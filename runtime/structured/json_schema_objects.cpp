@@ -189,6 +189,46 @@ Error Converter::object_body(const Value& schema, const Property* props, size_t 
   return Error::Ok;
 }
 
+namespace {
+
+// Whether two keys are one name: by their text when neither has an escape, else unescaped (a
+// name past the buffer is compared by its length and first bytes, which may call two long
+// names one: a refusal, never a wrong grammar).
+bool same_key(const Value& a, const Value& b) {
+  if (std::memchr(a.begin, '\\', a.size()) == nullptr && std::memchr(b.begin, '\\', b.size()) == nullptr)
+    return a.size() == b.size() && std::memcmp(a.begin, b.begin, a.size()) == 0;
+  char x[1024], y[1024];
+  const size_t n = json::unescape(a, x, sizeof x), m = json::unescape(b, y, sizeof y);
+  return n == m && std::memcmp(x, y, n < sizeof x ? n : sizeof x) == 0;
+}
+
+}  // namespace
+
+Error Converter::check_unique_keys(const Value& v) {
+  if (v.kind != Kind::Object && v.kind != Kind::Array) return Error::Ok;
+  Value key, value;
+  if (v.kind == Kind::Object) {  // this object's keys first, then what they hold (keys_ is reused)
+    size_t n = 0;
+    json::Members members(v);
+    while (members.next(&key, &value)) {
+      if (n == kPropertyPool) return unsupported("more than %zu keys in one object", kPropertyPool);
+      for (size_t i = 0; i < n; ++i) {
+        if (!same_key(keys_[i], key)) continue;
+        char name[64];
+        unescape_cstr(key, name);
+        return unsupported("the key '%s' twice in one object (JSON readers differ on which one counts)", name);
+      }
+      keys_[n++] = key;
+    }
+  }
+  json::Members members(v);
+  json::Items items(v);
+  while (v.kind == Kind::Object ? members.next(&key, &value) : items.next(&value)) {
+    TERN_RETURN_IF_ERROR(check_unique_keys(value));
+  }
+  return Error::Ok;
+}
+
 // "key" ws ":" ws value
 Error Converter::key_value(const Value& key, const Value& schema, int depth) {
   CanonicalJson c;
