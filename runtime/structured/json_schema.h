@@ -3,13 +3,14 @@
 //
 // Supported: type (one or a list), properties / required / additionalProperties (false, a
 // schema, or absent/true: other keys with any value), enum, const, arrays with items /
-// minItems / maxItems, nesting, anyOf and oneOf (as alternatives: oneOf's "exactly one" is
-// not checked), allOf with a single schema, $ref to any JSON pointer in the document
+// minItems / maxItems, nesting, anyOf, oneOf whose branches cannot match one value (disjoint
+// kinds; else refused), allOf with a single schema, $ref to any JSON pointer in the document
 // ("#/$defs/x", "#/definitions/x", "#"; recursion allowed), minLength / maxLength, integer
 // ranges (minimum, maximum, exclusiveMinimum, exclusiveMaximum), number ranges with integer
 // bounds, and the formats date, time, date-time and uuid. Annotations (title, description,
 // default, examples, $comment, $schema, $id, deprecated, readOnly, writeOnly) are ignored.
-// Any other keyword is refused with UnsupportedSchema naming it and where it is.
+// Any other keyword is refused with UnsupportedSchema naming it and where it is, and so is a
+// key written twice in one object (JSON readers differ on which one counts).
 //
 // Layout: properties in the schema's order; white space after every value (none, a space,
 // or a newline with up to 20 spaces or tabs); integers of at most 16 digits, number
