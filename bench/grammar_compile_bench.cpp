@@ -14,7 +14,8 @@
 // A token the grammar does not allow is an error (exit 1): it means the instance, the
 // converter or the engine is wrong, and no time is printed for it.
 // --raw FILE appends the measurements one line per item for bench/grammar_compile_peers.sh;
-// --dump DIR writes each grammar's GBNF text (the text the llama.cpp peer compiles).
+// --dump DIR writes each grammar's GBNF text (the text the llama.cpp peer compiles), and with
+// --dump-only does nothing else.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -70,6 +71,7 @@ struct Options {
   std::string bundle, dump, raw, memory = "64M";
   std::vector<std::string> grammars, schemas;
   unsigned rounds = 5;
+  bool dump_only = false;
 };
 
 struct Case {
@@ -180,10 +182,17 @@ void walk_once(const tern::GrammarVocab& vocab, Case& c, tern::Grammar& g, std::
   }
 }
 
-void write_raw(std::FILE* f, const Case& c) {
+// The instance's tokens, written before the compile: a compile killed by a timeout still
+// leaves them for the comparison with llama.cpp's.
+void write_raw_tokens(std::FILE* f, const Case& c) {
   std::fprintf(f, "tern\t%s\ttokens", c.name.c_str());
   for (int32_t t : c.tokens) std::fprintf(f, "\t%d", t);
-  std::fprintf(f, "\ntern\t%s\tcompile_ms", c.name.c_str());
+  std::fprintf(f, "\n");
+  std::fflush(f);
+}
+
+void write_raw(std::FILE* f, const Case& c) {
+  std::fprintf(f, "tern\t%s\tcompile_ms", c.name.c_str());
   for (double v : c.compile_ms) std::fprintf(f, "\t%.3f", v);
   std::fprintf(f, "\ntern\t%s\tcompile_cpu_ms", c.name.c_str());
   for (double v : c.compile_cpu_ms) std::fprintf(f, "\t%.3f", v);
@@ -218,12 +227,14 @@ int main(int argc, char** argv) {
   app.add_option("-r,--rounds", o.rounds, "compiles and instance walks per grammar")->check(CLI::PositiveNumber);
   app.add_option("--grammar-memory", o.memory, "the compile region (default 64M)");
   app.add_option("--dump", o.dump, "write each grammar's GBNF text into this directory");
+  app.add_flag("--dump-only", o.dump_only, "with --dump: write the GBNF texts and stop");
   app.add_option("--raw", o.raw, "append every measurement to this file (tab-separated)");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Case> cases;
   read_cases(o, &cases);
   if (!o.dump.empty() && !dump_grammars(o.dump, cases)) return 1;
+  if (o.dump_only) return 0;
   uint64_t region_bytes = 0;
   if (tern_parse_byte_size(o.memory.c_str(), &region_bytes) != TERN_OK) die("--grammar-memory");
 
@@ -250,6 +261,7 @@ int main(int argc, char** argv) {
   std::vector<float> logits(vocab.size());
   for (Case& c : cases) {
     tokenize(mdl, c);
+    if (raw != nullptr) write_raw_tokens(raw, c);
     tern::Grammar g;
     for (unsigned r = 0; r < o.rounds; ++r) compile_once(vocab, c, g, region);
     for (unsigned r = 0; r < o.rounds; ++r) walk_once(vocab, c, g, logits);
