@@ -144,10 +144,17 @@ void write_list(std::FILE* f, const Case& c, const char* what, const std::vector
   std::fprintf(f, "\n");
 }
 
-void write_raw(std::FILE* f, const Case& c) {
+// The instance's tokens, written before the init: a grammar llama.cpp refuses, or a walk
+// killed by a timeout, still leaves them for the comparison with Tern's.
+void write_raw_tokens(std::FILE* f, const Case& c) {
   std::fprintf(f, "llama\t%s\ttokens", c.name.c_str());
   for (llama_token t : c.tokens) std::fprintf(f, "\t%d", t);
-  std::fprintf(f, "\nllama\t%s\tallowed", c.name.c_str());
+  std::fprintf(f, "\n");
+  std::fflush(f);
+}
+
+void write_raw(std::FILE* f, const Case& c) {
+  std::fprintf(f, "llama\t%s\tallowed", c.name.c_str());
   for (unsigned v : c.allowed) std::fprintf(f, "\t%u", v);
   std::fprintf(f, "\n");
   write_list(f, c, "compile_ms", c.init_ms);
@@ -208,6 +215,7 @@ int main(int argc, char** argv) {
   std::vector<llama_token_data> cand(static_cast<size_t>(llama_vocab_n_tokens(vocab)));
   for (Case& c : cases) {
     tokenize(vocab, c);
+    if (raw != nullptr) write_raw_tokens(raw, c);
     init_rounds(vocab, c, rounds);
     for (int r = 0; r < rounds; ++r) walk_once(vocab, c, cand);
     double allowed_mean = 0;
