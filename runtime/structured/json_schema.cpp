@@ -212,7 +212,9 @@ Error Converter::enumeration(const Value& schema, const Value& values, const cha
     any = true;
     TERN_RETURN_IF_ERROR(constant(item));
   }
-  out_.put(" )");
+  // The white space after the group, not after each value: an enum of literals alone is
+  // one alternation, which the grammar compiler folds into a trie.
+  out_.put(" ) ws");
   if (!any) return unsupported("'%s' %s: the schema matches nothing", which, typed ? "outside 'type'" : "empty");
   return Error::Ok;
 }
@@ -361,14 +363,14 @@ Error Converter::constant(const Value& v) {
         out_.put(" ws \":\" ws ");
       }
       TERN_RETURN_IF_ERROR(constant(value));
+      out_.put(" ws");
     }
-    out_.put(object ? " \"}\" ws" : " \"]\" ws");
+    out_.put(object ? " \"}\"" : " \"]\"");
     return Error::Ok;
   }
   CanonicalJson c;
   TERN_RETURN_IF_ERROR(spelled(canonical_json(v, &c), "a constant"));
   out_.literal(c.buf, c.n);
-  out_.put(" ws");
   return Error::Ok;
 }
 

@@ -81,7 +81,8 @@ class Converter {
   // A JSON value in its canonical spelling, then ws: strings (and names) in UTF-8 with only
   // the escapes JSON requires (\" \\ \b \f \n \r \t, \u00xx for other control characters), as
   // JSON.stringify and Python's json.dumps(ensure_ascii=False) write them; white space where
-  // every other value may have it (after each value and after [ { , :).
+  // every other value may have it (after each value inside it and after [ { , :); the caller
+  // writes the white space after it.
   Error constant(const Value& v);
 
   // ---- $ref: a JSON pointer into the document ----
