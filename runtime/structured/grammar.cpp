@@ -610,7 +610,7 @@ void add_accepted(const Program& g, const GrammarVocab& v, const TokenCache& c, 
 // stack, or, near a loop's last rounds, every token its first byte allows walked.
 Error leaf_mask(Program& g, const GrammarVocab& v, uint32_t leaf, bool accepted_in, uint32_t* words) {
   const TokenCache& c = g.caches[g.nodes[leaf].pos];
-  const bool exact = loop_near_end(g, leaf);
+  const bool exact = c.walked || loop_near_end(g, leaf);
   if (!exact && !accepted_in) add_accepted(g, v, c, words);
   if (!exact && c.uncertain_count == 0) return Error::Ok;
   RangeWalk walk(g, v, words);
@@ -641,7 +641,7 @@ Result<uint32_t> Grammar::compute_mask(const State& state, uint32_t* words) {
     // The same position on another stack that used its cache: the accepted set is in already.
     bool repeated = false;
     for (uint32_t j = 0; j < i && !repeated; ++j) {
-      repeated = g.nodes[state.leaves[j]].pos == pos && !loop_near_end(g, state.leaves[j]);
+      repeated = g.nodes[state.leaves[j]].pos == pos && !g.caches[pos].walked && !loop_near_end(g, state.leaves[j]);
     }
     TERN_RETURN_IF_ERROR(leaf_mask(g, v, leaf, repeated, words));
   }

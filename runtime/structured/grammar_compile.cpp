@@ -2,6 +2,7 @@
 // the caller's region: the compiled grammar grows from its start, temporaries from its end.
 // The parser (gbnf_parser), the DFAs (utf8_dfa) and the caches (token_caches) are stages of
 // their own; this file lowers the tree to NFAs, analyses them and drives the stages.
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -195,7 +196,7 @@ class Compiler {
     }
     if (region_.low<NfaState>(1) == nullptr) return no_room(region_, "the automaton");
     NfaState& s = states_[n_states_];
-    s = NfaState{kind, 0, 0, arg, next, next2, rule_, 0};
+    s = NfaState{kind, 0, 0, 0, arg, next, next2, rule_, 0};
     return n_states_++;
   }
 
@@ -281,10 +282,25 @@ class Compiler {
             TERN_ASSIGN_OR_RETURN(s, lower(items[i], s));
           }
         } else {
-          TERN_ASSIGN_OR_RETURN(s, lower(items[count - 1], next));
-          for (uint32_t i = count - 1; i-- > 0;) {
+          // Alternatives that are literals alone are folded into one trie (an enum of 10,000
+          // values is at most one branch per next byte), the others are branches of their own.
+          uint32_t n_literals = 0;
+          for (uint32_t i = 0; i < count; ++i) n_literals += literal_of(items[i]) != kNone ? 1 : 0;
+          const bool fold = n_literals >= kFoldLiterals;
+          bool have = false;
+          if (fold) {
+            TERN_ASSIGN_OR_RETURN(s, lower_trie(items, count, next));
+            have = true;
+          }
+          for (uint32_t i = count; i-- > 0;) {
+            if (fold && literal_of(items[i]) != kNone) continue;
             TERN_ASSIGN_OR_RETURN(const uint32_t branch, lower(items[i], next));
-            TERN_ASSIGN_OR_RETURN(s, state(NfaKind::Split, 0, branch, s));
+            if (have) {
+              TERN_ASSIGN_OR_RETURN(s, state(NfaKind::Split, 0, branch, s));
+            } else {
+              s = branch;
+              have = true;
+            }
           }
         }
         region_.high_release(mark);
@@ -349,6 +365,114 @@ class Compiler {
       }
     }
     return fail(Error::Internal, "grammar: unknown syntax node");
+  }
+
+  // The Literal node an alternative (a Seq) consists of alone, or kNone.
+  uint32_t literal_of(uint32_t seq) const {
+    const AstNode* nodes = parser_.nodes();
+    const uint32_t c = nodes[seq].child;
+    if (nodes[seq].kind != Ast::Seq || c == kNone || nodes[c].sibling != kNone) return kNone;
+    return nodes[c].kind == Ast::Literal ? c : kNone;
+  }
+
+  // The literal alternatives among items[0, count) as one trie of byte states that go on at
+  // `next`; returns its first state. Built without recursion (work items patch the state
+  // that leads to them), so a long shared prefix costs no stack.
+  Result<uint32_t> lower_trie(const uint32_t* items, uint32_t count, uint32_t next) {
+    const AstNode* nodes = parser_.nodes();
+    size_t total = 0;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < count; ++i) {
+      const uint32_t lit = literal_of(items[i]);
+      if (lit == kNone) continue;
+      ++n;
+      total += 4 * static_cast<size_t>(nodes[lit].b - nodes[lit].a);
+    }
+    uint8_t* bytes = region_.high<uint8_t>(total + 1);
+    uint32_t* begin = region_.high<uint32_t>(n + 1);
+    uint32_t* length = region_.high<uint32_t>(n + 1);
+    uint32_t* order = region_.high<uint32_t>(n + 1);
+    if (bytes == nullptr || begin == nullptr || length == nullptr || order == nullptr) {
+      return no_room(region_, "an alternation of literals");
+    }
+    uint32_t at = 0, k = 0;
+    for (uint32_t i = 0; i < count; ++i) {
+      const uint32_t lit = literal_of(items[i]);
+      if (lit == kNone) continue;
+      begin[k] = at;
+      for (size_t p = nodes[lit].a; p < nodes[lit].b;) {
+        uint32_t cp;
+        read_char(text_, nodes[lit].b, &p, &cp);
+        at += static_cast<uint32_t>(unicode::encode_utf8(cp, bytes + at));
+      }
+      length[k] = at - begin[k];
+      order[k] = k;
+      ++k;
+    }
+    auto less = [&](uint32_t x, uint32_t y) {
+      const int c = std::memcmp(bytes + begin[x], bytes + begin[y], std::min(length[x], length[y]));
+      return c < 0 || (c == 0 && length[x] < length[y]);
+    };
+    std::sort(order, order + n, less);
+    // Work: [lo, hi) of `order` share `depth` bytes; the state that leads there gets its
+    // first state in `next` (field 0) or `next2` (1), or it is the trie's start (2).
+    struct Work {
+      uint32_t lo, hi, depth, patch, field;
+    };
+    Work* work = region_.high<Work>(static_cast<size_t>(at) + 2);
+    if (work == nullptr) return no_room(region_, "an alternation of literals");
+    uint32_t n_work = 0, start = kNone;
+    work[n_work++] = Work{0, n, 0, 0, 2};
+    while (n_work > 0) {
+      const Work w = work[--n_work];
+      uint32_t entry = kNone;
+      auto add_branch = [&](uint32_t first) -> Error {
+        if (entry == kNone) {
+          entry = first;
+          return Error::Ok;
+        }
+        TERN_ASSIGN_OR_RETURN(entry, state(NfaKind::Split, 0, first, entry));
+        return Error::Ok;
+      };
+      uint32_t lo = w.lo;
+      if (length[order[lo]] == w.depth) {  // one literal ends here (equal ones count once)
+        TERN_RETURN_IF_ERROR(add_branch(next));
+        while (lo < w.hi && length[order[lo]] == w.depth) ++lo;
+      }
+      while (lo < w.hi) {
+        const uint8_t b = bytes[begin[order[lo]] + w.depth];
+        uint32_t hi = lo + 1;
+        while (hi < w.hi && bytes[begin[order[hi]] + w.depth] == b) ++hi;
+        bool alone = true;  // all of [lo, hi) the same literal: a chain of its remaining bytes
+        for (uint32_t j = lo + 1; j < hi && alone; ++j) alone = !less(order[lo], order[j]);
+        const uint32_t lit = order[lo];
+        TERN_ASSIGN_OR_RETURN(const uint32_t dfa, dfas_.byte(b));
+        TERN_ASSIGN_OR_RETURN(const uint32_t first, state(NfaKind::Terminal, dfa, next, 1));
+        states_[first].walked = 1;
+        if (alone) {
+          uint32_t prev = first;
+          for (uint32_t d = w.depth + 1; d < length[lit]; ++d) {
+            TERN_ASSIGN_OR_RETURN(const uint32_t byte_dfa, dfas_.byte(bytes[begin[lit] + d]));
+            TERN_ASSIGN_OR_RETURN(const uint32_t t, state(NfaKind::Terminal, byte_dfa, next, 1));
+            states_[t].walked = 1;
+            states_[prev].next = t;
+            prev = t;
+          }
+        } else {
+          work[n_work++] = Work{lo, hi, w.depth + 1, first, 0};
+        }
+        TERN_RETURN_IF_ERROR(add_branch(first));
+        lo = hi;
+      }
+      if (w.field == 2) {
+        start = entry;
+      } else if (w.field == 0) {
+        states_[w.patch].next = entry;
+      } else {
+        states_[w.patch].next2 = entry;
+      }
+    }
+    return start;
   }
 
   // ---- Analyses ----
@@ -554,7 +678,8 @@ class Compiler {
   }
 
   static constexpr uint32_t kMaxWork = 1u << 22;
-  static constexpr uint32_t kUnrollLimit = 16;  // repetitions up to this count are copied out
+  static constexpr uint32_t kUnrollLimit = 20;  // repetitions up to this count are copied out
+  static constexpr uint32_t kFoldLiterals = 4;  // alternations with this many literals become tries
   static constexpr uint32_t kMaxLoops = 4096;
   uint32_t* body_rule_ = nullptr;   // per syntax node: a counted repetition's body rule, or kNone
   uint32_t* body_owner_ = nullptr;  // per syntax node: the rule it is written in

@@ -19,7 +19,8 @@ enum class NfaKind : uint8_t { Terminal, Ref, Split, Final, Count };
 struct NfaState {
   NfaKind kind;
   uint8_t tail;
-  uint16_t unused;
+  uint8_t walked;  // Terminal: no token cache; its tokens are walked against the stack each time
+  uint8_t unused;
   uint32_t arg;
   uint32_t next;
   uint32_t next2;
@@ -79,6 +80,9 @@ struct TokenCache {
   // In a loop's body, the cache assumes the loop may go round any number of times: it holds
   // for a stack whose loop has at least this many rounds left (the longest accepted token).
   uint32_t rounds_needed = 0;
+  // No cache (a position of a folded alternation of literals, where few tokens go far): every
+  // token its first byte allows is walked against the stack.
+  uint32_t walked = 0;
 };
 
 // A stack frame: a position and the frame below. Frames are interned (one node per pair),

@@ -24,6 +24,10 @@ Error build_caches(Grammar::Program& g, const GrammarVocab& v, Region& region, s
   for (uint32_t p = 0; p < g.n_positions; ++p) {
     const Position& at = g.positions[p];
     if (!at.terminal) continue;
+    if (g.states[at.state].walked) {
+      caches[p].walked = 1;
+      continue;
+    }
     if (abort != nullptr && abort->load(std::memory_order_relaxed) != 0) {
       return fail(Error::Aborted, "the grammar's compile was aborted (%u of %u positions walked)", p, g.n_positions);
     }

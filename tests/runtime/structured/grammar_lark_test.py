@@ -63,6 +63,15 @@ R: /<[a-c]{17,20}>(x[0-9]){18,}(ab|c){0,40}([a-b]{17,18},){17,19}!/
      + ["<" + "c" * 18 + ">" + "x9" * 18 + "c" * 40 + ("b" * 18 + ",") * 18 + "!",
         "<" + "c" * 18 + ">" + "x9" * 18 + "cab" * 13 + "c" + ("b" * 17 + ",") * 18 + "!"],
      "abc<>x0,!"),
+    ("alternations of literals (folded into a trie: prefixes, duplicates, empty, mixed)",
+     r'''
+root ::= ( "a" | "ab" | "abc" | "b" | "ba" | "" | "ab" | [x-z] "q" | "é" | "éa" | "abd" ) "!"
+''',
+     r'''
+root: R
+R: /(a|ab|abc|b|ba||[x-z]q|é|éa|abd)!/
+''',
+     ["!", "a!", "ab!", "abc!", "abd!", "b!", "ba!", "xq!", "é!", "éa!"], "abcdxqé!"),
     ("classes and unicode",
      r'''
 root ::= ident | [^a-z\n]{2} | "é" [α-ω]+ | [\t\\\]-] "!"

@@ -90,6 +90,11 @@ TEST_F(GrammarOnLlama3, MaskEqualsBruteForceOnTheFullVocabulary) {
       {"numbers", "root ::= \"[\" ( num ( \",\" \" \"? num )* )? \"]\"\nnum ::= \"-\"? [0-9]+ ( \".\" [0-9]+ )?", 0},
       {"ambiguous", "root ::= ( \"ab\" | \"a\" \"b\"* | \"abc\" )* ( \"x\" | \"\\n\" )", 0},
       {"counted string", "root ::= \"\\\"\" ( [^\"\\\\] | \"\\\\\" [\"n] ){20,40} \"\\\"\" [0-9]{0,18} \".\"", 14},
+      {"enum",
+       "root ::= \"{\\\"city\\\": \" ( \"\\\"Toton\\\"\" | \"\\\"Tot\\\"\" | \"\\\"Totem pole\\\"\" | "
+       "\"\\\"Ham\\\"\" | \"\\\"Hamka\\\"\" | \"\\\"Hamgorveka\\\"\" | \"\\\"Zürich\\\"\" | \"\\\"Zug\\\"\" | "
+       "\"null\" | \"12\" | \"123\" ) \"}\"",
+       8},
       {"counted words", "root ::= ( [a-z ]{17,24} \",\" ){17,} \"!\"", 14},
   };
   const bool slow = std::getenv("TERN_SLOW_EMULATION") != nullptr;
