@@ -445,15 +445,18 @@ Error Grammar::token_step(const State& in, int32_t token, State* out, bool* allo
   return Error::Ok;
 }
 
-Error Grammar::compact() {
+Error Grammar::compact(State* also) {
   Program& g = *program_;
   if (g.node_top <= g.node_capacity / 2) return Error::Ok;
   // Mark the live frames (stamp ~0), then slide them down in index order: parents come
   // before their children, so each parent is already moved when its child is.
   constexpr uint32_t kLive = 0xFFFFFFFFu;
-  for (uint32_t i = 0; i < current_.count; ++i) {
-    for (uint32_t id = current_.leaves[i]; id > kMarkerNode && g.nodes[id].stamp != kLive; id = g.nodes[id].parent) {
-      g.nodes[id].stamp = kLive;
+  State* live[] = {&current_, also};
+  for (State* s : live) {
+    for (uint32_t i = 0; s != nullptr && i < s->count; ++i) {
+      for (uint32_t id = s->leaves[i]; id > kMarkerNode && g.nodes[id].stamp != kLive; id = g.nodes[id].parent) {
+        g.nodes[id].stamp = kLive;
+      }
     }
   }
   uint32_t* remap = g.table;  // rebuilt below
@@ -464,9 +467,11 @@ Error Grammar::compact() {
     g.nodes[top] = Node{g.nodes[i].pos, parent > kMarkerNode ? remap[parent] : parent, 0, 0};
     remap[i] = top++;
   }
-  for (uint32_t i = 0; i < current_.count; ++i) current_.leaves[i] = remap[current_.leaves[i]];
+  for (State* s : live) {
+    for (uint32_t i = 0; s != nullptr && i < s->count; ++i) s->leaves[i] = remap[s->leaves[i]];
+  }
   g.node_top = top;
-  g.stamp = 1;
+  // The step stamp goes on: a visit mark of an earlier step must not match a remapped frame.
   rebuild_table(g);
   return Error::Ok;
 }
@@ -482,12 +487,14 @@ Error Grammar::accept_token(int32_t token) {
 
 Result<bool> Grammar::accept_bytes(const uint8_t* bytes, size_t size) {
   TERN_CHECK_OR_RETURN(program_ != nullptr, Error::InvalidState, "no grammar is set");
-  const State* from = &current_;
+  State* from = &current_;
   for (size_t i = 0; i < size; ++i) {
     if (from->count == 0) return false;
     State* to = &scratch_[i & 1];
     TERN_RETURN_IF_ERROR(advance(*from, bytes[i], to));
     from = to;
+    // A long text (thousands of counted rounds) makes a frame per round: the dead ones go.
+    TERN_RETURN_IF_ERROR(compact(from));
   }
   if (from != &current_) copy_state(*from, &current_);
   TERN_RETURN_IF_ERROR(compact());

@@ -154,7 +154,8 @@ class Grammar {
   Error start_state();
   Error advance(const State& in, uint8_t byte, State* out);
   Error token_step(const State& in, int32_t token, State* out, bool* allowed);
-  Error compact();
+  // Drops the frames no stack of the current state (or of `also`) uses, once the pool is half full.
+  Error compact(State* also = nullptr);
 
   Program* program_ = nullptr;
   const GrammarVocab* vocab_ = nullptr;
