@@ -16,7 +16,7 @@ Error Converter::array(const Value& schema, int depth) {
   TERN_RETURN_IF_ERROR(count(schema, "minItems", &min));
   TERN_RETURN_IF_ERROR(count(schema, "maxItems", &max));
   if (max >= 0 && max < min) return invalid("'maxItems' is below 'minItems'");
-  if (min > 1000 || max > 1000) return unsupported("more than 1000 items ('minItems' / 'maxItems')");
+  if (min > 65535 || max > 65535) return unsupported("more than 65535 items ('minItems' / 'maxItems')");
   Value items;
   char item[24];
   if (json::find(schema, "items", &items)) {
