@@ -66,16 +66,23 @@ void move_refs(ojson& schema, const std::string& at) {
 
 bool schema_grammar(const ojson& schema, const char* param, std::string* grammar, ApiError* e) {
   const std::string text = schema.dump();
+  if (schema_grammar_cache().find(text, grammar)) return true;
   size_t size = 0;
   tern_status s = tern_json_schema_to_grammar(text.data(), text.size(), nullptr, 0, &size);
   std::vector<char> buf(size + 1);
   if (s == TERN_OUT_OF_RANGE) s = tern_json_schema_to_grammar(text.data(), text.size(), buf.data(), buf.size(), &size);
   if (s != TERN_OK) return refuse(e, std::string(param) + ": " + tern_last_error_message(), param);
   grammar->assign(buf.data(), size);
+  schema_grammar_cache().insert(text, *grammar);
   return true;
 }
 
 }  // namespace
+
+SchemaGrammarCache& schema_grammar_cache() {
+  static SchemaGrammarCache cache;
+  return cache;
+}
 
 bool parse_structured_output(const std::string& body, bool chat, StructuredOutput* out, ApiError* e) {
   const ojson j = ojson::parse(body, nullptr, false);

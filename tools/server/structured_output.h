@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/server/grammar_cache.h"
 #include "tools/server/server_api.h"
 
 namespace tern::server {
@@ -27,8 +28,10 @@ namespace tern::server {
 std::vector<Message> prompt_messages(const GenerationRequest& r);
 
 // The GBNF grammar the reply must follow ("" for none). False with a 400 error when a schema
-// cannot be turned into one (the message names the keyword).
+// cannot be turned into one (the message names the keyword). Conversions are kept in
+// schema_grammar_cache(), keyed by the schema document's text.
 bool reply_grammar(const StructuredOutput& s, std::string* grammar, ApiError* e);
+SchemaGrammarCache& schema_grammar_cache();
 
 // Reads a reply as it streams: whether it is a tool call (it opens with {"name": "<a
 // function>", "arguments": ...), the function's name, and the text of "arguments" exactly
