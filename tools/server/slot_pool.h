@@ -1,5 +1,7 @@
 // Session slots for concurrent requests: a request takes a free slot, or waits in a bounded
-// queue for one; past the queue (or after waiting too long) it is turned away (503).
+// queue for one; past the queue (or after waiting too long) it is turned away (503). Each slot
+// remembers the grammar its session holds compiled, and a request takes, among the free slots,
+// one holding its grammar (no compile), else one holding none (no compiled grammar lost).
 #pragma once
 
 #include <chrono>
@@ -11,23 +13,27 @@
 #include <optional>
 #include <vector>
 
+#include "tools/server/grammar_cache.h"
+
 namespace tern::server {
 
 class SlotPool {
  public:
-  SlotPool(size_t slots, size_t queue_limit) : busy_(slots, false), queue_limit_(queue_limit) {}
+  SlotPool(size_t slots, size_t queue_limit) : busy_(slots, false), grammar_(slots), queue_limit_(queue_limit) {}
 
   enum class Refusal { None, QueueFull, TimedOut, ClientGone };
   // A free slot, waiting up to `wait` in line (first come, first served); nullopt and why not.
   // While in line, `gone` is asked every `check` whether the client has left: then the place
-  // is given up at once (ClientGone), so it no longer turns live clients away.
+  // is given up at once (ClientGone), so it no longer turns live clients away. `grammar`: the
+  // request's (empty: none), for the choice among free slots.
   std::optional<size_t> acquire(std::chrono::milliseconds wait, Refusal* why,
                                 const std::function<bool()>& gone = nullptr,
-                                std::chrono::milliseconds check = std::chrono::milliseconds(50)) {
+                                std::chrono::milliseconds check = std::chrono::milliseconds(50),
+                                GrammarKey grammar = {}) {
     std::unique_lock<std::mutex> lock(mutex_);
     *why = Refusal::None;
     if (line_.empty()) {
-      if (auto slot = take_free()) return slot;
+      if (auto slot = take_free(grammar)) return slot;
     }
     if (line_.size() >= queue_limit_) {
       *why = Refusal::QueueFull;
@@ -38,7 +44,7 @@ class SlotPool {
     const auto deadline = std::chrono::steady_clock::now() + wait;
     std::optional<size_t> slot;
     while (!slot) {
-      if (line_.front() == ticket) slot = take_free();
+      if (line_.front() == ticket) slot = take_free(grammar);
       if (slot) break;
       const auto now = std::chrono::steady_clock::now();
       if (now >= deadline) {
@@ -47,7 +53,7 @@ class SlotPool {
       }
       if (gone) {
         cv_.wait_until(lock, std::min(deadline, now + check));
-        if (line_.front() == ticket) slot = take_free();
+        if (line_.front() == ticket) slot = take_free(grammar);
         if (slot) break;
         lock.unlock();
         const bool left = gone();  // a system call: not under the lock
@@ -78,6 +84,16 @@ class SlotPool {
     cv_.notify_all();
   }
 
+  // The grammar a slot's session now holds compiled (set by the slot's holder).
+  GrammarKey grammar(size_t slot) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return grammar_[slot];
+  }
+  void set_grammar(size_t slot, GrammarKey key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    grammar_[slot] = key;
+  }
+
   size_t total() const { return busy_.size(); }
   size_t idle() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -91,19 +107,24 @@ class SlotPool {
   }
 
  private:
-  std::optional<size_t> take_free() {
+  // A free slot, in this order: one holding `grammar`, one holding no grammar, any.
+  std::optional<size_t> take_free(GrammarKey grammar) {
+    std::optional<size_t> match, none, any;
     for (size_t i = 0; i < busy_.size(); ++i) {
-      if (!busy_[i]) {
-        busy_[i] = true;
-        return i;
-      }
+      if (busy_[i]) continue;
+      if (!match && grammar_[i] == grammar) match = i;
+      if (!none && grammar_[i].size == 0) none = i;
+      if (!any) any = i;
     }
-    return std::nullopt;
+    const std::optional<size_t> slot = match ? match : none ? none : any;
+    if (slot) busy_[*slot] = true;
+    return slot;
   }
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<bool> busy_;
+  std::vector<GrammarKey> grammar_;  // what each slot's session holds compiled
   std::deque<uint64_t> line_;
   uint64_t next_ticket_ = 0;
   size_t queue_limit_;
