@@ -40,25 +40,62 @@ struct PieceSink {
   }
 };
 
-// The request's grammar on the slot's session (none: the slot's last one is removed). A
-// grammar that cannot be compiled is the request's fault (400), also when it needs more
-// than --grammar-memory.
-tern_status set_reply_grammar(tern_session* session, const GenerationRequest& r, const Prepared& p, ApiError* error) {
-  const tern_status st =
-      tern_session_set_grammar(session, p.grammar.empty() ? nullptr : p.grammar.data(), p.grammar.size());
-  if (st != TERN_OK) {
-    *error = status_error(st, "grammar");
-    error->status = 400;
-    error->type = "invalid_request_error";
-    error->param = r.structured.format == StructuredOutput::Format::Grammar ? "grammar"
-                   : r.structured.tools.empty()                             ? "response_format"
-                                                                            : "tools";
-    if (st == TERN_GRAMMAR_TOO_LARGE) error->code = "grammar_too_large";
-  }
-  return st;
-}
-
 }  // namespace
+
+// A grammar that cannot be compiled is the request's fault (400), also when it needs more
+// than --grammar-memory or longer than --grammar-compile-ms.
+SlotGrammar set_slot_grammar(ServerState& s, size_t slot, const GenerationRequest& r, const Prepared& p,
+                             std::function<bool()> gone) {
+  SlotGrammar out;
+  tern_session* session = s.sessions[slot];
+  const GrammarKey key = grammar_key(p.grammar);
+  if (p.grammar.empty()) {
+    tern_session_set_grammar(session, nullptr, 0);
+    s.pool->set_grammar(slot, key);
+    out.ok = true;
+    return out;
+  }
+  // The library skips the compile when the text's hash and length are those it holds.
+  out.reused = s.pool->grammar(slot) == key;
+  tern_session_clear_abort(session);
+  const double start = now_s();
+  const uint64_t watch =
+      s.watchdog->watch(session, std::chrono::milliseconds(s.opt.grammar_compile_ms), std::move(gone));
+  const tern_status st = tern_session_set_grammar(session, p.grammar.data(), p.grammar.size());
+  const CompileWatchdog::Outcome outcome = s.watchdog->unwatch(watch);
+  tern_session_clear_abort(session);
+  out.compile_ms = (now_s() - start) * 1e3;
+  s.pool->set_grammar(slot, st == TERN_OK ? key : GrammarKey{});  // a failed call leaves no grammar
+  if (st == TERN_OK) {
+    ++(out.reused ? s.grammar.reused : s.grammar.compiled);
+    if (!out.reused) s.grammar.compile_us += static_cast<uint64_t>(out.compile_ms * 1e3);
+    out.ok = true;
+    return out;
+  }
+  out.reused = false;
+  if (st == TERN_ABORTED && outcome == CompileWatchdog::Outcome::ClientGone) {
+    out.error = ApiError{499, "the client left", "", "", ""};
+    return out;
+  }
+  out.error = status_error(st, "grammar");
+  out.error.status = 400;
+  out.error.type = "invalid_request_error";
+  out.error.param = r.structured.format == StructuredOutput::Format::Grammar ? "grammar"
+                    : r.structured.tools.empty()                             ? "response_format"
+                                                                             : "tools";
+  if (st == TERN_GRAMMAR_TOO_LARGE) {
+    out.error.code = "grammar_too_large";
+    ++s.grammar.too_large;
+  } else if (st == TERN_ABORTED) {
+    out.error.code = "grammar_compile_timeout";
+    out.error.message = "the grammar took longer than this server's limit of " +
+                        std::to_string(s.opt.grammar_compile_ms) +
+                        " ms to compile (--grammar-compile-ms); a simpler schema (fewer properties, fewer bounded "
+                        "strings and arrays) compiles faster";
+    ++s.grammar.timed_out;
+  }
+  return out;
+}
 
 Prepared prepare(ServerState& s, const GenerationRequest& r) {
   Prepared p;
@@ -158,7 +195,6 @@ Generation generate(ServerState& s, tern_session* session, const GenerationReque
     g.error = status_error(st, "sampler");
     return g;
   }
-  if ((st = set_reply_grammar(session, r, p, &g.error)) != TERN_OK) return g;
   std::vector<tern_logit_bias> bias;
   for (const auto& [token, value] : r.logit_bias) bias.push_back({token, value <= -100.0f ? -INFINITY : value});
   if ((st = tern_session_set_logit_bias(session, bias.data(), bias.size())) != TERN_OK) {

@@ -41,7 +41,20 @@ struct Generation {
 
 Prepared prepare(ServerState& s, const GenerationRequest& r);
 
-// Runs a prepared request on one slot's session, streaming pieces through on_piece.
+// The request's grammar (none: the slot's last one is removed) set on its slot's session,
+// before the reply starts: reused when the slot holds it compiled, else compiled under the
+// watchdog, stopped after --grammar-compile-ms or once `gone` says the client has left.
+struct SlotGrammar {
+  bool ok = false;
+  bool reused = false;
+  double compile_ms = 0;
+  ApiError error;  // 400 (grammar_compile_timeout, grammar_too_large, invalid) or 499
+};
+SlotGrammar set_slot_grammar(ServerState& s, size_t slot, const GenerationRequest& r, const Prepared& p,
+                             std::function<bool()> gone);
+
+// Runs a prepared request on one slot's session (its grammar set), streaming pieces through
+// on_piece.
 Generation generate(ServerState& s, tern_session* session, const GenerationRequest& r, const Prepared& p,
                     std::function<bool(const std::string&)> on_piece);
 

@@ -24,6 +24,7 @@
 #include "tools/server/reply_stream.h"
 #include "tools/server/request_scanner.h"
 #include "tools/server/server_api.h"
+#include "tools/server/structured_output.h"
 
 namespace tern::server {
 
@@ -34,10 +35,9 @@ using nlohmann::json;
 // The socket of the request this worker thread runs (set by the gate's serve hook).
 thread_local int t_client_fd = -1;
 
-// Whether the client of this thread's request has closed its side or reset: bytes it may still
-// have sent (a pipelined request) are left unread. A half-close counts as leaving, as in nginx.
-bool client_gone() {
-  const int fd = t_client_fd;
+// Whether the client on socket `fd` has closed its side or reset: bytes it may still have sent
+// (a pipelined request) are left unread. A half-close counts as leaving, as in nginx.
+bool socket_gone(int fd) {
   if (fd < 0) return false;
   pollfd p{fd, POLLIN | POLLRDHUP, 0};
   if (::poll(&p, 1, 0) <= 0) return false;
@@ -45,6 +45,9 @@ bool client_gone() {
   char byte;
   return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
+
+// Whether the client of this thread's request has left.
+bool client_gone() { return socket_gone(t_client_fd); }
 
 // For a request that is not streamed: whether its client has left, asked at most every 50 ms.
 std::function<bool(const std::string&)> stop_when_client_gone(bool* gone) {
@@ -164,7 +167,8 @@ void handle_generation(ServerState& s, const httplib::Request& req, httplib::Res
   auto prepared = std::make_shared<Prepared>(prepare(s, *request));
   if (!prepared->ok) return refuse(prepared->error);
   SlotPool::Refusal why;
-  const auto slot = s.pool->acquire(std::chrono::seconds(s.opt.timeout), &why, client_gone);
+  const auto slot = s.pool->acquire(std::chrono::seconds(s.opt.timeout), &why, client_gone,
+                                    std::chrono::milliseconds(50), grammar_key(prepared->grammar));
   if (!slot) {
     res.set_header("Retry-After", "1");
     if (why == SlotPool::Refusal::ClientGone) return refuse(ApiError{499, "the client left", "", "", ""});
@@ -174,9 +178,22 @@ void handle_generation(ServerState& s, const httplib::Request& req, httplib::Res
                                : "the server is busy: no session slot became free in time",
                            "server_error", "", "server_busy"});
   }
+  const size_t slot_index = *slot;
+  // The grammar before any reply byte: a compile that fails or times out is an HTTP 400, also
+  // for a stream. The watchdog thread asks this request's socket whether its client has left.
+  const SlotGrammar grammar =
+      set_slot_grammar(s, slot_index, *request, *prepared, [fd = t_client_fd] { return socket_gone(fd); });
+  if (!grammar.ok) {
+    s.pool->release(slot_index);
+    return refuse(grammar.error);
+  }
+  if (!prepared->grammar.empty()) {
+    char note[64];
+    std::snprintf(note, sizeof note, "compiled %.0f ms", grammar.compile_ms);
+    res.set_header("X-Tern-Grammar", grammar.reused ? "reused" : note);
+  }
   const std::string id = new_id(chat);
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
-  const size_t slot_index = *slot;
   if (!request->stream) {
     // A client that has left stops the generation (its slot is free for the next at once).
     bool gone = false;
@@ -296,6 +313,14 @@ void add_status_routes(GatedServer& http, ServerState& s, const ConnectionGate& 
                      {"context_tokens", r.context_tokens},
                      {"rss_bytes", resident_bytes()},
                      {"allowance_bytes", memory_allowance(s.opt)}};
+      const SchemaGrammarCache::Stats cache = schema_grammar_cache().stats();
+      j["grammar"] = {{"compiled", s.grammar.compiled.load()},
+                      {"reused", s.grammar.reused.load()},
+                      {"timed_out", s.grammar.timed_out.load()},
+                      {"too_large", s.grammar.too_large.load()},
+                      {"compile_ms", s.grammar.compile_us.load() / 1000},
+                      {"compile_limit_ms", s.opt.grammar_compile_ms},
+                      {"schema_cache", {{"entries", cache.entries}, {"hits", cache.hits}, {"misses", cache.misses}}}};
     }
     res.set_content(dump(j), "application/json");
   });

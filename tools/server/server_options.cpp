@@ -68,6 +68,10 @@ void add_server_options(CLI::App& app, ServerOptions* opt) {
   add_connection_options(app, opt);
   app.add_option("--grammar-memory", opt->grammar_memory,
                  "memory per slot for response_format / tools grammars (default 8M; 0: refuse them)");
+  app.add_option("--grammar-compile-ms", opt->grammar_compile_ms,
+                 "milliseconds a request's grammar may take to compile (default 1000; 0: no limit); longer is "
+                 "stopped with a 400 grammar_compile_timeout")
+      ->check(CLI::Range(0u, 3600000u));
 }
 
 GateLimits gate_limits(const ServerOptions& opt) {

@@ -17,6 +17,7 @@ struct ServerOptions {
   cli::ModelOptions model;  // --memory-budget, --kv, --ctx, --threads
   int port = 8080;
   unsigned sessions = 1, timeout = 600, queue = 16;
+  unsigned grammar_compile_ms = 1000;  // a request's grammar compile is stopped past it; 0: no limit
   size_t max_body = 1 << 20;
   // Connection limits (ConnectionGate): seconds for a request's head, its body, an idle
   // keep-alive connection and a stalled write; open connections before a fast 503.

@@ -1,5 +1,6 @@
 // What every part of tern-server shares: its options, the loaded model and its session slots,
-// whether loading has finished (or failed), and the lock its log lines take.
+// whether loading has finished (or failed), the grammar-compile watchdog and counts, and the
+// lock its log lines take.
 #pragma once
 
 #include <atomic>
@@ -10,10 +11,20 @@
 #include <vector>
 
 #include "include/tern.h"
+#include "tools/server/compile_watchdog.h"
 #include "tools/server/server_options.h"
 #include "tools/server/slot_pool.h"
 
 namespace tern::server {
+
+// What became of the grammars requests set on their slots (/health).
+struct GrammarCounts {
+  std::atomic<uint64_t> compiled{0};    // compiled into a slot
+  std::atomic<uint64_t> reused{0};      // the slot held it compiled already
+  std::atomic<uint64_t> timed_out{0};   // stopped at --grammar-compile-ms
+  std::atomic<uint64_t> too_large{0};   // more than --grammar-memory
+  std::atomic<uint64_t> compile_us{0};  // time in compiles that finished
+};
 
 struct ServerState {
   ServerOptions opt;
@@ -25,6 +36,8 @@ struct ServerState {
   tern_model_info info{};
   tern_embedding_info embedding{};  // dimensions > 0: an embedding model
   bool evicting = false;
+  std::unique_ptr<CompileWatchdog> watchdog;  // started by main once stop signals are blocked
+  GrammarCounts grammar;
   // The model loads while /health already answers: until `ready`, every other endpoint
   // answers 503 ("loading", or `load_error` once `failed`).
   std::atomic<bool> ready{false};

@@ -2,6 +2,7 @@
 //             [--kv MODE] [--ctx N] [--sessions N] [--threads N] [--api-key-file FILE] [--timeout S]
 //             [--queue N] [--max-body BYTES] [--max-connections N] [--header-timeout S]
 //             [--max-connections-per-client N] [--body-timeout S] [--idle-timeout S] [--write-timeout S]
+//             [--grammar-memory 8M] [--grammar-compile-ms 1000]
 // (the API key also as --api-key KEY, or in the environment as TERN_API_KEY)
 // An OpenAI-compatible HTTP server over the C API: /v1/chat/completions, /v1/completions
 // (both with streaming), /v1/embeddings (embedding bundles), /v1/models, /health, /tokenize,
@@ -91,6 +92,7 @@ int main(int argc, char** argv) {
   s.created = static_cast<int64_t>(std::time(nullptr));
   s.pool = std::make_unique<SlotPool>(s.opt.sessions, s.opt.queue);
   const sigset_t signals = block_stop_signals();
+  s.watchdog = std::make_unique<CompileWatchdog>();  // its thread with the stop signals blocked
 
   GatedServer http;
   const GateLimits limits = gate_limits(s.opt);
