@@ -487,8 +487,8 @@ TERN_API tern_status tern_available_memory(uint64_t* out_bytes);
 TERN_API tern_status tern_parse_memory_budget(const char* text, uint64_t* out_bytes);
 
 /* Asks a running prefill/decode/generate on `session` to stop with TERN_ABORTED (checked per
- * layer), or its grammar's compile (tern_session_set_grammar). Any thread may call it; the request stays until tern_session_clear_abort() or
- * tern_session_reset(). */
+ * layer), or its grammar's compile (tern_session_set_grammar). Any thread may call it; the
+ * request stays until tern_session_clear_abort() or tern_session_reset(). */
 TERN_API tern_status tern_session_request_abort(tern_session* session);
 TERN_API tern_status tern_session_clear_abort(tern_session* session);
 

@@ -24,14 +24,16 @@ namespace {
 
 class Compiler {
  public:
-  Compiler(const char* text, size_t size, Region& region, Grammar::Program& g)
-      : text_(text), region_(region), g_(g), parser_(text, size, region), dfas_(region) {}
+  Compiler(const char* text, size_t size, Region& region, Grammar::Program& g, const std::atomic<int>* abort)
+      : text_(text), region_(region), g_(g), parser_(text, size, region), dfas_(region), abort_(abort) {}
 
   Error run() {
     TERN_RETURN_IF_ERROR(parser_.run());
     TERN_RETURN_IF_ERROR(resolve());
     TERN_RETURN_IF_ERROR(build_dfas());
+    TERN_RETURN_IF_ERROR(check_abort("building character classes"));
     TERN_RETURN_IF_ERROR(lower_rules());
+    TERN_RETURN_IF_ERROR(check_abort("building the automaton"));
     TERN_RETURN_IF_ERROR(analyse());
     return make_positions();
   }
@@ -141,11 +143,52 @@ class Compiler {
     for (uint32_t c = nodes[node].child; c != kNone; c = nodes[c].sibling) refs_of(c, f);
   }
 
+  Error check_abort(const char* stage) const {
+    if (abort_ == nullptr || abort_->load(std::memory_order_relaxed) == 0) return Error::Ok;
+    return fail(Error::Aborted, "the grammar's compile was aborted (%s)", stage);
+  }
+
+  // A class written the same way as an earlier one shares its DFA (a schema repeats the
+  // string character's class for every length-bounded property). Returns the earlier node, or
+  // kNone after recording this one. `seen`: an open-addressed table of node index + 1.
+  uint32_t same_class(uint32_t node, uint32_t* seen, uint32_t mask) const {
+    const AstNode* nodes = parser_.nodes();
+    const AstNode& n = nodes[node];
+    uint64_t h = 1469598103934665603ull ^ (static_cast<uint64_t>(n.kind) << 8 | n.negated);
+    for (uint32_t i = n.a; i < n.b; ++i) h = (h ^ static_cast<uint8_t>(text_[i])) * 1099511628211ull;
+    for (uint32_t slot = static_cast<uint32_t>(h) & mask;; slot = (slot + 1) & mask) {
+      if (seen[slot] == 0) {
+        seen[slot] = node + 1;
+        return kNone;
+      }
+      const AstNode& m = nodes[seen[slot] - 1];
+      if (m.kind == n.kind && m.negated == n.negated && m.b - m.a == n.b - n.a &&
+          std::memcmp(text_ + m.a, text_ + n.a, n.b - n.a) == 0) {
+        return seen[slot] - 1;
+      }
+    }
+  }
+
   Error build_dfas() {
     TERN_RETURN_IF_ERROR(dfas_.init());
     AstNode* nodes = parser_.nodes();
+    uint32_t mask = 1;
+    while (mask < 2 * parser_.node_count()) mask <<= 1;
+    uint32_t* seen = region_.high<uint32_t>(mask);
+    if (seen == nullptr) return no_room(region_, "character classes");
+    std::memset(seen, 0, mask * sizeof(uint32_t));
+    --mask;
     for (uint32_t i = 0; i < parser_.node_count(); ++i) {
       AstNode& n = nodes[i];
+      if ((n.kind == Ast::Class || n.kind == Ast::Any)) {
+        const uint32_t earlier = same_class(i, seen, mask);
+        if (earlier != kNone) {
+          n.dfa = nodes[earlier].dfa;
+          n.dfa_states = nodes[earlier].dfa_states;
+          continue;
+        }
+        TERN_RETURN_IF_ERROR(check_abort("building character classes"));
+      }
       if (n.kind == Ast::Literal) {
         for (size_t p = n.a; p < n.b;) {
           uint32_t cp;
@@ -536,6 +579,7 @@ class Compiler {
     // Rules that can match nothing.
     for (bool changed = true; changed;) {
       changed = false;
+      TERN_RETURN_IF_ERROR(check_abort("analysing the automaton"));
       for (uint32_t r = 0; r < n_compiled_; ++r) {
         if (infos_[r].nullable) continue;
         bool final_reached = false;
@@ -547,6 +591,7 @@ class Compiler {
     // First bytes of each rule, then the bytes that can follow each rule.
     for (bool changed = true; changed;) {
       changed = false;
+      TERN_RETURN_IF_ERROR(check_abort("analysing the automaton"));
       for (uint32_t r = 0; r < n_compiled_; ++r) {
         uint32_t set[8] = {};
         closure(infos_[r].start, true, [&](const NfaState& s) { first_bytes(s, set); });
@@ -559,6 +604,7 @@ class Compiler {
     // its own first bytes too (the next round).
     for (bool changed = true; changed;) {
       changed = false;
+      TERN_RETURN_IF_ERROR(check_abort("analysing the automaton"));
       for (uint32_t i = 0; i < n_states_; ++i) {
         const NfaState& call = states_[i];
         if (call.kind != NfaKind::Ref && call.kind != NfaKind::Count) continue;
@@ -691,6 +737,7 @@ class Compiler {
   Grammar::Program& g_;
   Parser parser_;
   DfaBuilder dfas_;
+  const std::atomic<int>* abort_;
   uint32_t root_ = kNone;
   uint32_t n_compiled_ = 0;
   RuleInfo* infos_ = nullptr;
@@ -730,7 +777,7 @@ Error Grammar::compile(const char* text, size_t size, const GrammarVocab& vocab,
   new (g) Program();
   const size_t high0 = r.high_mark();
   {
-    Compiler compiler(text, size, r, *g);
+    Compiler compiler(text, size, r, *g, abort);
     TERN_RETURN_IF_ERROR(compiler.run());
   }
   r.high_release(high0);
