@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "runtime/base/hash.h"
 #include "runtime/engine/model.h"
 #include "runtime/text/tokenizer.h"
 
@@ -153,30 +152,20 @@ Result<uint32_t> Session::grammar_cut(const int32_t* drafts, uint32_t k) {
   return k;
 }
 
-namespace {
-uint64_t text_hash(const char* text, size_t size) { return fnv1a(text, size); }
-}  // namespace
-
 Error Session::set_grammar(const char* text, size_t size) {
   if (text == nullptr) {
     grammar_.clear();
-    grammar_size_ = 0;
     return Error::Ok;
   }
   TERN_CHECK_OR_RETURN(buffers_.grammar != nullptr, Error::InvalidState,
                        "the model was loaded without grammar memory: set tern_model_params.grammar_bytes (e.g. "
                        "8 MiB for a 128k-token vocabulary)");
-  const uint64_t hash = text_hash(text, size);
-  if (grammar_.compiled() && hash == grammar_hash_ && size == grammar_size_) {
+  // The same text (compared whole: a hash can be made to collide) only restarts.
+  if (grammar_.compiled_from(text, size)) {
     grammar_.restart();
     return Error::Ok;
   }
-  grammar_size_ = 0;
-  TERN_RETURN_IF_ERROR(
-      grammar_.compile(text, size, model_->grammar_vocab(), buffers_.grammar, buffers_.grammar_bytes, &abort_));
-  grammar_hash_ = hash;
-  grammar_size_ = size;
-  return Error::Ok;
+  return grammar_.compile(text, size, model_->grammar_vocab(), buffers_.grammar, buffers_.grammar_bytes, &abort_);
 }
 
 Error Session::set_logit_bias(const LogitBias* entries, size_t count) {

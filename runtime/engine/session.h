@@ -239,8 +239,6 @@ class Session {
   uint32_t pending_next_ = 0;   // the next of them: buffers_.verify_tokens[1 + pending_next_]
   int32_t forced_next_ = -1;    // speculative sampling: the token a rejection drew, emitted after pending_
   Grammar grammar_;
-  uint64_t grammar_hash_ = 0;  // the compiled text's FNV-1a and size, to skip recompiling it
-  size_t grammar_size_ = 0;
   Session* draft_ = nullptr;  // the draft model's session (in that model's arena)
   uint32_t history_len_ = 0;
   uint32_t context_ = 0;

@@ -374,6 +374,11 @@ void Grammar::clear() {
   mask_ = nullptr;
 }
 
+bool Grammar::compiled_from(const char* text, size_t size) const {
+  return program_ != nullptr && program_->source_size == size &&
+         (size == 0 || std::memcmp(program_->source, text, size) == 0);
+}
+
 uint32_t Grammar::rule_count() const { return program_ != nullptr ? program_->n_rules : 0; }
 uint32_t Grammar::position_count() const { return program_ != nullptr ? program_->n_positions : 0; }
 

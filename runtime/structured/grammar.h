@@ -107,6 +107,8 @@ class Grammar {
                 const std::atomic<int>* abort = nullptr);
   void clear();
   bool compiled() const { return program_ != nullptr; }
+  // Whether the compiled grammar is of exactly this text (compared byte by byte).
+  bool compiled_from(const char* text, size_t size) const;
   // Region bytes the compiled grammar and its working memory use.
   size_t used_bytes() const { return used_bytes_; }
   uint32_t rule_count() const;

@@ -775,6 +775,12 @@ Error Grammar::compile(const char* text, size_t size, const GrammarVocab& vocab,
   Program* g = r.low<Program>(1);
   if (g == nullptr) return no_room(r, "its header");
   new (g) Program();
+  char* source = r.low<char>(size + 1);
+  if (source == nullptr) return no_room(r, "its text");
+  if (size > 0) std::memcpy(source, text, size);
+  source[size] = '\0';
+  g->source = source;
+  g->source_size = size;
   const size_t high0 = r.high_mark();
   {
     Compiler compiler(text, size, r, *g, abort);

@@ -132,6 +132,8 @@ struct Grammar::Program {
   uint32_t n_rules = 0;
   uint32_t root = 0;
   const char* names = nullptr;
+  const char* source = nullptr;  // the grammar's text, to tell it again exactly
+  size_t source_size = 0;
   const grammar_detail::LoopInfo* loops = nullptr;
   uint32_t n_loops = 0;
   grammar_detail::TokenCache* caches = nullptr;  // per position

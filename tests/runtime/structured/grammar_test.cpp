@@ -217,6 +217,12 @@ TEST_F(GrammarOnLlama3, CompileStopsWhenAborted) {
   stop = 0;
   EXPECT_EQ(g.compile(text.data(), text.size(), vocab(), region_.get(), kRegionBytes, &stop), Error::Ok)
       << last_error_message();
+  // A session recompiles unless the text is the same to the byte (not a hash that may collide).
+  EXPECT_TRUE(g.compiled_from(text.data(), text.size()));
+  std::string other = text;
+  other[other.size() - 3] = '?';
+  EXPECT_FALSE(g.compiled_from(other.data(), other.size()));
+  EXPECT_FALSE(g.compiled_from(text.data(), text.size() - 1));
 }
 
 TEST_F(GrammarOnLlama3, TooLittleMemorySaysHowMuchItNeeds) {
