@@ -29,6 +29,9 @@
 namespace tern {
 
 class Tokenizer;
+namespace grammar_detail {
+class Region;
+}
 namespace schema {
 struct Tokenizer;
 }
@@ -153,6 +156,10 @@ class Grammar {
   struct Program;
 
  private:
+  // The working memory after the compiled part (grammar_memory.cpp); GrammarTooLarge when
+  // it does not fit.
+  Error carve_working_memory(Program& program, const GrammarVocab& vocab, grammar_detail::Region& r,
+                             uint32_t** mask_out);
   Error start_state();
   Error advance(const State& in, uint8_t byte, State* out);
   Error token_step(const State& in, int32_t token, State* out, bool* allowed);

@@ -9,6 +9,7 @@
 #include "runtime/structured/gbnf_parser.h"
 #include "runtime/structured/grammar.h"
 #include "runtime/structured/grammar_program.h"
+#include "runtime/structured/literal_trie.h"
 #include "runtime/structured/region.h"
 #include "runtime/structured/token_caches.h"
 #include "runtime/structured/utf8_dfa.h"
@@ -418,9 +419,8 @@ class Compiler {
     return nodes[c].kind == Ast::Literal ? c : kNone;
   }
 
-  // The literal alternatives among items[0, count) as one trie of byte states that go on at
-  // `next`; returns its first state. Built without recursion (work items patch the state
-  // that leads to them), so a long shared prefix costs no stack.
+  // The literal alternatives among items[0, count) as one trie (literal_trie.h) of walked
+  // byte states that go on at `next`; returns its first state.
   Result<uint32_t> lower_trie(const uint32_t* items, uint32_t count, uint32_t next) {
     const AstNode* nodes = parser_.nodes();
     size_t total = 0;
@@ -431,91 +431,41 @@ class Compiler {
       ++n;
       total += 4 * static_cast<size_t>(nodes[lit].b - nodes[lit].a);
     }
-    uint8_t* bytes = region_.high<uint8_t>(total + 1);
-    uint32_t* begin = region_.high<uint32_t>(n + 1);
-    uint32_t* length = region_.high<uint32_t>(n + 1);
-    uint32_t* order = region_.high<uint32_t>(n + 1);
-    if (bytes == nullptr || begin == nullptr || length == nullptr || order == nullptr) {
+    Literals set;
+    set.bytes = region_.high<uint8_t>(total + 1);
+    set.begin = region_.high<uint32_t>(n + 1);
+    set.length = region_.high<uint32_t>(n + 1);
+    if (set.bytes == nullptr || set.begin == nullptr || set.length == nullptr) {
       return no_room(region_, "an alternation of literals");
     }
-    uint32_t at = 0, k = 0;
+    uint32_t at = 0;
     for (uint32_t i = 0; i < count; ++i) {
       const uint32_t lit = literal_of(items[i]);
       if (lit == kNone) continue;
-      begin[k] = at;
+      set.begin[set.count] = at;
       for (size_t p = nodes[lit].a; p < nodes[lit].b;) {
         uint32_t cp;
         read_char(text_, nodes[lit].b, &p, &cp);
-        at += static_cast<uint32_t>(unicode::encode_utf8(cp, bytes + at));
+        at += static_cast<uint32_t>(unicode::encode_utf8(cp, set.bytes + at));
       }
-      length[k] = at - begin[k];
-      order[k] = k;
-      ++k;
+      set.length[set.count] = at - set.begin[set.count];
+      ++set.count;
     }
-    auto less = [&](uint32_t x, uint32_t y) {
-      const int c = std::memcmp(bytes + begin[x], bytes + begin[y], std::min(length[x], length[y]));
-      return c < 0 || (c == 0 && length[x] < length[y]);
-    };
-    std::sort(order, order + n, less);
-    // Work: [lo, hi) of `order` share `depth` bytes; the state that leads there gets its
-    // first state in `next` (field 0) or `next2` (1), or it is the trie's start (2).
-    struct Work {
-      uint32_t lo, hi, depth, patch, field;
-    };
-    Work* work = region_.high<Work>(static_cast<size_t>(at) + 2);
-    if (work == nullptr) return no_room(region_, "an alternation of literals");
-    uint32_t n_work = 0, start = kNone;
-    work[n_work++] = Work{0, n, 0, 0, 2};
-    while (n_work > 0) {
-      const Work w = work[--n_work];
-      uint32_t entry = kNone;
-      auto add_branch = [&](uint32_t first) -> Error {
-        if (entry == kNone) {
-          entry = first;
-          return Error::Ok;
-        }
-        TERN_ASSIGN_OR_RETURN(entry, state(NfaKind::Split, 0, first, entry));
-        return Error::Ok;
-      };
-      uint32_t lo = w.lo;
-      if (length[order[lo]] == w.depth) {  // one literal ends here (equal ones count once)
-        TERN_RETURN_IF_ERROR(add_branch(next));
-        while (lo < w.hi && length[order[lo]] == w.depth) ++lo;
+    struct Builder : TrieStates {
+      Compiler& c;
+      explicit Builder(Compiler& compiler) : c(compiler) {}
+      Result<uint32_t> byte(uint8_t b, uint32_t next) override {
+        TERN_ASSIGN_OR_RETURN(const uint32_t dfa, c.dfas_.byte(b));
+        TERN_ASSIGN_OR_RETURN(const uint32_t s, c.state(NfaKind::Terminal, dfa, next, 1));
+        c.states_[s].walked = 1;
+        return s;
       }
-      while (lo < w.hi) {
-        const uint8_t b = bytes[begin[order[lo]] + w.depth];
-        uint32_t hi = lo + 1;
-        while (hi < w.hi && bytes[begin[order[hi]] + w.depth] == b) ++hi;
-        bool alone = true;  // all of [lo, hi) the same literal: a chain of its remaining bytes
-        for (uint32_t j = lo + 1; j < hi && alone; ++j) alone = !less(order[lo], order[j]);
-        const uint32_t lit = order[lo];
-        TERN_ASSIGN_OR_RETURN(const uint32_t dfa, dfas_.byte(b));
-        TERN_ASSIGN_OR_RETURN(const uint32_t first, state(NfaKind::Terminal, dfa, next, 1));
-        states_[first].walked = 1;
-        if (alone) {
-          uint32_t prev = first;
-          for (uint32_t d = w.depth + 1; d < length[lit]; ++d) {
-            TERN_ASSIGN_OR_RETURN(const uint32_t byte_dfa, dfas_.byte(bytes[begin[lit] + d]));
-            TERN_ASSIGN_OR_RETURN(const uint32_t t, state(NfaKind::Terminal, byte_dfa, next, 1));
-            states_[t].walked = 1;
-            states_[prev].next = t;
-            prev = t;
-          }
-        } else {
-          work[n_work++] = Work{lo, hi, w.depth + 1, first, 0};
-        }
-        TERN_RETURN_IF_ERROR(add_branch(first));
-        lo = hi;
+      Result<uint32_t> either(uint32_t first, uint32_t second) override {
+        return c.state(NfaKind::Split, 0, first, second);
       }
-      if (w.field == 2) {
-        start = entry;
-      } else if (w.field == 0) {
-        states_[w.patch].next = entry;
-      } else {
-        states_[w.patch].next2 = entry;
-      }
-    }
-    return start;
+      void go_on(uint32_t from, uint32_t to) override { c.states_[from].next = to; }
+    } builder(*this);
+    return build_literal_trie(set, next, region_, builder);
   }
 
   // ---- Analyses ----
@@ -787,59 +737,8 @@ Error Grammar::compile(const char* text, size_t size, const GrammarVocab& vocab,
     TERN_RETURN_IF_ERROR(compiler.run());
   }
   r.high_release(high0);
-  // Working memory, kept at the high end.
-  constexpr uint32_t kNodes = 32768, kVisits = 16384, kWorklist = 8192, kWalk = 32768, kMaxLeaves = 1024;
-  {
-    // What must fit besides the caches: the working memory, and the walk's temporaries.
-    const size_t states = 4 + kMaxDraftSlots;
-    const size_t working = kNodes * sizeof(Node) + 2 * kNodes * sizeof(uint32_t) + kVisits * sizeof(Visit) +
-                           2 * kWorklist * sizeof(uint32_t) + kWalk * sizeof(uint32_t) +
-                           (vocab.max_length() + 2) * sizeof(WalkLevel) + (vocab.size() + 31) / 32 * sizeof(uint32_t) +
-                           states * kMaxLeaves * sizeof(uint32_t) + (7 + states) * 64;
-    const size_t walk = g->n_positions * sizeof(TokenCache) +
-                        (vocab.size() + 2 * static_cast<size_t>(vocab.sorted_size()) + 2) * sizeof(uint32_t) + 192;
-    if (r.used() + working + walk > r.size()) {
-      return fail(Error::GrammarTooLarge,
-                  "the grammar needs at least %zu bytes of grammar memory, and its token "
-                  "caches more; the session has %zu (reserve more: tern_model_params.grammar_bytes)",
-                  r.used() + working + walk, r.size());
-    }
-  }
-  g->node_capacity = kNodes;
-  g->nodes = r.high<Node>(kNodes);
-  g->table = r.high<uint32_t>(2 * kNodes);
-  g->table_mask = 2 * kNodes - 1;
-  g->visits = r.high<Visit>(kVisits);
-  g->visit_mask = kVisits - 1;
-  g->worklist = r.high<uint32_t>(2 * kWorklist);
-  g->worklist_capacity = kWorklist;
-  g->walk = r.high<uint32_t>(kWalk);
-  g->walk_capacity = kWalk;
-  g->levels = r.high<WalkLevel>(vocab.max_length() + 2);
-  g->max_leaves = kMaxLeaves;
-  g->mask_words = (vocab.size() + 31) / 32;
-  uint32_t* mask = r.high<uint32_t>(g->mask_words);
-  State* states[] = {&current_, &scratch_[0], &scratch_[1], &staged_};
-  bool ok = g->nodes != nullptr && g->table != nullptr && g->visits != nullptr && g->worklist != nullptr &&
-            g->walk != nullptr && g->levels != nullptr && mask != nullptr;
-  for (State* s : states) {
-    *s = State{};
-    s->leaves = r.high<uint32_t>(kMaxLeaves);
-    s->capacity = kMaxLeaves;
-    ok &= s->leaves != nullptr;
-  }
-  for (State& s : drafts_) {
-    s = State{};
-    s.leaves = r.high<uint32_t>(kMaxLeaves);
-    s.capacity = kMaxLeaves;
-    ok &= s.leaves != nullptr;
-  }
-  if (!ok) return no_room(r, "parse stacks");
-  std::memset(g->table, 0, 2 * static_cast<size_t>(kNodes) * sizeof(uint32_t));
-  std::memset(g->visits, 0, kVisits * sizeof(Visit));
-  g->nodes[kRootNode] = Node{kNoPos, kRootNode, 0, 0};
-  g->nodes[kMarkerNode] = Node{kNoPos, kMarkerNode, 0, 0};
-  g->node_top = 2;
+  uint32_t* mask = nullptr;
+  TERN_RETURN_IF_ERROR(carve_working_memory(*g, vocab, r, &mask));
   program_ = g;
   vocab_ = &vocab;
   mask_ = mask;

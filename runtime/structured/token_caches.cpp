@@ -7,6 +7,55 @@
 
 namespace tern::grammar_detail {
 
+namespace {
+
+// One position's cache from its walk: the accepted ranks (ascending) and uncertain rank
+// ranges, appended to `data` in the accepted set's smallest encoding (when `*fits`).
+void store_cache(const Grammar::Program& g, const GrammarVocab& v, const uint32_t* accepted, uint32_t n_accepted,
+                 const uint32_t* ranges, uint32_t n_ranges, Region& region, uint32_t* data, size_t* data_size,
+                 bool* fits, TokenCache& c) {
+  // Accepted ranks are ascending: count their runs for the range encoding. Large sets are
+  // bitsets (one OR per word at run time), the rest whichever of ids and runs is smaller.
+  uint32_t runs = 0;
+  for (uint32_t k = 0; k < n_accepted; ++k) runs += k == 0 || accepted[k] != accepted[k - 1] + 1 ? 1 : 0;
+  if (static_cast<uint64_t>(n_accepted) * 8 > v.size()) {
+    c.encoding = Accepted::Bitset;
+  } else {
+    c.encoding = 2 * runs < n_accepted ? Accepted::RankRanges : Accepted::Ids;
+  }
+  const size_t accepted_words = c.encoding == Accepted::Bitset ? g.mask_words
+                                : c.encoding == Accepted::Ids  ? n_accepted
+                                                               : 2 * static_cast<size_t>(runs);
+  const size_t words = accepted_words + 2 * static_cast<size_t>(n_ranges);
+  if (*fits && region.low<uint32_t>(words) == nullptr) *fits = false;
+  if (*fits) {
+    uint32_t* out = data + *data_size;
+    if (c.encoding == Accepted::Bitset) {
+      std::memset(out, 0, g.mask_words * sizeof(uint32_t));
+      for (uint32_t k = 0; k < n_accepted; ++k) set_bit(out, v.sorted(accepted[k]));
+    } else if (c.encoding == Accepted::Ids) {
+      for (uint32_t k = 0; k < n_accepted; ++k) out[k] = v.sorted(accepted[k]);
+    } else {
+      uint32_t m = 0;
+      for (uint32_t k = 0; k < n_accepted; ++k) {
+        if (k == 0 || accepted[k] != accepted[k - 1] + 1) {
+          out[2 * m] = accepted[k];
+          ++m;
+        }
+        out[2 * m - 1] = accepted[k] + 1;
+      }
+    }
+    std::memcpy(out + accepted_words, ranges, 2 * n_ranges * sizeof(uint32_t));
+  }
+  c.accepted = static_cast<uint32_t>(*data_size);
+  c.accepted_count = c.encoding == Accepted::RankRanges ? runs : n_accepted;
+  c.uncertain = static_cast<uint32_t>(*data_size + accepted_words);
+  c.uncertain_count = n_ranges;
+  *data_size += words;
+}
+
+}  // namespace
+
 Error build_caches(Grammar::Program& g, const GrammarVocab& v, Region& region, size_t* needed,
                    const std::atomic<int>* abort) {
   TokenCache* caches = region.low<TokenCache>(g.n_positions);
@@ -84,45 +133,8 @@ Error build_caches(Grammar::Program& g, const GrammarVocab& v, Region& region, s
     }
     walker.finish();
     TokenCache& c = caches[p];
-    // Accepted ranks are ascending: count their runs for the range encoding. Large sets are
-    // bitsets (one OR per word at run time), the rest whichever of ids and runs is smaller.
-    uint32_t runs = 0;
-    for (uint32_t k = 0; k < n_accepted; ++k) runs += k == 0 || accepted[k] != accepted[k - 1] + 1 ? 1 : 0;
-    if (static_cast<uint64_t>(n_accepted) * 8 > v.size()) {
-      c.encoding = Accepted::Bitset;
-    } else {
-      c.encoding = 2 * runs < n_accepted ? Accepted::RankRanges : Accepted::Ids;
-    }
-    const size_t accepted_words = c.encoding == Accepted::Bitset ? g.mask_words
-                                  : c.encoding == Accepted::Ids  ? n_accepted
-                                                                 : 2 * static_cast<size_t>(runs);
-    const size_t words = accepted_words + 2 * static_cast<size_t>(n_ranges);
-    if (fits && region.low<uint32_t>(words) == nullptr) fits = false;
-    if (fits) {
-      uint32_t* out = data + data_size;
-      if (c.encoding == Accepted::Bitset) {
-        std::memset(out, 0, g.mask_words * sizeof(uint32_t));
-        for (uint32_t k = 0; k < n_accepted; ++k) set_bit(out, v.sorted(accepted[k]));
-      } else if (c.encoding == Accepted::Ids) {
-        for (uint32_t k = 0; k < n_accepted; ++k) out[k] = v.sorted(accepted[k]);
-      } else {
-        uint32_t m = 0;
-        for (uint32_t k = 0; k < n_accepted; ++k) {
-          if (k == 0 || accepted[k] != accepted[k - 1] + 1) {
-            out[2 * m] = accepted[k];
-            ++m;
-          }
-          out[2 * m - 1] = accepted[k] + 1;
-        }
-      }
-      std::memcpy(out + accepted_words, ranges, 2 * n_ranges * sizeof(uint32_t));
-    }
-    c.accepted = static_cast<uint32_t>(data_size);
-    c.accepted_count = c.encoding == Accepted::RankRanges ? runs : n_accepted;
-    c.uncertain = static_cast<uint32_t>(data_size + accepted_words);
-    c.uncertain_count = n_ranges;
+    store_cache(g, v, accepted, n_accepted, ranges, n_ranges, region, data, &data_size, &fits, c);
     c.rounds_needed = g.rules[g.states[at.state].rule].loop_body ? longest : 0;
-    data_size += words;
   }
   truncate(g, 2);
   g.cache_data = data;
