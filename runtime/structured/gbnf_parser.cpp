@@ -357,4 +357,49 @@ Error Parser::repeat_counts(size_t at, uint32_t* min, uint32_t* max) {
   return Error::Ok;
 }
 
+// Recursive, as the two below: the depth is bounded by the parser's nesting limit.
+bool same_tree(const AstNode* nodes, const char* text, uint32_t x, uint32_t y) {
+  const AstNode& a = nodes[x];
+  const AstNode& b = nodes[y];
+  if (a.kind != b.kind || a.negated != b.negated) return false;
+  switch (a.kind) {
+    case Ast::Literal:
+    case Ast::Class: return a.b - a.a == b.b - b.a && std::memcmp(text + a.a, text + b.a, a.b - a.a) == 0;
+    case Ast::Any: return true;
+    case Ast::Ref: return a.a == b.a;
+    case Ast::Repeat: return a.a == b.a && a.b == b.b && same_tree(nodes, text, a.child, b.child);
+    case Ast::Seq:
+    case Ast::Alt: {
+      uint32_t i = a.child, j = b.child;
+      for (; i != kNone && j != kNone; i = nodes[i].sibling, j = nodes[j].sibling) {
+        if (!same_tree(nodes, text, i, j)) return false;
+      }
+      return i == kNone && j == kNone;
+    }
+  }
+  return false;
+}
+
+bool reads_something(const AstNode* nodes, uint32_t node) {
+  const AstNode& n = nodes[node];
+  switch (n.kind) {
+    case Ast::Literal: return n.b > n.a;
+    case Ast::Class:
+    case Ast::Any: return true;
+    case Ast::Ref: return false;
+    case Ast::Repeat: return n.a > 0 && reads_something(nodes, n.child);
+    case Ast::Seq:
+      for (uint32_t c = n.child; c != kNone; c = nodes[c].sibling) {
+        if (reads_something(nodes, c)) return true;
+      }
+      return false;
+    case Ast::Alt:
+      for (uint32_t c = n.child; c != kNone; c = nodes[c].sibling) {
+        if (!reads_something(nodes, c)) return false;
+      }
+      return n.child != kNone;
+  }
+  return false;
+}
+
 }  // namespace tern::grammar_detail

@@ -49,6 +49,13 @@ void line_column(const char* text, size_t at, uint32_t* line, uint32_t* column);
 // Null on success, else why not.
 const char* read_char(const char* text, size_t end, size_t* i, uint32_t* cp);
 
+// Whether the trees at x and y are written alike (the same text, references to the same
+// rules).
+bool same_tree(const AstNode* nodes, const char* text, uint32_t x, uint32_t y);
+// Whether the tree at `node` reads at least a byte wherever it matches (conservative: a
+// reference counts as possibly empty).
+bool reads_something(const AstNode* nodes, uint32_t node);
+
 // Parses into the region's high end: the nodes and rules stay there until the caller
 // releases them.
 class Parser {

@@ -277,10 +277,7 @@ Error expand(Program& g, uint32_t node, uint32_t* out, uint32_t* count, uint32_t
         if (parent == kRootNode) {
           *accepting = 1;
         } else if (parent == kMarkerNode) {
-          // A cache's walk: the rule may end here. A loop's body also goes round again, as
-          // if rounds were unlimited (the cache says how many rounds it needs).
-          *can_end = 1;
-          if (g.rules[s.rule].loop_body) ok = push(g.states[g.rules[s.rule].start].pos, kMarkerNode);
+          *can_end = 1;  // a cache's walk: the rule may end here
         } else {
           ok = push(g.nodes[parent].pos, g.nodes[parent].parent);
         }
@@ -546,15 +543,19 @@ Error Grammar::commit_draft(uint32_t k) {
 
 namespace {
 
-// Whether a cache does not hold for this leaf: its position is in a loop's body, and the loop
-// has fewer rounds left than the cache's longest token may take.
-bool loop_near_end(const Program& g, uint32_t leaf) {
+// The cache for a leaf: its position's, or in a loop's body with fewer rounds left than its
+// longest accepted token, the one for that many (kTierRounds: that many or more).
+const TokenCache& cache_for(const Program& g, uint32_t leaf) {
   const Node& n = g.nodes[leaf];
   const TokenCache& c = g.caches[n.pos];
-  if (c.rounds_needed == 0 || n.parent <= kMarkerNode || g.nodes[n.parent].pos < g.n_positions) return false;
+  if (!g.rules[g.states[g.positions[n.pos].state].rule].loop_body || n.parent <= kMarkerNode ||
+      g.nodes[n.parent].pos < g.n_positions) {
+    return c;
+  }
   const LoopFrame f = loop_frame(g, g.nodes[n.parent].pos);
   const LoopInfo& loop = g.loops[f.loop];
-  return loop.max != kUnboundedLoop && loop.max - f.count < c.rounds_needed;
+  if (loop.max == kUnboundedLoop || loop.max - f.count >= c.rounds_needed) return c;
+  return g.tier_caches[c.tiers + std::min(loop.max - f.count, kTierRounds)];
 }
 
 // Walks the tokens of rank ranges against one stack, setting the bits of those it allows;
@@ -619,10 +620,10 @@ void add_accepted(const Program& g, const GrammarVocab& v, const TokenCache& c, 
 }
 
 // One leaf's tokens: its cache's accepted set and its uncertain tokens walked against the
-// stack, or, near a loop's last rounds, every token its first byte allows walked.
+// stack, or, without a cache, every token its first byte allows walked.
 Error leaf_mask(Program& g, const GrammarVocab& v, uint32_t leaf, bool accepted_in, uint32_t* words) {
-  const TokenCache& c = g.caches[g.nodes[leaf].pos];
-  const bool exact = c.walked || loop_near_end(g, leaf);
+  const TokenCache& c = cache_for(g, leaf);
+  const bool exact = c.walked != 0;
   if (!exact && !accepted_in) add_accepted(g, v, c, words);
   if (!exact && c.uncertain_count == 0) return Error::Ok;
   RangeWalk walk(g, v, words);
@@ -649,12 +650,10 @@ Result<uint32_t> Grammar::compute_mask(const State& state, uint32_t* words) {
   std::memset(words, 0, g.mask_words * sizeof(uint32_t));
   for (uint32_t i = 0; i < state.count; ++i) {
     const uint32_t leaf = state.leaves[i];
-    const uint32_t pos = g.nodes[leaf].pos;
-    // The same position on another stack that used its cache: the accepted set is in already.
+    // The same cache on another stack: its accepted set is in already.
+    const TokenCache* c = &cache_for(g, leaf);
     bool repeated = false;
-    for (uint32_t j = 0; j < i && !repeated; ++j) {
-      repeated = g.nodes[state.leaves[j]].pos == pos && !g.caches[pos].walked && !loop_near_end(g, state.leaves[j]);
-    }
+    for (uint32_t j = 0; j < i && !repeated; ++j) repeated = !c->walked && &cache_for(g, state.leaves[j]) == c;
     TERN_RETURN_IF_ERROR(leaf_mask(g, v, leaf, repeated, words));
   }
   if (state.accepting) {

@@ -83,11 +83,28 @@ class Compiler {
     if (body_rule_ == nullptr || body_owner_ == nullptr) return no_room(region_, "the syntax tree");
     for (uint32_t i = 0; i < parser_.node_count(); ++i) body_owner_[i] = kNone;
     for (uint32_t r = 0; r < n; ++r) mark_owner(rules[r].body, r, body_owner_);
+    // References per rule: an inlined rule is lowered once per reference, and so are the
+    // counted repetitions in it (each lowering is a loop of its own).
+    uint32_t* refs = region_.high<uint32_t>(n + 1);
+    uint32_t* firsts = region_.high<uint32_t>(parser_.node_count() + 1);  // bodies made so far
+    if (refs == nullptr || firsts == nullptr) return no_room(region_, "the syntax tree");
+    for (uint32_t r = 0; r < n; ++r) refs[r] = 0;
+    for (uint32_t i = 0; i < parser_.node_count(); ++i) {
+      if (nodes[i].kind == Ast::Ref && body_owner_[i] != kNone && rules[body_owner_[i]].reachable) ++refs[nodes[i].a];
+    }
+    uint32_t n_firsts = 0;
     for (uint32_t i = 0; i < parser_.node_count(); ++i) {
       body_rule_[i] = kNone;
       const uint32_t owner = body_owner_[i];
       if (owner == kNone || !rules[owner].reachable || !counted(i)) continue;
+      loop_capacity_ += rules[owner].inlined ? refs[owner] : 1;
+      // Items written alike share one body, and so its caches (a schema's string character).
+      for (uint32_t k = 0; k < n_firsts && body_rule_[i] == kNone; ++k) {
+        if (same_tree(nodes, text_, nodes[firsts[k]].child, nodes[i].child)) body_rule_[i] = body_rule_[firsts[k]];
+      }
+      if (body_rule_[i] != kNone) continue;
       body_rule_[i] = n_compiled_++;
+      firsts[n_firsts++] = i;
       ++n_bodies_;
     }
     return Error::Ok;
@@ -99,32 +116,7 @@ class Compiler {
     const AstNode& n = parser_.nodes()[node];
     if (n.kind != Ast::Repeat) return false;
     const uint32_t bound = n.b == kUnbounded ? n.a : n.b;
-    return bound > kUnrollLimit && reads_something(n.child);
-  }
-
-  // Conservative: references count as possibly empty. Recursive: the depth is bounded by the
-  // parser's nesting limit.
-  bool reads_something(uint32_t node) const {
-    const AstNode* nodes = parser_.nodes();
-    const AstNode& n = nodes[node];
-    switch (n.kind) {
-      case Ast::Literal: return n.b > n.a;
-      case Ast::Class:
-      case Ast::Any: return true;
-      case Ast::Ref: return false;
-      case Ast::Repeat: return n.a > 0 && reads_something(n.child);
-      case Ast::Seq:
-        for (uint32_t c = n.child; c != kNone; c = nodes[c].sibling) {
-          if (reads_something(c)) return true;
-        }
-        return false;
-      case Ast::Alt:
-        for (uint32_t c = n.child; c != kNone; c = nodes[c].sibling) {
-          if (!reads_something(c)) return false;
-        }
-        return n.child != kNone;
-    }
-    return false;
+    return bound > kUnrollLimit && reads_something(parser_.nodes(), n.child);
   }
 
   // Recursive: the depth is bounded by the parser's nesting limit.
@@ -256,7 +248,8 @@ class Compiler {
       if (body_rule_[i] != kNone) name_bytes += rules[body_owner_[i]].name_size + 1;
     }
     names_ = region_.low<char>(name_bytes + 1);
-    loops_ = region_.high<LoopInfo>(kMaxLoops);
+    loop_capacity_ += n_bodies_ * (kTierRounds + 1);
+    loops_ = region_.high<LoopInfo>(loop_capacity_ + 1);
     if (infos_ == nullptr || names_ == nullptr || loops_ == nullptr) return no_room(region_, "rule names");
     size_t at = 0;
     auto name = [&](uint32_t compiled, const RuleDef& def) {
@@ -283,11 +276,17 @@ class Compiler {
       TERN_ASSIGN_OR_RETURN(infos_[rule_].start, lower(rules[r].body, final_state));
     }
     for (uint32_t i = 0; i < parser_.node_count(); ++i) {
-      if (body_rule_[i] == kNone) continue;
+      if (body_rule_[i] == kNone || infos_[body_rule_[i]].loop_body) continue;  // a shared body is made once
       rule_ = body_rule_[i];
       infos_[rule_].loop_body = 1;
       TERN_ASSIGN_OR_RETURN(const uint32_t final_state, state(NfaKind::Final, 0, 0, 0));
       TERN_ASSIGN_OR_RETURN(infos_[rule_].start, lower(parser_.nodes()[i].child, final_state));
+      // The caches' probes: r rounds left for r < kTierRounds, then rounds without end.
+      infos_[rule_].probes = n_loops_;
+      for (uint32_t r = 0; r <= kTierRounds; ++r) {
+        const bool endless = r == kTierRounds;
+        loops_[n_loops_++] = LoopInfo{rule_, 0, endless ? kUnboundedLoop : r + 1, endless ? 1 : r + 1, final_state, 0};
+      }
     }
     return Error::Ok;
   }
@@ -382,9 +381,7 @@ class Compiler {
       }
       case Ast::Repeat: {
         if (body_rule_[node] != kNone) {
-          if (n_loops_ == kMaxLoops) {
-            return fail(Error::GrammarTooLarge, "the grammar has more than %u large repetitions", kMaxLoops);
-          }
+          if (n_loops_ == loop_capacity_) return fail(Error::Internal, "grammar: more loops than counted");
           const uint32_t cap = n.b == kUnbounded ? n.a : n.b;
           loops_[n_loops_] = LoopInfo{body_rule_[node], n.a, n.b == kUnbounded ? kUnboundedLoop : n.b, cap, next, 0};
           return state(NfaKind::Count, n_loops_++, next, 0);
@@ -674,12 +671,12 @@ class Compiler {
   }
 
   static constexpr uint32_t kMaxWork = 1u << 22;
-  static constexpr uint32_t kUnrollLimit = 20;  // repetitions up to this count are copied out
+  static constexpr uint32_t kUnrollLimit = 4;   // repetitions up to this count are copied out
   static constexpr uint32_t kFoldLiterals = 4;  // alternations with this many literals become tries
-  static constexpr uint32_t kMaxLoops = 4096;
-  uint32_t* body_rule_ = nullptr;   // per syntax node: a counted repetition's body rule, or kNone
-  uint32_t* body_owner_ = nullptr;  // per syntax node: the rule it is written in
+  uint32_t* body_rule_ = nullptr;               // per syntax node: a counted repetition's body rule, or kNone
+  uint32_t* body_owner_ = nullptr;              // per syntax node: the rule it is written in
   uint32_t n_bodies_ = 0;
+  uint32_t loop_capacity_ = 0;
   LoopInfo* loops_ = nullptr;
   uint32_t n_loops_ = 0;
   const char* text_;
@@ -754,7 +751,7 @@ Error Grammar::compile(const char* text, size_t size, const GrammarVocab& vocab,
     clear();
     if (e == Error::GrammarTooLarge && cache_bytes > 0) {
       const size_t need = before_caches + g->n_positions * sizeof(TokenCache) + cache_bytes +
-                          (vocab.size() + 2 * static_cast<size_t>(vocab.sorted_size()) + 2) * sizeof(uint32_t) + 256;
+                          (vocab.size() + 4 * static_cast<size_t>(vocab.sorted_size()) + 4) * sizeof(uint32_t) + 256;
       return fail(Error::GrammarTooLarge,
                   "the grammar needs about %zu bytes of grammar memory; the session has %zu "
                   "(reserve more: tern_model_params.grammar_bytes)",

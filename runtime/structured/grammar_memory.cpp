@@ -22,7 +22,7 @@ Error Grammar::carve_working_memory(Program& program, const GrammarVocab& vocab,
                            (vocab.max_length() + 2) * sizeof(WalkLevel) + (vocab.size() + 31) / 32 * sizeof(uint32_t) +
                            states * kMaxLeaves * sizeof(uint32_t) + (7 + states) * 64;
     const size_t walk = g->n_positions * sizeof(TokenCache) +
-                        (vocab.size() + 2 * static_cast<size_t>(vocab.sorted_size()) + 2) * sizeof(uint32_t) + 192;
+                        (vocab.size() + 4 * static_cast<size_t>(vocab.sorted_size()) + 4) * sizeof(uint32_t) + 192;
     if (r.used() + working + walk > r.size()) {
       return fail(Error::GrammarTooLarge,
                   "the grammar needs at least %zu bytes of grammar memory, and its token "

@@ -50,12 +50,17 @@ struct RuleInfo {
   // can follow the loop (its own first bytes, when it goes round again, aside).
   uint32_t follow[8];
   uint32_t loop_body;  // 1: the body of counted repetitions (its return frames are counts)
+  uint32_t probes;     // a body's first probe loop (below), or 0
 };
 
 // A counted repetition: `body` (a rule that reads at least one byte) at least `min` and at
 // most `max` times (kUnboundedLoop: no most), then the Count state's `next`. The count lives
 // in the return frame: its position is virtual, n_positions + base + count - 1, for counts
 // 1..cap (cap: max, or min when there is no most, as more rounds change nothing).
+// Each body also has kTierRounds + 1 probe loops, which only the token caches walk from: with
+// r = 0 .. kTierRounds - 1 rounds left, and with rounds without end; their exit is the body's
+// end (where a cache's walk stops being sure).
+inline constexpr uint32_t kTierRounds = 16;
 inline constexpr uint32_t kUnboundedLoop = 0xFFFFFFFFu;
 struct LoopInfo {
   uint32_t body;
@@ -77,9 +82,12 @@ struct TokenCache {
   uint32_t uncertain = 0;
   uint32_t uncertain_count = 0;  // range pairs
   Accepted encoding = Accepted::Ids;
-  // In a loop's body, the cache assumes the loop may go round any number of times: it holds
-  // for a stack whose loop has at least this many rounds left (the longest accepted token).
+  // In a loop's body this is the cache for a loop with at least `rounds_needed` rounds left
+  // (the longest accepted token); `tiers` indexes kTierRounds + 1 more in
+  // Program::tier_caches: for r < kTierRounds rounds left, then for kTierRounds or more (no
+  // accepted token longer, the longer ones uncertain).
   uint32_t rounds_needed = 0;
+  uint32_t tiers = 0;
   // No cache (a position of a folded alternation of literals, where few tokens go far): every
   // token its first byte allows is walked against the stack.
   uint32_t walked = 0;
@@ -137,6 +145,7 @@ struct Grammar::Program {
   const grammar_detail::LoopInfo* loops = nullptr;
   uint32_t n_loops = 0;
   grammar_detail::TokenCache* caches = nullptr;  // per position
+  grammar_detail::TokenCache* tier_caches = nullptr;
   const uint32_t* cache_data = nullptr;
 
   // Working memory.
