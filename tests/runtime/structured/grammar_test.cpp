@@ -199,21 +199,31 @@ TEST_F(GrammarOnLlama3, EndTokensOnlyWhereTheGrammarAccepts) {
 // A compile is stopped from another thread between its vocabulary walks, and leaves no
 // grammar; the same text compiles afterwards.
 TEST_F(GrammarOnLlama3, CompileStopsWhenAborted) {
-  // Sixteen copied-out string characters per group (the most that is not counted): some
-  // thousand positions, each walked over the vocabulary.
-  std::string text = "root ::= ( \"\\\"\" [^\"\\\\]{16} \"\\\"\" [0-9]{16} \",\" )+ \"!\"\n";
+  // Copied-out string characters (4, the most that is not counted) after 48 different keys:
+  // about 200 characters' places, each walked over the vocabulary (seconds of compile).
+  std::string slow = "root ::= ( \"k0\" [^\"\\\\]{4}";
+  for (int i = 1; i < 48; ++i) slow += " | \"k" + std::to_string(i) + "\" [^\"\\\\]{4}";
+  slow += " )+\n";
   Grammar g;
   std::atomic<int> stop{1};
-  EXPECT_EQ(g.compile(text.data(), text.size(), vocab(), region_.get(), kRegionBytes, &stop), Error::Aborted);
+  EXPECT_EQ(g.compile(slow.data(), slow.size(), vocab(), region_.get(), kRegionBytes, &stop), Error::Aborted);
   EXPECT_FALSE(g.compiled());
   EXPECT_NE(std::string(last_error_message()).find("aborted"), std::string::npos) << last_error_message();
-  for (int i = 0; i < 6; ++i) text.insert(text.find(" \"!\""), " ( [a-z]{16} \";\" )*");
+  // From another thread, once the compile has begun.
   stop = 0;
+  std::atomic<int> started{0};
   Error e = Error::Ok;
-  std::thread compiler([&] { e = g.compile(text.data(), text.size(), vocab(), region_.get(), kRegionBytes, &stop); });
+  std::thread compiler([&] {
+    started = 1;
+    e = g.compile(slow.data(), slow.size(), vocab(), region_.get(), kRegionBytes, &stop);
+  });
+  while (started == 0) std::this_thread::yield();
   stop = 1;
   compiler.join();
   EXPECT_EQ(e, Error::Aborted) << last_error_message();
+  EXPECT_FALSE(g.compiled());
+  // The region is usable again.
+  const std::string text = "root ::= ( \"\\\"\" [^\"\\\\]{16} \"\\\"\" [0-9]{16} \",\" )+ \"!\"\n";
   stop = 0;
   EXPECT_EQ(g.compile(text.data(), text.size(), vocab(), region_.get(), kRegionBytes, &stop), Error::Ok)
       << last_error_message();
