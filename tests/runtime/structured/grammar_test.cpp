@@ -223,7 +223,7 @@ TEST_F(GrammarOnLlama3, CompileStopsWhenAborted) {
   EXPECT_EQ(e, Error::Aborted) << last_error_message();
   EXPECT_FALSE(g.compiled());
   // The region is usable again.
-  const std::string text = "root ::= ( \"\\\"\" [^\"\\\\]{16} \"\\\"\" [0-9]{16} \",\" )+ \"!\"\n";
+  const std::string text = "root ::= ( \"k\" [0-9]{0,30} \",\" )+ \"!\"\n";
   stop = 0;
   EXPECT_EQ(g.compile(text.data(), text.size(), vocab(), region_.get(), kRegionBytes, &stop), Error::Ok)
       << last_error_message();
