@@ -439,6 +439,31 @@ void Model::destroy_session(Session* session) {
   }
 }
 
+// Under the slots' lock: a session is destroyed under it too, and a session clears its
+// `grammar_shared_` under it before its grammar memory changes, so a shared grammar is never
+// copied while it goes away.
+Result<bool> Model::copy_shared_grammar(Session& to, const char* text, size_t size) {
+  std::lock_guard<std::mutex> lock(slots_mutex_);
+  to.grammar_shared_ = false;
+  for (uint32_t i = 0; i < plan_.sessions; ++i) {
+    const Session* from = slots_[i].session;
+    if (from == nullptr || from == &to || !from->grammar_shared_ || !from->grammar_.compiled_from(text, size)) {
+      continue;
+    }
+    if (to.grammar_.copy_from(from->grammar_, to.buffers_.grammar, to.buffers_.grammar_bytes) != Error::Ok) {
+      return false;  // it does not fit here: compiled instead, naming what it needs
+    }
+    to.grammar_shared_ = true;
+    return true;
+  }
+  return false;
+}
+
+void Model::grammar_compiled(Session& session, bool ok) {
+  std::lock_guard<std::mutex> lock(slots_mutex_);
+  session.grammar_shared_ = ok;
+}
+
 uint32_t Model::sessions_in_use() const {
   std::lock_guard<std::mutex> lock(slots_mutex_);
   uint32_t n = 0;

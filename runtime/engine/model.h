@@ -119,6 +119,12 @@ class Model {
   // from different threads; one session is driven by one thread at a time.
   Result<Session*> create_session(const SamplerParams& sampler);
   void destroy_session(Session* session);
+  // Grammars compiled by the sessions are shared: copies into `to`'s grammar memory a grammar
+  // of exactly `text` that another session has compiled (no vocabulary walk), and says
+  // whether there was one. Either way `to`'s grammar is not shared while it changes; the
+  // session calls grammar_compiled() once its own compile is done.
+  Result<bool> copy_shared_grammar(Session& to, const char* text, size_t size);
+  void grammar_compiled(Session& session, bool ok);
   uint32_t sessions_in_use() const;
   // Every byte in use in the arena: the model's part plus every slot's, by purpose.
   size_t arena_used_bytes() const;

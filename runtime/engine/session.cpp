@@ -154,6 +154,7 @@ Result<uint32_t> Session::grammar_cut(const int32_t* drafts, uint32_t k) {
 
 Error Session::set_grammar(const char* text, size_t size) {
   if (text == nullptr) {
+    model_->grammar_compiled(*this, false);
     grammar_.clear();
     return Error::Ok;
   }
@@ -165,7 +166,13 @@ Error Session::set_grammar(const char* text, size_t size) {
     grammar_.restart();
     return Error::Ok;
   }
-  return grammar_.compile(text, size, model_->grammar_vocab(), buffers_.grammar, buffers_.grammar_bytes, &abort_);
+  // Another session's compile of the same text is copied; else it is compiled here.
+  TERN_ASSIGN_OR_RETURN(const bool copied, model_->copy_shared_grammar(*this, text, size));
+  if (copied) return Error::Ok;
+  const Error e =
+      grammar_.compile(text, size, model_->grammar_vocab(), buffers_.grammar, buffers_.grammar_bytes, &abort_);
+  model_->grammar_compiled(*this, e == Error::Ok);
+  return e;
 }
 
 Error Session::set_logit_bias(const LogitBias* entries, size_t count) {

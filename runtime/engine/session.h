@@ -239,7 +239,8 @@ class Session {
   uint32_t pending_next_ = 0;   // the next of them: buffers_.verify_tokens[1 + pending_next_]
   int32_t forced_next_ = -1;    // speculative sampling: the token a rejection drew, emitted after pending_
   Grammar grammar_;
-  Session* draft_ = nullptr;  // the draft model's session (in that model's arena)
+  bool grammar_shared_ = false;  // other sessions may copy grammar_ (guarded by the model's slots lock)
+  Session* draft_ = nullptr;     // the draft model's session (in that model's arena)
   uint32_t history_len_ = 0;
   uint32_t context_ = 0;
   uint32_t position_ = 0;

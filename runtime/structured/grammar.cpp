@@ -367,6 +367,9 @@ void Grammar::clear() {
   program_ = nullptr;
   vocab_ = nullptr;
   used_bytes_ = 0;
+  region_ = nullptr;
+  compiled_bytes_ = 0;
+  copied_ = false;
   current_ = State{};
   mask_ = nullptr;
 }

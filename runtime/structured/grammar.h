@@ -108,8 +108,15 @@ class Grammar {
   // (checked between positions' vocabulary walks). On failure the grammar is empty.
   Error compile(const char* text, size_t size, const GrammarVocab& vocab, void* region, size_t bytes,
                 const std::atomic<int>* abort = nullptr);
+  // Copies `other`'s compiled grammar (over the same vocabulary) into [region, region + bytes)
+  // with working memory of its own: what compile() of its text makes, without the walks.
+  // GrammarTooLarge when it does not fit. Only `other`'s compiled part is read (nothing
+  // changes it once compiled), so `other` may be matching on another thread meanwhile.
+  Error copy_from(const Grammar& other, void* region, size_t bytes);
   void clear();
   bool compiled() const { return program_ != nullptr; }
+  // Whether the grammar was copied from another (copy_from) rather than compiled.
+  bool copied() const { return copied_; }
   // Whether the compiled grammar is of exactly this text (compared byte by byte).
   bool compiled_from(const char* text, size_t size) const;
   // Region bytes the compiled grammar and its working memory use.
@@ -169,6 +176,9 @@ class Grammar {
   Program* program_ = nullptr;
   const GrammarVocab* vocab_ = nullptr;
   size_t used_bytes_ = 0;
+  const uint8_t* region_ = nullptr;  // the compiled part is [region_, region_ + compiled_bytes_)
+  size_t compiled_bytes_ = 0;
+  bool copied_ = false;
   State current_;
   State scratch_[2];
   State staged_;

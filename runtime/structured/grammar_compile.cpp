@@ -760,6 +760,8 @@ Error Grammar::compile(const char* text, size_t size, const GrammarVocab& vocab,
     return e;
   }
   used_bytes_ = r.used();
+  region_ = static_cast<const uint8_t*>(region);
+  compiled_bytes_ = r.low_mark();
   restart();
   return Error::Ok;
 }

@@ -1,7 +1,9 @@
-// A compiled grammar's working memory (parse stacks, expansion marks, walk levels, states and
-// the mask), carved from its region's high end once the compiled part is in: what must fit is
-// checked first, by the same counts that carve it.
+// A compiled grammar's memory: its working memory (parse stacks, expansion marks, walk
+// levels, states and the mask), carved from its region's high end once the compiled part is
+// in (what must fit is checked first, by the same counts that carve it), and copies of the
+// compiled part into another region.
 #include <cstring>
+#include <new>
 
 #include "runtime/structured/grammar.h"
 #include "runtime/structured/grammar_program.h"
@@ -66,6 +68,58 @@ Error Grammar::carve_working_memory(Program& program, const GrammarVocab& vocab,
   g->nodes[kMarkerNode] = Node{kNoPos, kMarkerNode, 0, 0};
   g->node_top = 2;
   *mask_out = mask;
+  return Error::Ok;
+}
+
+Error Grammar::copy_from(const Grammar& other, void* region, size_t bytes) {
+  clear();
+  TERN_CHECK_OR_RETURN(other.program_ != nullptr, Error::InvalidState, "no compiled grammar to copy");
+  TERN_CHECK_OR_RETURN(region != nullptr, Error::InvalidArgument, "null grammar memory");
+  const Program& from = *other.program_;
+  Region r(region, bytes);
+  Program* g = r.low<Program>(1);
+  if (g == nullptr || other.compiled_bytes_ > bytes) return no_room(r, "a copy of a compiled grammar");
+  // The regions' offsets are alike (the region aligns offsets), so the compiled part is copied
+  // whole past the header, and its pointers moved by the distance between the regions.
+  const size_t head = r.low_mark();
+  uint8_t* to = static_cast<uint8_t*>(region);
+  std::memcpy(to + head, other.region_ + head, other.compiled_bytes_ - head);
+  (void)r.low<uint8_t>(other.compiled_bytes_ - head);
+  auto moved = [&](auto* p) {
+    return p == nullptr ? p : reinterpret_cast<decltype(p)>(to + (reinterpret_cast<const uint8_t*>(p) - other.region_));
+  };
+  new (g) Program();
+  g->states = moved(from.states);
+  g->n_states = from.n_states;
+  g->positions = moved(from.positions);
+  g->n_positions = from.n_positions;
+  g->dfa = moved(from.dfa);
+  g->n_dfa = from.n_dfa;
+  g->rules = moved(from.rules);
+  g->n_rules = from.n_rules;
+  g->root = from.root;
+  g->names = moved(from.names);
+  g->source = moved(from.source);
+  g->source_size = from.source_size;
+  g->loops = moved(from.loops);
+  g->n_loops = from.n_loops;
+  g->caches = moved(from.caches);
+  g->tier_caches = moved(from.tier_caches);
+  g->cache_data = moved(from.cache_data);
+  uint32_t* mask = nullptr;
+  TERN_RETURN_IF_ERROR(carve_working_memory(*g, *other.vocab_, r, &mask));
+  program_ = g;
+  vocab_ = other.vocab_;
+  mask_ = mask;
+  const Error e = start_state();
+  if (e != Error::Ok) {
+    clear();
+    return e;
+  }
+  used_bytes_ = r.used();
+  region_ = to;
+  compiled_bytes_ = other.compiled_bytes_;
+  copied_ = true;
   return Error::Ok;
 }
 

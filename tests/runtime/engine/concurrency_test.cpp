@@ -1,5 +1,6 @@
 // Two sessions of one model generating at the same time from two threads: each produces
-// exactly the text it produces alone, and an abort from a third thread stops only its
+// exactly the text it produces alone, also when one copies the grammar the other compiled
+// while the other generates under it; and an abort from a third thread stops only its
 // target. Run under ThreadSanitizer in CI (.ci/test tsan) with one compute thread per model,
 // since pthreadpool's own synchronization is not instrumented.
 #include <gtest/gtest.h>
@@ -105,6 +106,64 @@ TEST(Concurrency, AbortFromAnotherThreadStopsOnlyItsSession) {
   EXPECT_EQ(other_status, TERN_OK) << other;
   EXPECT_FALSE(other.empty());
   tern_session_free(long_one);
+  tern_model_free(model);
+}
+
+// Session b sets the grammar session a compiled, so it copies a's (the model shares compiled
+// grammars), while a generates under it on another thread: both write what they write alone.
+TEST(Concurrency, AGrammarCopiedWhileItsOwnerGenerates) {
+  TERN_REQUIRE_BUNDLE(kBundle);
+  tern_model_params mp = tern_model_default_params();
+  mp.n_sessions = 2;
+  mp.n_threads = compute_threads();
+  mp.grammar_bytes = 2u << 20;
+  tern_model* model = nullptr;
+  ASSERT_EQ(tern_model_load(tern::testing::bundle_path(kBundle).c_str(), &mp, &model), TERN_OK)
+      << tern_last_error_message();
+  const std::string grammar = "root ::= ( \"Yes\" | \"No\" | \"Perhaps\" | \"Never\" ) \", \" [a-z ]{8,40} \".\"";
+  const char* prompts[2] = {"Will she marry him?", "Is the estate entailed?"};
+  tern_generate_params gp = tern_generate_default_params();
+  gp.max_new_tokens = 48;
+  auto run = [&](tern_session* s, const char* prompt, tern_status* st) {
+    std::string out;
+    *st = tern_session_reset(s);  // each reply from a fresh conversation, as alone
+    if (*st == TERN_OK) *st = tern_session_set_grammar(s, grammar.data(), grammar.size());
+    if (*st == TERN_OK) *st = tern_generate(s, prompt, std::strlen(prompt), &gp, append, &out, nullptr);
+    return *st == TERN_OK ? out : std::string(tern_last_error_message());
+  };
+  tern_session_params sp = tern_session_default_params();
+  sp.sampler.temperature = 0.0f;
+  std::string alone[2];
+  for (int i = 0; i < 2; ++i) {
+    tern_session* s = nullptr;
+    ASSERT_EQ(tern_session_create(model, &sp, &s), TERN_OK);
+    tern_status st;
+    alone[i] = run(s, prompts[i], &st);
+    ASSERT_EQ(st, TERN_OK) << alone[i];
+    tern_session_free(s);
+  }
+  tern_session* a = nullptr;
+  tern_session* b = nullptr;
+  ASSERT_EQ(tern_session_create(model, &sp, &a), TERN_OK);
+  ASSERT_EQ(tern_session_create(model, &sp, &b), TERN_OK);
+  ASSERT_EQ(tern_session_set_grammar(a, grammar.data(), grammar.size()), TERN_OK);
+  for (int round = 0; round < 3; ++round) {
+    std::string together[2];
+    tern_status status[2] = {TERN_INTERNAL, TERN_INTERNAL};
+    std::thread ta([&] { together[0] = run(a, prompts[0], &status[0]); });
+    std::thread tb([&] {
+      ASSERT_EQ(tern_session_set_grammar(b, nullptr, 0), TERN_OK);  // so the next one is a copy again
+      together[1] = run(b, prompts[1], &status[1]);
+    });
+    ta.join();
+    tb.join();
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(status[i], TERN_OK) << together[i];
+      EXPECT_EQ(together[i], alone[i]) << "round " << round << ", session " << i;
+    }
+  }
+  tern_session_free(a);
+  tern_session_free(b);
   tern_model_free(model);
 }
 

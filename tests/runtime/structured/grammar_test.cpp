@@ -235,6 +235,54 @@ TEST_F(GrammarOnLlama3, CompileStopsWhenAborted) {
   EXPECT_FALSE(g.compiled_from(text.data(), text.size() - 1));
 }
 
+// A copy of a compiled grammar (what a session makes of another's) allows exactly what the
+// original allows at every step, and owes it nothing once made: the original's memory is
+// wiped and the copy goes on.
+TEST_F(GrammarOnLlama3, ACopyMatchesItsOriginalAndStandsAlone) {
+  const std::string text = schema_grammar(read_text(testing::repo_path("bench/data/schema-20.json")));
+  Grammar original, copy;
+  ASSERT_EQ(compile(original, text), Error::Ok) << last_error_message();
+  std::unique_ptr<uint8_t[]> other(new uint8_t[kRegionBytes]);
+  ASSERT_EQ(copy.copy_from(original, other.get(), kRegionBytes), Error::Ok) << last_error_message();
+  EXPECT_TRUE(copy.copied());
+  EXPECT_FALSE(original.copied());
+  EXPECT_TRUE(copy.compiled_from(text.data(), text.size()));
+  EXPECT_EQ(copy.position_count(), original.position_count());
+  std::vector<uint32_t> want(original.mask_words()), got(copy.mask_words());
+  std::mt19937 rng(7);
+  std::vector<int32_t> walk;
+  for (int step = 0; step < 24; ++step) {
+    ASSERT_TRUE(original.compute_mask(original.state(), want.data()).ok());
+    ASSERT_TRUE(copy.compute_mask(copy.state(), got.data()).ok());
+    ASSERT_EQ(got, want) << "step " << step;
+    std::vector<int32_t> ids;
+    for (uint32_t id = 0; id < vocab().size(); ++id) {
+      if (allowed(want, static_cast<int32_t>(id)) && vocab().length(id) > 0) ids.push_back(static_cast<int32_t>(id));
+    }
+    if (ids.empty()) break;
+    const int32_t pick = ids[rng() % ids.size()];
+    walk.push_back(pick);
+    ASSERT_EQ(original.accept_token(pick), Error::Ok);
+    ASSERT_EQ(copy.accept_token(pick), Error::Ok);
+  }
+  // The original's region wiped: the copy replays the same walk with the same masks.
+  std::memset(region_.get(), 0xA5, kRegionBytes);
+  original.clear();
+  ASSERT_EQ(compile(original, text), Error::Ok);
+  copy.restart();
+  for (const int32_t pick : walk) {
+    ASSERT_TRUE(original.compute_mask(original.state(), want.data()).ok());
+    ASSERT_TRUE(copy.compute_mask(copy.state(), got.data()).ok());
+    ASSERT_EQ(got, want);
+    ASSERT_EQ(original.accept_token(pick), Error::Ok);
+    ASSERT_EQ(copy.accept_token(pick), Error::Ok);
+  }
+  // Too little memory for the copy is refused by name, and leaves no grammar.
+  Grammar small;
+  EXPECT_EQ(small.copy_from(original, other.get(), 64 << 10), Error::GrammarTooLarge);
+  EXPECT_FALSE(small.compiled());
+}
+
 TEST_F(GrammarOnLlama3, TooLittleMemorySaysHowMuchItNeeds) {
   const std::string text = read_text(testing::repo_path("bench/data/json.gbnf"));
   Grammar g;
