@@ -456,11 +456,12 @@ TERN_API tern_status tern_session_set_logit_hook(tern_session* session, tern_log
  * allows and gives the same text as without it. tern_generate() starts the grammar anew on
  * every call (one sentence per reply) and stops when it is complete; tern_sample() advances
  * it; tern_session_reset(), _truncate() and _state_load() restart it. NULL removes it;
- * setting the text already set only restarts it (no recompilation). A failed call leaves
- * the session without a grammar. Nothing is allocated per token. The compile takes one walk
- * over the vocabulary per position of the grammar (large repetitions such as maxLength are
- * counted, not copied out); tern_session_request_abort() from another thread stops it with
- * TERN_ABORTED.
+ * setting the text already set only restarts it (no recompilation), and a text another
+ * session of the model has compiled is copied from it (no vocabulary walk). A failed call
+ * leaves the session without a grammar. Nothing is allocated per token. The compile takes
+ * one walk over the vocabulary per position of the grammar (large repetitions such as
+ * maxLength are counted, not copied out); tern_session_request_abort() from another thread
+ * stops it with TERN_ABORTED.
  *
  * tern_json_schema_to_grammar() writes the grammar for JSON text that validates against a
  * JSON Schema: types, properties / required / additionalProperties, enum, const, arrays
