@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 
+#include "runtime/base/hash.h"
 #include "runtime/structured/gbnf_parser.h"
 #include "runtime/structured/grammar.h"
 #include "runtime/structured/grammar_program.h"
@@ -147,18 +148,14 @@ class Compiler {
   uint32_t same_class(uint32_t node, uint32_t* seen, uint32_t mask) const {
     const AstNode* nodes = parser_.nodes();
     const AstNode& n = nodes[node];
-    uint64_t h = 1469598103934665603ull ^ (static_cast<uint64_t>(n.kind) << 8 | n.negated);
-    for (uint32_t i = n.a; i < n.b; ++i) h = (h ^ static_cast<uint8_t>(text_[i])) * 1099511628211ull;
+    const uint64_t h =
+        fnv1a(text_ + n.a, n.b - n.a, fnv1a_u64(kFnv1aBasis, static_cast<uint64_t>(n.kind) << 8 | n.negated));
     for (uint32_t slot = static_cast<uint32_t>(h) & mask;; slot = (slot + 1) & mask) {
       if (seen[slot] == 0) {
         seen[slot] = node + 1;
         return kNone;
       }
-      const AstNode& m = nodes[seen[slot] - 1];
-      if (m.kind == n.kind && m.negated == n.negated && m.b - m.a == n.b - n.a &&
-          std::memcmp(text_ + m.a, text_ + n.a, n.b - n.a) == 0) {
-        return seen[slot] - 1;
-      }
+      if (same_tree(nodes, text_, seen[slot] - 1, node)) return seen[slot] - 1;
     }
   }
 
