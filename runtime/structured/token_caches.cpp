@@ -58,6 +58,17 @@ void store_cache(const Grammar::Program& g, const GrammarVocab& v, const uint32_
 
 namespace {
 
+// Appends [begin, end) to ascending rank ranges, joining it to the last one it touches.
+void append_range(uint32_t* ranges, uint32_t* n, uint32_t begin, uint32_t end) {
+  if (*n > 0 && ranges[2 * *n - 1] == begin) {
+    ranges[2 * *n - 1] = end;
+  } else {
+    ranges[2 * *n] = begin;
+    ranges[2 * *n + 1] = end;
+    ++*n;
+  }
+}
+
 // One walk over the vocabulary from `leaf` (a position over the marker, or over a probe's
 // frame): the ranks its rule accepts whole, and the uncertain rank ranges, both ascending.
 struct WalkOut {
@@ -72,16 +83,7 @@ Error walk_position(Grammar::Program& g, const GrammarVocab& v, Walker& walker, 
   const uint32_t* follow = g.rules[g.states[at.state].rule].follow;
   TERN_RETURN_IF_ERROR(walker.start(g, &leaf, 1, false));
   out->n_accepted = out->n_ranges = 0;
-  auto uncertain = [&](uint32_t begin, uint32_t end) {
-    uint32_t* ranges = out->ranges;
-    if (out->n_ranges > 0 && ranges[2 * out->n_ranges - 1] == begin) {
-      ranges[2 * out->n_ranges - 1] = end;
-    } else {
-      ranges[2 * out->n_ranges] = begin;
-      ranges[2 * out->n_ranges + 1] = end;
-      ++out->n_ranges;
-    }
-  };
+  auto uncertain = [&](uint32_t begin, uint32_t end) { append_range(out->ranges, &out->n_ranges, begin, end); };
   const uint16_t* first_row = g.dfa + static_cast<size_t>(at.dfa) * 256;
   Error e = Error::Ok;
   for (uint32_t b = 0; b < 256 && e == Error::Ok; ++b) {
@@ -178,13 +180,7 @@ Error build_caches(Grammar::Program& g, const GrammarVocab& v, Region& region, s
       if (k > 0 || !rule.loop_body) continue;
       // The same walk for kTierRounds rounds left or more: tokens longer than that uncertain.
       uint32_t longest = 0, n_short = 0, n_ranges = 0;
-      auto add = [&](uint32_t begin, uint32_t end) {
-        if (n_ranges > 0 && ranges2[2 * n_ranges - 1] == begin) {
-          ranges2[2 * n_ranges - 1] = end;
-        } else {
-          ranges2[2 * n_ranges] = begin, ranges2[2 * n_ranges + 1] = end, ++n_ranges;
-        }
-      };
+      auto add = [&](uint32_t begin, uint32_t end) { append_range(ranges2, &n_ranges, begin, end); };
       uint32_t u = 0;
       for (uint32_t a = 0; a < out.n_accepted; ++a) {
         const uint32_t r = out.accepted[a];
