@@ -653,10 +653,14 @@ Result<uint32_t> Grammar::compute_mask(const State& state, uint32_t* words) {
   std::memset(words, 0, g.mask_words * sizeof(uint32_t));
   for (uint32_t i = 0; i < state.count; ++i) {
     const uint32_t leaf = state.leaves[i];
-    // The same cache on another stack: its accepted set is in already.
+    // The same cache on another stack (caches are per position: compared only there): its
+    // accepted set is in already.
+    const uint32_t pos = g.nodes[leaf].pos;
     const TokenCache* c = &cache_for(g, leaf);
     bool repeated = false;
-    for (uint32_t j = 0; j < i && !repeated; ++j) repeated = !c->walked && &cache_for(g, state.leaves[j]) == c;
+    for (uint32_t j = 0; j < i && !repeated && !c->walked; ++j) {
+      repeated = g.nodes[state.leaves[j]].pos == pos && &cache_for(g, state.leaves[j]) == c;
+    }
     TERN_RETURN_IF_ERROR(leaf_mask(g, v, leaf, repeated, words));
   }
   if (state.accepting) {
