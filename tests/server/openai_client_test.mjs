@@ -18,7 +18,7 @@ import { createRequire } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
 
-import { startTernServer } from './server_process.mjs';
+import { startTernServer, stopTernServer } from './server_process.mjs';
 
 const args = {};
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
@@ -48,14 +48,6 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 // Starts tern-server on a free loopback port; resolves when /health says ok.
 async function startServer(extra, bundle = args.bundle) {
   return startTernServer(...program(args.server, [bundle, '--port', '0', ...extra]), servers);
-}
-
-async function stopServer(server) {
-  const exited = new Promise((resolve) => server.proc.on('exit', (code, signal) => resolve({ code, signal })));
-  assert.equal(server.proc.exitCode, null, 'the server is still running before it is asked to stop');
-  server.proc.kill('SIGTERM');
-  const { code } = await exited;
-  assert.equal(code, 0, 'tern-server exits cleanly on SIGTERM');
 }
 
 const modelName = path.basename(args.bundle).replace(/\.tern$/, '');
@@ -283,7 +275,7 @@ async function apiSuite() {
   const logged = server.log.filter((l) => /^(GET|POST) /.test(l));
   assert.ok(logged.some((l) => /^POST \/v1\/completions 413 /.test(l)), 'each request is logged');
   assert.ok(logged.some((l) => /^POST \/v1\/chat\/completions 200 prompt=\d+ completion=\d+ tok\/s=/.test(l)));
-  await stopServer(server);
+  await stopTernServer(server);
 
   step('busy: past the queue, 503 with Retry-After; a dropped stream frees its slot within a second');
   // One slot, no queue, a cache that evicts (so a generation can run long): a stream that
@@ -324,7 +316,7 @@ async function apiSuite() {
   await sleep(50);
   assert.ok(busy.log.some((l) => /^POST \/v1\/completions 499 /.test(l)), 'the dropped stream is logged as 499');
   assert.ok(busy.log.some((l) => /^POST \/v1\/completions 503 /.test(l)));
-  await stopServer(busy);
+  await stopTernServer(busy);
 }
 
 function percentile(sorted, p) {
@@ -400,7 +392,7 @@ async function loadSuite() {
   if (args['rss-check'] !== 'off') {
     assert.ok(rss <= budgetBytes, `peak RSS ${mib(rss)} MiB is within the ${budget} budget`);
   }
-  await stopServer(server);
+  await stopTernServer(server);
 }
 
 // ---- Slow, idle and hostile clients (tools/server/connection_gate.h) ----
@@ -557,14 +549,14 @@ async function hostileSuite() {
   assert.match(cont.data, /HTTP\/1\.1 200 [^]*"text_completion"/);
   assert.equal(cont.data.split('100 Continue').length, 2, `one 100 Continue: ${cont.data}`);
   assert.equal(server.proc.exitCode, null);
-  await stopServer(server);
+  await stopTernServer(server);
 
   step('--host other than loopback without --api-key: a warning (none with a key, none on loopback)');
   assert.ok(!server.log.some((l) => /warning/.test(l)), 'no warning on loopback');
   for (const [extra, warns] of [[[], true], [['--api-key', 'k'], false]]) {
     const open = await startServer(['--host', '0.0.0.0', ...extra]);
     assert.equal(open.log.some((l) => /warning: listening on 0\.0\.0\.0 without an API key/.test(l)), warns);
-    await stopServer(open);
+    await stopTernServer(open);
   }
 
   step('past --max-connections a new connection gets an immediate 503 (but /health); when they close, it serves again');
@@ -595,7 +587,7 @@ async function hostileSuite() {
   for (const c of held) c.sock.destroy();
   assert.ok(await probeUntil(200), 'it serves again once the connections closed');
   assert.ok(small.log.some((l) => / 503 \(the server has 16 connections open/.test(l)));
-  await stopServer(small);
+  await stopTernServer(small);
 
   step('/detokenize of LLaMA-3 ids with 128-byte pieces (once a 500: the buffer assumed 64 bytes an id)');
   const llama = await startServer([], args.bundle.replace(/[^/]*$/, 'tiny-llama3.tern'));
@@ -604,7 +596,7 @@ async function hostileSuite() {
   const long = await rawPost(llama, '/detokenize', JSON.stringify({ tokens: Array(5).fill(spaces.json.tokens[0]) }));
   assert.equal(long.status, 200, long.text);
   assert.equal(long.json.content, ' '.repeat(640));
-  await stopServer(llama);
+  await stopTernServer(llama);
 }
 
 // Structured output: response_format json_schema (strict) and tool calls, whole and streamed,
@@ -800,7 +792,7 @@ async function structuredSuite() {
   assert.match(badGrammar.json.error.message, /line 1/);
   const health = await (await fetch(`${server.base}/health`)).json();
   assert.equal(health.status, 'ok', 'the server keeps serving');
-  await stopServer(server);
+  await stopTernServer(server);
 }
 
 // ---- Request smuggling and malformed heads (tools/server/request_scanner.h) ----
@@ -877,7 +869,7 @@ async function smugglingSuite() {
   assert.ok(server.log.some((l) => l.includes('GET /v1/x\\x1B[31m\\x00 404')), server.log.join('\n'));
   const health = await (await fetch(`${server.base}/health`)).json();
   assert.equal(health.status, 'ok', 'the server keeps serving');
-  await stopServer(server);
+  await stopTernServer(server);
 }
 
 try {

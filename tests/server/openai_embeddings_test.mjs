@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { stopTernServer } from './server_process.mjs';
 
 const args = {};
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
@@ -47,12 +48,6 @@ async function startServer(bundle, extra) {
   }
   return { proc, base, name: path.basename(bundle).replace(/\.tern$/, '') };
 }
-async function stopServer(s) {
-  const exited = new Promise((resolve) => s.proc.on('exit', (code) => resolve(code)));
-  s.proc.kill('SIGTERM');
-  assert.equal(await exited, 0, 'tern-server exits cleanly');
-}
-
 const cosine = (a, b) => {
   let ab = 0, aa = 0, bb = 0;
   for (let i = 0; i < a.length; ++i) (ab += a[i] * b[i]), (aa += a[i] * a[i]), (bb += b[i] * b[i]);
@@ -120,13 +115,13 @@ for (const model of ['gemma3', 'qwen3']) {
   assert.ok(cosine((await client.embeddings.create({ model: server.name, input: texts[0], encoding_format: 'float' })).data[0].embedding,
                    cases[0].embedding) >= 0.999, 'still serving after the bad requests');
   checks += bad.length + 4;
-  await stopServer(server);
+  await stopTernServer(server);
 }
 
 // A generative model has no embeddings.
 const gen = await startServer(args.generative, []);
 const genClient = new OpenAI({ baseURL: `${gen.base}/v1`, apiKey: 'none', maxRetries: 0 });
 assert.equal(await status(genClient.embeddings.create({ model: gen.name, input: 'x' })), 400);
-await stopServer(gen);
+await stopTernServer(gen);
 clearTimeout(watchdog);
 console.log(`${checks + 1} passed, 0 failed`);

@@ -14,7 +14,7 @@ import http from 'node:http';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
-import { startTernServer } from './server_process.mjs';
+import { startTernServer, stopTernServer } from './server_process.mjs';
 
 const args = {};
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
@@ -39,12 +39,6 @@ const model = path.basename(args.bundle).replace(/\.tern$/, '');
 
 async function startServer(extra) {
   return startTernServer(args.server, [args.bundle, '--port', '0', ...extra], servers);
-}
-
-async function stopServer(server) {
-  const exited = new Promise((resolve) => server.proc.on('exit', (code) => resolve(code)));
-  server.proc.kill('SIGTERM');
-  assert.equal(await exited, 0, 'tern-server exits cleanly on SIGTERM');
 }
 
 const clientOf = (server) => new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'none', maxRetries: 0, timeout: 60000 });
@@ -122,7 +116,7 @@ async function timeoutCase() {
   assert.equal(h.grammar.timed_out, 1, `one timeout counted: ${JSON.stringify(h.grammar)}`);
   assert.equal(h.grammar.compiled, 0);
   assert.equal(h.slots_idle, 2, 'both slots are free again');
-  await stopServer(server);
+  await stopTernServer(server);
 }
 
 // One request on a connection of its own, dropped after `ms`.
@@ -178,7 +172,7 @@ async function reuseCase() {
   const after = await health(server);
   assert.equal(after.grammar.timed_out, before.grammar.timed_out, 'not counted as a timeout');
   assert.equal(after.grammar.compiled, before.grammar.compiled, 'not compiled');
-  await stopServer(server);
+  await stopTernServer(server);
 }
 
 // (c) A grammar larger than --grammar-memory: a JSON grammar over 128k tokens needs ~3 MB.
@@ -196,7 +190,7 @@ async function tooLargeCase() {
   assert.equal((await health(server)).grammar.too_large, 1);
   const normal = await client.chat.completions.create({ model, messages, max_tokens: 4 });
   assert.ok(normal.choices.length === 1, 'the slot serves a request without a grammar');
-  await stopServer(server);
+  await stopTernServer(server);
 }
 
 async function main() {

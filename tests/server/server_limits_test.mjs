@@ -17,7 +17,7 @@ import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 
-import { startTernServer } from './server_process.mjs';
+import { startTernServer, stopTernServer } from './server_process.mjs';
 
 const args = {};
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
@@ -37,12 +37,6 @@ const mib = (b) => (b / 1048576).toFixed(1);
 // Starts tern-server on a free loopback port; resolves when /health says ok.
 async function startServer(extra) {
   return startTernServer(args.server, [args.bundle, '--port', '0', ...extra], servers);
-}
-
-async function stopServer(server) {
-  const exited = new Promise((resolve) => server.proc.on('exit', (code) => resolve(code)));
-  server.proc.kill('SIGTERM');
-  assert.equal(await exited, 0, 'tern-server exits cleanly on SIGTERM');
 }
 
 function rssBytes(pid) {
@@ -119,7 +113,7 @@ async function memorySuite() {
   const worst = Math.max(...curve);
   assert.ok(health.memory.rss_bytes <= limit, `/health's RSS ${mib(health.memory.rss_bytes)} MiB is within ${mib(limit)}`);
   assert.ok(worst <= limit, `RSS ${mib(worst)} MiB after a round stays within the plan plus the allowance (${mib(limit)} MiB)`);
-  await stopServer(server);
+  await stopTernServer(server);
 }
 
 // ---- Clients that have left ----
@@ -186,7 +180,7 @@ async function queueSuite() {
   const aborted = () => server.log.filter((l) => /^POST \/v1\/completions 499 /.test(l)).length;
   await waitFor('both requests whose clients left are logged 499', async () => aborted() === 2, 2000)
     .catch((e) => assert.fail(`${e.message}:\n${server.log.join('\n')}`));
-  await stopServer(server);
+  await stopTernServer(server);
 }
 
 // ---- One client cannot fill the connection table ----
@@ -228,7 +222,7 @@ async function clientsSuite() {
   const r = await request(server.port, 'POST', '/v1/completions', body, { localAddress: '127.0.0.2', timeoutMs: 20000 });
   assert.equal(r.status, 200, r.text);
   for (const c of idle) c.sock.destroy();
-  await stopServer(server);
+  await stopTernServer(server);
 }
 
 // ---- The API key off the command line ----
@@ -268,13 +262,13 @@ async function keySuite() {
   let server = await startServer(['--api-key-file', file]);
   await check(server, 'sk-from-file');
   assert.ok(!fs.readFileSync(`/proc/${server.proc.pid}/cmdline`, 'utf8').includes('sk-from-file'));
-  await stopServer(server);
+  await stopTernServer(server);
   // The environment variable.
   const saved = process.env.TERN_API_KEY;
   process.env.TERN_API_KEY = 'sk-from-env';
   server = await startServer([]);
   await check(server, 'sk-from-env');
-  await stopServer(server);
+  await stopTernServer(server);
   // Two ways at once is ambiguous: refused.
   let r = await refusedStart(['--api-key-file', file]);
   assert.notEqual(r.code, 0);

@@ -37,3 +37,11 @@ export async function startTernServer(command, argv, started) {
   }
   return server;
 }
+
+// Stops a running server with SIGTERM; it must exit with status 0.
+export async function stopTernServer(server) {
+  const exited = new Promise((resolve) => server.proc.on('exit', (code) => resolve(code)));
+  assert.equal(server.proc.exitCode, null, 'the server is still running before it is asked to stop');
+  server.proc.kill('SIGTERM');
+  assert.equal(await exited, 0, 'tern-server exits cleanly on SIGTERM');
+}
