@@ -14,11 +14,13 @@ merges, BOS 128000, EOS 128001. No tensors. Written with the standard library al
 version 3, little-endian); check it against llama.cpp's tokenizer test
 (models/ggml-vocab-llama-bpe.gguf.inp / .out) before trusting it.
 """
-import json
+import os
 import struct
 import sys
 
-VOCAB = 128256
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from make_peer_models import VOCAB, load_tokenizer  # noqa: E402  (the same reading of tokenizer.json)
+
 T_UINT32, T_INT32, T_BOOL, T_STRING, T_ARRAY = 4, 5, 7, 8, 9
 
 
@@ -45,18 +47,8 @@ def kv(key, typ, value):
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
-    with open(sys.argv[1], encoding="utf-8") as f:
-        tj = json.load(f)
-    tokens, types = [None] * VOCAB, [1] * VOCAB
-    for piece, i in tj["model"]["vocab"].items():
-        tokens[i] = piece
-    for t in tj.get("added_tokens", []):
-        tokens[t["id"]] = t["content"]
-        if t.get("special"):
-            types[t["id"]] = 3
-    if any(t is None for t in tokens):
-        sys.exit(f"{sys.argv[1]}: not {VOCAB} tokens")
-    merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
+    tok = load_tokenizer(sys.argv[1])
+    tokens, types, merges = tok["tokens"], tok["types"], tok["merges"]
     kvs = [
         kv("general.architecture", T_STRING, "llama"),
         kv("general.name", T_STRING, "llama3-vocab"),
