@@ -478,6 +478,152 @@ TERN_API tern_status tern_session_set_grammar(tern_session* session, const char*
 TERN_API tern_status tern_json_schema_to_grammar(const char* schema, size_t size, char* buf, size_t capacity,
                                                  size_t* out_size);
 
+/* ---- Chat completions: one request, the reply streamed as events ----
+ * tern_chat_complete() runs a whole OpenAI-shaped request on a session: a chat (messages,
+ * tools, tool_choice, response_format) or a completion (a prompt), with its own sampling
+ * settings, stop strings, max_tokens and logprobs. The server, the Python and Java bindings
+ * use it; how each chat format shows tools and how a call is recognised are defined here.
+ *
+ * The call is stateless: it starts from the prompt it is given. The session is a cache: the
+ * tokens it already holds that begin the new prompt are kept (prefix reuse, reported as
+ * cached_tokens) and only the rest is prefilled; afterwards it holds the prompt and the reply.
+ * The request's sampler, logit bias and grammar are set on the session for this call (and
+ * stay set); the sampler is reseeded from sampler.seed, so equal requests give equal replies.
+ *
+ * Tools: a system message (the request's first one, extended, or a new first one) lists each
+ * function as a JSON line {"name", "description", "parameters"} after an instruction to answer
+ * a call with only {"name": ..., "arguments": ...}. The grammar then allows exactly that
+ * object with "name" one of the functions and "arguments" valid against its parameters
+ * (TERN_TOOL_CHOICE_REQUIRED; _FUNCTION: only that one), or that or text not starting with
+ * "{" (_AUTO; with a JSON response_format, that or the JSON reply). Earlier calls (assistant
+ * turns with tool_calls) are rendered as the same object, one per line; a tool's result (role
+ * "tool") is the format's tool turn. One call per reply. "developer" is rendered as "system".
+ *
+ * Memory: the prompt is rendered into the session slot's chat memory (the context times the
+ * vocabulary's longest piece, enough for any prompt that fits the context) and schemas are
+ * converted and compiled in its grammar memory (tern_model_params.grammar_bytes); the same
+ * request structure again reuses the compiled grammar. Nothing is allocated. */
+typedef struct tern_tool_call {
+  const char* id;        /* the call's id (not shown to the model); may be NULL */
+  const char* name;      /* the function */
+  const char* arguments; /* JSON text of its arguments */
+} tern_tool_call;
+
+typedef struct tern_chat_turn {
+  const char* role;                 /* "system", "developer", "user", "assistant" or "tool" */
+  const char* content;              /* UTF-8; NULL: none (an assistant turn with only tool calls) */
+  const tern_tool_call* tool_calls; /* an assistant's earlier calls, or NULL */
+  size_t n_tool_calls;
+  const char* tool_call_id; /* "tool": the call this result answers (not shown), or NULL */
+} tern_chat_turn;
+
+typedef struct tern_chat_tool {
+  const char* name;        /* 1 to 64 of a-z, A-Z, 0-9, _ and - */
+  const char* description; /* or NULL */
+  const char* parameters;  /* JSON Schema text of the arguments; NULL: any object */
+} tern_chat_tool;
+
+typedef enum tern_tool_choice {
+  TERN_TOOL_CHOICE_AUTO = 0,     /* a call or a reply, as the model decides */
+  TERN_TOOL_CHOICE_NONE = 1,     /* the tools are not shown */
+  TERN_TOOL_CHOICE_REQUIRED = 2, /* a call */
+  TERN_TOOL_CHOICE_FUNCTION = 3  /* a call of tool_name */
+} tern_tool_choice;
+
+typedef enum tern_response_format {
+  TERN_RESPONSE_TEXT = 0,
+  TERN_RESPONSE_JSON_OBJECT = 1, /* any JSON object */
+  TERN_RESPONSE_JSON_SCHEMA = 2, /* JSON valid against response_schema */
+  TERN_RESPONSE_GRAMMAR = 3      /* text of the GBNF grammar in `grammar` */
+} tern_response_format;
+
+typedef enum tern_finish_reason {
+  TERN_FINISH_STOP = 0,      /* an end token, a stop string, or the grammar's end */
+  TERN_FINISH_LENGTH = 1,    /* max_tokens or the context */
+  TERN_FINISH_TOOL_CALLS = 2 /* a complete tool call */
+} tern_finish_reason;
+
+typedef struct tern_chat_request {
+  /* A chat (messages non-NULL) or a completion (prompt: raw text, after a BOS when the model
+   * adds one; special-token text becomes control tokens). */
+  const tern_chat_turn* messages;
+  size_t n_messages;
+  const char* prompt;
+  size_t prompt_size;
+  const tern_chat_tool* tools; /* chat only */
+  size_t n_tools;
+  tern_tool_choice tool_choice; /* with tools; ignored without */
+  const char* tool_name;        /* TERN_TOOL_CHOICE_FUNCTION */
+  tern_response_format response_format;
+  const char* response_schema; /* TERN_RESPONSE_JSON_SCHEMA: JSON Schema text */
+  const char* grammar;         /* TERN_RESPONSE_GRAMMAR: GBNF text (not with tools) */
+  tern_sampler_params sampler; /* for this call; the seed makes it repeatable */
+  const tern_logit_bias* logit_bias;
+  size_t n_logit_bias;
+  uint32_t max_tokens;             /* 0: up to the context */
+  const char* const* stop_strings; /* at most 8, each at most 64 bytes; the chat format's own
+                                      stop string is added */
+  size_t n_stop_strings;
+  int logprobs;          /* nonzero: a TERN_CHAT_TOKEN event per generated token */
+  uint32_t top_logprobs; /* with logprobs: the N most likely alternatives (at most 20) */
+} tern_chat_request;
+
+typedef enum tern_chat_event_type {
+  TERN_CHAT_CONTENT = 0,        /* text of the reply (whole UTF-8 characters) */
+  TERN_CHAT_TOOL_CALL = 1,      /* a tool call begins: text is the function's name */
+  TERN_CHAT_TOOL_ARGUMENTS = 2, /* the next piece of the call's arguments (JSON text) */
+  TERN_CHAT_TOKEN = 3           /* logprobs: a generated token, before its text arrives */
+} tern_chat_event_type;
+
+/* A token's log-probability under the distribution sampling drew from: the logits after the
+ * logit bias, the hook, the grammar's mask, the penalties and the temperature (greedy: as
+ * temperature 1), before top-k, min-p and top-p (OpenAI's definition). text/size are the
+ * token's bytes (owned by the model; may be part of a UTF-8 character). */
+typedef struct tern_token_logprob {
+  int32_t token;
+  float logprob;
+  const char* text;
+  size_t size;
+} tern_token_logprob;
+
+typedef struct tern_chat_event {
+  tern_chat_event_type type;
+  const char* text; /* CONTENT, TOOL_CALL, TOOL_ARGUMENTS */
+  size_t size;
+  uint32_t tool_call_index;        /* TOOL_CALL, TOOL_ARGUMENTS */
+  const tern_token_logprob* token; /* TOKEN: the chosen token */
+  const tern_token_logprob* top;   /* TOKEN: top_logprobs alternatives, most likely first */
+  size_t n_top;
+} tern_chat_event;
+/* Valid during the call. Return nonzero to stop (finish reason TERN_FINISH_STOP). */
+typedef int (*tern_chat_callback)(const tern_chat_event* event, void* user_data);
+
+typedef struct tern_chat_result {
+  tern_finish_reason finish_reason;
+  tern_stop_reason stop_reason;
+  uint32_t n_tool_calls;      /* 1 when the reply is a tool call (complete or cut by length) */
+  uint32_t prompt_tokens;     /* the whole prompt */
+  uint32_t cached_tokens;     /* of those, the ones the session held already */
+  uint32_t completion_tokens; /* generated, the end token included */
+  double prefill_seconds;
+  double decode_seconds;
+} tern_chat_result;
+
+TERN_API tern_chat_request tern_chat_default_request(void);
+/* Runs `request` on `session`; events go to `callback` (may be NULL). TERN_INVALID_ARGUMENT
+ * names the field a request gets wrong; TERN_UNSUPPORTED_SCHEMA / TERN_INVALID_GRAMMAR the
+ * schema or grammar; TERN_PROMPT_TOO_LONG when the prompt and one token do not fit. */
+TERN_API tern_status tern_chat_complete(tern_session* session, const tern_chat_request* request,
+                                        tern_chat_callback callback, void* user_data, tern_chat_result* out_result);
+/* The text tern_chat_complete() would tokenize (tools shown, the assistant's header at the
+ * end) and the grammar it would follow ("" for none), as tern_chat_apply() writes: *out_size
+ * is the length, TERN_OUT_OF_RANGE when capacity is too small. Both allocate while they run
+ * (for tools, debugging and tests; not needed to generate). */
+TERN_API tern_status tern_chat_prompt(const tern_model* model, const tern_chat_request* request, char* buf,
+                                      size_t capacity, size_t* out_size);
+TERN_API tern_status tern_chat_grammar(const tern_model* model, const tern_chat_request* request, char* buf,
+                                       size_t capacity, size_t* out_size);
+
 /* ---- Memory that is really there ----
  * Bytes this process could still get without being killed for memory: on Linux and Android
  * MemAvailable from /proc/meminfo, lowered to the cgroup's memory limit minus its usage when
