@@ -504,23 +504,43 @@ Error Converter::number(const Value& schema, bool integer) {
 
 }  // namespace json_schema_internal
 
-Error json_schema_to_grammar(const char* schema, size_t size, char* out, size_t capacity, size_t* out_size) {
+size_t json_schema_work_bytes() {
+  return sizeof(json_schema_internal::Converter) + alignof(json_schema_internal::Converter);
+}
+
+Error json_schema_to_grammar(const char* schema, size_t size, char* out, size_t capacity, size_t* out_size, void* work,
+                             size_t work_bytes) {
   TERN_CHECK_OR_RETURN(out_size != nullptr, Error::InvalidArgument, "json_schema_to_grammar: null out_size");
   *out_size = 0;
   TERN_CHECK_OR_RETURN(out != nullptr || capacity == 0, Error::InvalidArgument, "json_schema_to_grammar: null buffer");
+  TERN_CHECK_OR_RETURN(work != nullptr && work_bytes >= json_schema_work_bytes(), Error::Internal,
+                       "json_schema_to_grammar: %zu bytes of working memory (it needs %zu)", work_bytes,
+                       json_schema_work_bytes());
   TERN_ASSIGN_OR_RETURN(const json::Value root, json::parse(schema, size));
   GbnfWriter text(out, capacity);
-  // The converter's tables (~0.5 MB) are too large for a thread's stack: one heap block
-  // while it runs (a setup step, like tern_plan, never during generation).
-  std::unique_ptr<json_schema_internal::Converter> converter(new (std::nothrow)
-                                                                 json_schema_internal::Converter(root, text));
-  TERN_CHECK_OR_RETURN(converter != nullptr, Error::OutOfMemory, "json_schema_to_grammar: no memory for its tables");
-  TERN_RETURN_IF_ERROR(converter->run());
+  void* at = work;
+  size_t room = work_bytes;
+  using json_schema_internal::Converter;
+  at = std::align(alignof(Converter), sizeof(Converter), at, room);
+  Converter* converter = new (at) Converter(root, text);
+  const Error e = converter->run();
+  converter->~Converter();
+  TERN_RETURN_IF_ERROR(e);
   text.finish();
   *out_size = text.size();
   TERN_CHECK_OR_RETURN(text.size() < capacity, Error::OutOfRange,
                        "the grammar needs %zu bytes (and a NUL); the buffer has %zu", text.size(), capacity);
   return Error::Ok;
+}
+
+Error json_schema_to_grammar(const char* schema, size_t size, char* out, size_t capacity, size_t* out_size) {
+  // The converter's tables (~0.5 MB) are too large for a thread's stack: one heap block
+  // while it runs (a setup step, like tern_plan, never during generation).
+  const size_t bytes = json_schema_work_bytes();
+  std::unique_ptr<char[]> work(new (std::nothrow) char[bytes]);
+  if (out_size != nullptr) *out_size = 0;
+  TERN_CHECK_OR_RETURN(work != nullptr, Error::OutOfMemory, "json_schema_to_grammar: no memory for its tables");
+  return json_schema_to_grammar(schema, size, out, capacity, out_size, work.get(), bytes);
 }
 
 }  // namespace tern

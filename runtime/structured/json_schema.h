@@ -1,5 +1,5 @@
-// JSON Schema -> GBNF, on the device: no allocation (the text goes to the caller's buffer),
-// no exceptions. The grammar's root matches the JSON texts that validate against the schema.
+// JSON Schema -> GBNF, on the device: the text goes to the caller's buffer, no exceptions.
+// The grammar's root matches the JSON texts that validate against the schema.
 //
 // Supported: type (one or a list), properties / required / additionalProperties (false, a
 // schema, or absent/true: other keys with any value), enum, const, arrays with items /
@@ -27,6 +27,11 @@ namespace tern {
 // without the NUL. OutOfRange when capacity is too small (call again with *out_size + 1).
 // InvalidArgument for text that is not JSON or not a schema, UnsupportedSchema for what
 // the grammar cannot express.
+// Its tables (~0.5 MB) come from one heap block while it runs.
 Error json_schema_to_grammar(const char* schema, size_t size, char* out, size_t capacity, size_t* out_size);
+// The same with the tables in `work` (json_schema_work_bytes() of them): no heap use.
+Error json_schema_to_grammar(const char* schema, size_t size, char* out, size_t capacity, size_t* out_size, void* work,
+                             size_t work_bytes);
+size_t json_schema_work_bytes();
 
 }  // namespace tern
