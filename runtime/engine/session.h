@@ -134,6 +134,23 @@ class Session {
   Error embed(const char* const* texts, const size_t* sizes, size_t count, const EmbedOptions& options, void* out,
               size_t out_bytes, float* scales, EmbedStats* stats);
 
+  // ---- A whole prompt at a time, with prefix reuse (runtime/chat) ----
+  // Tokenizes `text` into the session's prompt buffer (prompt_tokens()); PromptTooLong, naming
+  // both, when it needs more than the context (with room for one generated token unless the
+  // session evicts).
+  Result<size_t> encode_prompt(const char* text, size_t size, bool add_bos, bool parse_special);
+  const int32_t* prompt_tokens() const { return buffers_.prompt; }
+  // Makes the session hold exactly `tokens` (`count` of them, at least 1) with fresh logits:
+  // the positions it holds that begin them stay, and only the rest is run (at least the
+  // last token). Where the cache cannot roll back exactly to the common prefix, it starts
+  // over. Returns how many tokens were kept (not run).
+  Result<uint32_t> prefill_reusing(const int32_t* tokens, size_t count);
+  // The chat engine's memory in the slot (SessionBuffers::chat_text / chat_work).
+  char* chat_text() { return buffers_.chat_text; }
+  size_t chat_text_bytes() const { return buffers_.chat_text_bytes; }
+  void* chat_work() { return buffers_.chat_work; }
+  size_t chat_work_bytes() const { return buffers_.chat_work_bytes; }
+
   // Forgets the conversation (the memory stays) and clears an abort request.
   void reset();
   // Keeps positions [0, n) and forgets the rest; the logits become those after position

@@ -3,6 +3,7 @@
 
 #include "runtime/engine/arena_carver.h"
 #include "runtime/engine/session.h"
+#include "runtime/structured/json_schema.h"
 
 namespace tern {
 
@@ -44,6 +45,14 @@ Error layout_decoding(const SessionShape& shape, ArenaAllocator* arena, Sampler*
     TERN_RETURN_IF_ERROR(scratch.take(&s.verify_tokens, static_cast<size_t>(s.draft_room) + 1));
     TERN_RETURN_IF_ERROR(scratch.take(&s.draft_probs, static_cast<size_t>(s.draft_room) * c.vocab));
   }
+  s.chat_text_bytes = chat_text_bytes(shape.context);
+  TERN_RETURN_IF_ERROR(scratch.take(&s.chat_text, s.chat_text_bytes));
+  if (shape.grammar_bytes > 0) {
+    s.chat_work_bytes = json_schema_work_bytes();
+    uint8_t* work = nullptr;
+    TERN_RETURN_IF_ERROR(scratch.take(&work, s.chat_work_bytes));
+    s.chat_work = work;
+  }
   ArenaCarver sampling(arena, &b.sampler);
   if (shape.grammar_bytes > 0) {
     s.grammar_bytes = shape.grammar_bytes;
@@ -72,6 +81,8 @@ Error layout_embedding(const SessionShape& shape, ArenaAllocator* arena, Session
 }
 
 }  // namespace
+
+size_t chat_text_bytes(uint32_t context) { return 65536 + 16 * static_cast<size_t>(context); }
 
 Error layout_session(const SessionShape& shape, ArenaAllocator* arena, Sampler* sampler, SessionMemory* memory,
                      SessionBytes* bytes) {

@@ -43,6 +43,12 @@ struct SessionBuffers {
   float* draft_probs = nullptr;      // [draft_room][vocab]: a draft model's distributions when sampling
   void* grammar = nullptr;           // [grammar_bytes] (ModelParams::grammar_bytes)
   size_t grammar_bytes = 0;
+  // The chat engine's memory (runtime/chat): the prompt rendered as text, or a request's
+  // composed schema and its grammar; with grammar memory also the schema converter's tables.
+  char* chat_text = nullptr;  // [chat_text_bytes]
+  size_t chat_text_bytes = 0;
+  void* chat_work = nullptr;  // [chat_work_bytes]
+  size_t chat_work_bytes = 0;
   // Embedding models: the batch being assembled from several texts and the running pool.
   int32_t* embed_tokens = nullptr;     // [batch] token ids of the batch being assembled
   uint32_t* embed_segments = nullptr;  // [batch] the cache position each row's text starts at
@@ -52,6 +58,10 @@ struct SessionBuffers {
   char* embed_text = nullptr;          // [embed_text_bytes] a prompt and a text joined before tokenizing
   size_t embed_text_bytes = 0;
 };
+
+// Room for a chat prompt's text: 64 KiB and 16 bytes per context token (a rendered prompt
+// takes about 4 bytes per token).
+size_t chat_text_bytes(uint32_t context);
 
 // What a slot holds after the Session object.
 struct SessionMemory {
