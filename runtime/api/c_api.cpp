@@ -17,6 +17,7 @@
 #include "platform/file_map.h"
 #include "platform/log.h"
 #include "platform/memory.h"
+#include "runtime/api/c_api_support.h"
 #include "runtime/base/version.h"
 #include "runtime/engine/memory_plan.h"
 #include "runtime/engine/model.h"
@@ -58,30 +59,6 @@ const Model* as_model(const tern_model* m) { return reinterpret_cast<const Model
 Session* as_session(tern_session* s) { return reinterpret_cast<Session*>(s); }
 const Session* as_session(const tern_session* s) { return reinterpret_cast<const Session*>(s); }
 
-tern_status status(Error e) { return static_cast<tern_status>(static_cast<int>(e)); }
-
-tern_status null_argument(const char* function, const char* argument) {
-  return status(fail(Error::InvalidArgument, "%s: %s is NULL", function, argument));
-}
-
-#define TERN_C_REQUIRE_(ptr)                                    \
-  do {                                                          \
-    if ((ptr) == nullptr) return null_argument(__func__, #ptr); \
-  } while (0)
-
-// The sampler's fields, named alike in tern_sampler_params and SamplerParams: one list for
-// the parameters in and the defaults out.
-#define TERN_SAMPLER_PARAM_FIELDS_(X) \
-  X(temperature)                      \
-  X(top_k)                            \
-  X(top_p)                            \
-  X(min_p)                            \
-  X(repeat_penalty)                   \
-  X(repeat_last_n)                    \
-  X(seed)                             \
-  X(presence_penalty)                 \
-  X(frequency_penalty)
-
 // Each field of tern_model_params beside its ModelParams name, likewise for both directions.
 #define TERN_MODEL_PARAM_FIELDS_(X)           \
   X(memory_budget_bytes, memory_budget_bytes) \
@@ -98,14 +75,6 @@ tern_status null_argument(const char* function, const char* argument) {
   X(n_sessions, sessions)                     \
   X(n_draft, draft_tokens)                    \
   X(grammar_bytes, grammar_bytes)
-
-SamplerParams to_cpp(const tern_sampler_params& p) {
-  SamplerParams s;
-#define TERN_COPY_(field) s.field = p.field;
-  TERN_SAMPLER_PARAM_FIELDS_(TERN_COPY_)
-#undef TERN_COPY_
-  return s;
-}
 
 // The load parameters, checked the same way for tern_model_load and tern_plan.
 tern_status to_cpp(const tern_model_params& p, const char* function, ModelParams* out) {
