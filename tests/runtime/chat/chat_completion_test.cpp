@@ -57,7 +57,7 @@ struct Reply {
 int collect(const tern_chat_event* e, void* user) {
   auto* r = static_cast<Reply*>(user);
   const std::string text(e->text != nullptr ? e->text : "", e->size);
-  const char* kind = e->type == TERN_CHAT_CONTENT         ? "content"
+  const char* kind = e->type == TERN_CHAT_CONTENT          ? "content"
                      : e->type == TERN_CHAT_TOOL_CALL      ? "call"
                      : e->type == TERN_CHAT_TOOL_ARGUMENTS ? "arguments"
                                                            : "token";
@@ -133,8 +133,9 @@ TEST(ChatCompletion, ToolsAreShownInTheSystemMessageAsJsonLines) {
   };
   tern_chat_request r = weather_request(turns, 4, kTools, 2);
   // The same conversation written out by hand: the tool lines with nlohmann's compact dump.
-  std::string system = "  Be brief.  \n\nYou can call functions. To call one, answer with only a JSON object: "
-                       "{\"name\": <the function's name>, \"arguments\": <its arguments>}.\nFunctions:";
+  std::string system =
+      "  Be brief.  \n\nYou can call functions. To call one, answer with only a JSON object: "
+      "{\"name\": <the function's name>, \"arguments\": <its arguments>}.\nFunctions:";
   ojson weather;
   weather["name"] = "get_weather";
   weather["description"] = "The forecast for a city";

@@ -305,3 +305,53 @@ TEST(NoAlloc, EmbedAllocatesNothing) {
     tern_model_free(model);
   }
 }
+
+int count_events(const tern_chat_event* e, void* user) {
+  *static_cast<size_t*>(user) += e->size;
+  return 0;
+}
+
+// A chat request with tools and a JSON-Schema reply, twice (a schema converted and compiled,
+// then another request whose prompt extends the first's): the prompt, the composed schema,
+// its grammar and the reply all stay in the session's slot.
+TEST(NoAlloc, ChatCompletionsWithToolsAndSchemas) {
+  TERN_REQUIRE_BUNDLE("tiny-austen-2b4t-chat.tern");
+  const std::string path = tern::testing::bundle_path("tiny-austen-2b4t-chat.tern");
+  tern_model_params mp = tern_model_default_params();
+  mp.n_threads = 2;
+  mp.n_ctx = 512;
+  mp.grammar_bytes = 4u << 20;
+  tern_model* model = nullptr;
+  ASSERT_EQ(tern_model_load(path.c_str(), &mp, &model), TERN_OK) << tern_last_error_message();
+  tern_session* session = nullptr;
+  ASSERT_EQ(tern_session_create(model, nullptr, &session), TERN_OK);
+  const tern_chat_tool tools[] = {{"get_weather", "A forecast",
+                                   R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})"}};
+  const tern_chat_turn turns[] = {{"user", "Weather in Oslo?", nullptr, 0, nullptr},
+                                  {"assistant", "Let me see.", nullptr, 0, nullptr},
+                                  {"user", "And tomorrow?", nullptr, 0, nullptr}};
+  tern_chat_request r = tern_chat_default_request();
+  r.messages = turns;
+  r.n_messages = 1;
+  r.tools = tools;
+  r.n_tools = 1;
+  r.tool_choice = TERN_TOOL_CHOICE_REQUIRED;
+  r.max_tokens = 24;
+  size_t bytes = 0;
+  long calls = 0;
+  tern_chat_result first{}, second{};
+  {
+    Counting counting;
+    EXPECT_EQ(tern_chat_complete(session, &r, count_events, &bytes, &first), TERN_OK) << tern_last_error_message();
+    r.n_messages = 3;
+    r.tool_choice = TERN_TOOL_CHOICE_AUTO;
+    r.response_format = TERN_RESPONSE_JSON_OBJECT;
+    EXPECT_EQ(tern_chat_complete(session, &r, count_events, &bytes, &second), TERN_OK) << tern_last_error_message();
+    calls = counting.calls();
+  }
+  EXPECT_EQ(calls, 0) << "heap calls during tern_chat_complete";
+  EXPECT_GT(bytes, 0u);
+  EXPECT_GT(second.cached_tokens, 0u);
+  tern_session_free(session);
+  tern_model_free(model);
+}
