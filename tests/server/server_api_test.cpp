@@ -42,7 +42,7 @@ TEST(ServerApi, ParsesEveryChatField) {
   const auto r = chat(body, &e);
   ASSERT_TRUE(r) << e.message;
   ASSERT_EQ(r->messages.size(), 2u);
-  EXPECT_EQ(r->messages[0].role, "system");
+  EXPECT_EQ(r->messages[0].role, "developer");  // the library renders it as "system"
   EXPECT_EQ(r->messages[1].content, "Hello, there");
   EXPECT_EQ(r->temperature, 0.0f);
   EXPECT_EQ(r->top_p, 0.5f);

@@ -27,18 +27,12 @@ ApiError status_error(tern_status st, const char* what) {
 
 namespace {
 
-struct PieceSink {
-  std::function<bool(const std::string&)> on_piece;  // false: the client is gone
-  Generation* g;
-  double start;
-  static int call(const char* text, size_t size, void* user) {
-    auto* self = static_cast<PieceSink*>(user);
-    self->g->text.append(text, size);
-    if (self->g->first_piece_s < 0) self->g->first_piece_s = now_s() - self->start;
-    if (self->on_piece && !self->on_piece(std::string(text, size))) return 1;
-    return 0;
-  }
-};
+// The field a grammar's failure is reported on.
+const char* structured_param(const GenerationRequest& r) {
+  return r.structured.format == StructuredOutput::Format::Grammar ? "grammar"
+         : r.structured.tools.empty()                             ? "response_format"
+                                                                  : "tools";
+}
 
 }  // namespace
 
@@ -97,42 +91,63 @@ SlotGrammar set_slot_grammar(ServerState& s, size_t slot, const GenerationReques
   return out;
 }
 
+namespace {
+
+// The reply's grammar as the library will make it, converted once per structure.
+bool request_grammar(ServerState& s, const GenerationRequest& r, const ChatCall& call, std::string* grammar,
+                     ApiError* e) {
+  if (schema_grammar_cache().find(call.structure(), grammar)) return true;
+  size_t size = 0;
+  tern_status st = tern_chat_grammar(s.model, &call.request(), nullptr, 0, &size);
+  std::vector<char> buf(size + 1);
+  if (st == TERN_OUT_OF_RANGE) st = tern_chat_grammar(s.model, &call.request(), buf.data(), buf.size(), &size);
+  if (st != TERN_OK) {
+    *e = status_error(st, structured_param(r));
+    if (st == TERN_OUT_OF_MEMORY || st == TERN_INTERNAL) return false;
+    e->status = 400;  // a schema or grammar the library cannot honour is the request's
+    e->type = "invalid_request_error";
+    e->param = structured_param(r);
+    e->message = std::string(e->param) + ": " + tern_last_error_message();
+    return false;
+  }
+  grammar->assign(buf.data(), size);
+  schema_grammar_cache().insert(call.structure(), *grammar);
+  return true;
+}
+
+// The prompt's tokens as the library will run them (its length is checked before a slot is taken).
+bool prompt_tokens(ServerState& s, const GenerationRequest& r, const ChatCall& call, uint32_t* n, ApiError* e) {
+  size_t size = 0;
+  tern_status st = tern_chat_prompt(s.model, &call.request(), nullptr, 0, &size);
+  std::vector<char> text(size + 1);
+  if (st == TERN_OK || st == TERN_OUT_OF_RANGE) {
+    st = tern_chat_prompt(s.model, &call.request(), text.data(), text.size(), &size);
+  }
+  if (st != TERN_OK) {
+    *e = status_error(st, r.chat ? "messages" : "prompt");
+    e->param = r.chat ? "messages" : "prompt";
+    return false;
+  }
+  std::vector<int32_t> ids(size + 2);
+  size_t count = 0;
+  st = tern_tokenize(s.model, text.data(), size, r.chat ? 0 : 1, 1, ids.data(), ids.size(), &count);
+  if (st != TERN_OK) {
+    *e = status_error(st, "tokenize");
+    return false;
+  }
+  *n = static_cast<uint32_t>(count);
+  return true;
+}
+
+}  // namespace
+
 Prepared prepare(ServerState& s, const GenerationRequest& r) {
   Prepared p;
-  // The prompt: the chat rendered in the model's format (it carries the BOS text), or the
-  // completion prompt with a BOS in front, as tern-run does.
-  std::string text;
-  bool add_bos = true;
-  if (!reply_grammar(r.structured, &p.grammar, &p.error)) return p;
-  if (r.chat) {
-    const std::vector<Message> shown = prompt_messages(r);  // the tools, when offered, in a system message
-    std::vector<tern_chat_message> messages;
-    for (const Message& m : shown) messages.push_back({m.role.c_str(), m.content.c_str()});
-    size_t size = 0;
-    tern_status st = tern_chat_apply(s.model, messages.data(), messages.size(), 1, nullptr, 0, &size);
-    std::vector<char> buf(size + 1);
-    if (st == TERN_OK || st == TERN_OUT_OF_RANGE) {
-      st = tern_chat_apply(s.model, messages.data(), messages.size(), 1, buf.data(), buf.size(), &size);
-    }
-    if (st != TERN_OK) {
-      p.error = status_error(st, "chat template");
-      p.error.param = "messages";
-      return p;
-    }
-    text.assign(buf.data(), size);
-    add_bos = false;
-  } else {
-    text = r.prompt;
-  }
-  p.ids.resize(text.size() + 2);
-  size_t n = 0;
-  const tern_status st =
-      tern_tokenize(s.model, text.data(), text.size(), add_bos ? 1 : 0, 1, p.ids.data(), p.ids.size(), &n);
-  if (st != TERN_OK) {
-    p.error = status_error(st, "tokenize");
-    return p;
-  }
-  p.ids.resize(n);
+  p.call = std::make_shared<ChatCall>(r);
+  if (!request_grammar(s, r, *p.call, &p.grammar, &p.error)) return p;
+  uint32_t n = 0;
+  if (!prompt_tokens(s, r, *p.call, &n, &p.error)) return p;
+  p.prompt_tokens = n;
   const uint32_t ctx = s.info.context_tokens;
   const char* param = r.chat ? "messages" : "prompt";
   if (n == 0) {
@@ -146,89 +161,83 @@ Prepared prepare(ServerState& s, const GenerationRequest& r) {
                        "invalid_request_error", param, "context_length_exceeded"};
     return p;
   }
-  p.max_tokens = r.max_tokens;
-  if (p.max_tokens < 0) p.max_tokens = s.evicting ? 4096 : static_cast<int64_t>(ctx - n);
-  if (!s.evicting && p.max_tokens > static_cast<int64_t>(ctx - n)) {
+  int64_t max_tokens = r.max_tokens;
+  if (max_tokens < 0) max_tokens = s.evicting ? 4096 : static_cast<int64_t>(ctx - n);
+  if (!s.evicting && max_tokens > static_cast<int64_t>(ctx - n)) {
     p.error = ApiError{400,
-                       "max_tokens " + std::to_string(p.max_tokens) + " is beyond the context: the prompt takes " +
+                       "max_tokens " + std::to_string(max_tokens) + " is beyond the context: the prompt takes " +
                            std::to_string(n) + " of its " + std::to_string(ctx) + " tokens",
                        "invalid_request_error", "max_tokens", "context_length_exceeded"};
     return p;
   }
+  p.call->set_max_tokens(static_cast<uint32_t>(std::min<int64_t>(max_tokens, UINT32_MAX)));
   p.ok = true;
   return p;
 }
 
-Generation generate(ServerState& s, tern_session* session, const GenerationRequest& r, const Prepared& p,
-                    std::function<bool(const std::string&)> on_piece) {
+namespace {
+
+// tern_chat_complete's events into a Generation, passed on to the caller's.
+struct Collector {
+  Generation* g;
+  GenerationEvents* events;
+  double start;
+  static int call(const tern_chat_event* e, void* user) {
+    auto* self = static_cast<Collector*>(user);
+    Generation& g = *self->g;
+    const std::string text(e->text != nullptr ? e->text : "", e->size);
+    if (e->type != TERN_CHAT_TOKEN && g.first_piece_s < 0) g.first_piece_s = now_s() - self->start;
+    bool go_on = true;
+    switch (e->type) {
+      case TERN_CHAT_CONTENT:
+        g.text += text;
+        go_on = self->events == nullptr || self->events->content(text);
+        break;
+      case TERN_CHAT_TOOL_CALL:
+        g.call = true;
+        g.call_name = text;
+        go_on = self->events == nullptr || self->events->call(text);
+        break;
+      case TERN_CHAT_TOOL_ARGUMENTS:
+        g.call_arguments += text;
+        go_on = self->events == nullptr || self->events->arguments(text);
+        break;
+      case TERN_CHAT_TOKEN: {
+        TokenLogprob t;
+        t.token.assign(e->token->text, e->token->size);
+        t.logprob = e->token->logprob;
+        for (size_t i = 0; i < e->n_top; ++i)
+          t.top.emplace_back(std::string(e->top[i].text, e->top[i].size), e->top[i].logprob);
+        go_on = self->events == nullptr || self->events->token(t);
+        g.logprobs.push_back(std::move(t));
+        break;
+      }
+    }
+    return go_on ? 0 : 1;
+  }
+};
+
+}  // namespace
+
+Generation generate(ServerState& s, tern_session* session, const Prepared& p, GenerationEvents* events) {
   Generation g;
-  const double start = now_s();
-  const std::vector<int32_t>& ids = p.ids;
-  const size_t n = ids.size();
-  g.prompt_tokens = static_cast<uint32_t>(n);
-  // Reuse what the slot already holds: keep the common prefix, run the rest (at least the
-  // last prompt token, for fresh logits).
-  uint32_t position = 0;
-  tern_session_position(session, &position);
-  std::vector<int32_t> held(static_cast<size_t>(position) + 1);
-  size_t held_n = 0;
-  size_t keep = 0;
-  if (position > 0 && tern_session_history(session, held.data(), held.size(), &held_n) == TERN_OK &&
-      held_n == position) {
-    while (keep < held_n && keep < n && held[keep] == ids[keep]) ++keep;
-  }
-  if (keep == n) --keep;
-  if (position > 0 && (keep == 0 || tern_session_truncate(session, static_cast<uint32_t>(keep)) != TERN_OK)) {
-    tern_session_reset(session);
-    keep = 0;
-  }
-  g.reused_tokens = static_cast<uint32_t>(keep);
+  Collector collector{&g, events, now_s()};
   tern_session_clear_abort(session);
-  tern_sampler_params sp = tern_sampler_default_params();
-  sp.temperature = r.temperature;
-  sp.top_p = r.top_p;
-  sp.presence_penalty = r.presence_penalty;
-  sp.frequency_penalty = r.frequency_penalty;
-  sp.seed = r.seed ? *r.seed : std::random_device{}();
-  tern_status st = tern_session_set_sampler(session, &sp);
-  if (st != TERN_OK) {
-    g.error = status_error(st, "sampler");
-    return g;
-  }
-  std::vector<tern_logit_bias> bias;
-  for (const auto& [token, value] : r.logit_bias) bias.push_back({token, value <= -100.0f ? -INFINITY : value});
-  if ((st = tern_session_set_logit_bias(session, bias.data(), bias.size())) != TERN_OK) {
-    g.error = status_error(st, "logit_bias");
-    g.error.param = "logit_bias";
-    return g;
-  }
-  if ((st = tern_prefill(session, ids.data() + keep, n - keep)) != TERN_OK) {
-    g.error = status_error(st, "prompt");
-    tern_session_set_logit_bias(session, nullptr, 0);
-    tern_session_reset(session);
-    return g;
-  }
-  std::vector<const char*> stops;
-  for (const std::string& x : r.stop) stops.push_back(x.c_str());
-  if (r.chat && s.info.chat_stop != nullptr && s.info.chat_stop[0] != '\0') stops.push_back(s.info.chat_stop);
-  tern_generate_params gp = tern_generate_default_params();
-  gp.max_new_tokens = static_cast<uint32_t>(std::min<int64_t>(p.max_tokens, UINT32_MAX));
-  gp.add_bos = 0;
-  gp.stop_strings = stops.empty() ? nullptr : stops.data();
-  gp.n_stop_strings = stops.size();
-  PieceSink sink{std::move(on_piece), &g, start};
-  tern_generate_stats stats{};
-  st = tern_generate(session, "", 0, &gp, &PieceSink::call, &sink, &stats);
-  tern_session_set_logit_bias(session, nullptr, 0);
+  tern_chat_result result{};
+  const tern_status st = tern_chat_complete(session, &p.call->request(), &Collector::call, &collector, &result);
   if (st != TERN_OK) {
     g.error = status_error(st, "generate");
+    if (st == TERN_INVALID_TOKEN) g.error.param = "logit_bias";
     tern_session_reset(session);
     return g;
   }
-  g.completion_tokens = stats.generated_tokens;
-  g.decode_seconds = stats.decode_seconds;
-  g.finish_reason =
-      stats.stop_reason == TERN_STOP_MAX_TOKENS || stats.stop_reason == TERN_STOP_CONTEXT_FULL ? "length" : "stop";
+  g.prompt_tokens = result.prompt_tokens;
+  g.reused_tokens = result.cached_tokens;
+  g.completion_tokens = result.completion_tokens;
+  g.decode_seconds = result.decode_seconds;
+  g.finish_reason = result.finish_reason == TERN_FINISH_TOOL_CALLS ? "tool_calls"
+                    : result.finish_reason == TERN_FINISH_LENGTH   ? "length"
+                                                                   : "stop";
   g.ok = true;
   return g;
 }

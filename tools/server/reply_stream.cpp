@@ -1,4 +1,4 @@
-// Replies whole and streamed, tool calls included (reply_stream.h).
+// Replies whole and streamed, tool calls and logprobs included (reply_stream.h).
 #include "tools/server/reply_stream.h"
 
 #include <atomic>
@@ -8,9 +8,7 @@
 
 namespace tern::server {
 
-bool offers_tools(const GenerationRequest& r) {
-  return !r.structured.tools.empty() && r.structured.tool_choice != StructuredOutput::ToolChoice::None;
-}
+using nlohmann::json;
 
 std::string new_id(bool chat) {
   static std::atomic<uint64_t> counter{0};
@@ -21,58 +19,90 @@ std::string new_id(bool chat) {
   return buf;
 }
 
-nlohmann::json reply_body(bool chat, const std::string& id, int64_t created, const std::string& model,
-                          const GenerationRequest& r, const Generation& g) {
+namespace {
+
+json bytes_of(const std::string& token) {
+  json b = json::array();
+  for (unsigned char c : token) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+}  // namespace
+
+json logprobs_body(bool chat, const std::vector<TokenLogprob>& tokens, size_t offset) {
+  if (chat) {
+    json content = json::array();
+    for (const TokenLogprob& t : tokens) {
+      json top = json::array();
+      for (const auto& [token, logprob] : t.top) {
+        top.push_back({{"token", token}, {"logprob", logprob}, {"bytes", bytes_of(token)}});
+      }
+      content.push_back(
+          {{"token", t.token}, {"logprob", t.logprob}, {"bytes", bytes_of(t.token)}, {"top_logprobs", top}});
+    }
+    return json{{"content", content}, {"refusal", nullptr}};
+  }
+  json texts = json::array(), values = json::array(), tops = json::array(), offsets = json::array();
+  for (const TokenLogprob& t : tokens) {
+    texts.push_back(t.token);
+    values.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [token, logprob] : t.top) top[token] = logprob;
+    tops.push_back(top);
+    offsets.push_back(offset);
+    offset += t.token.size();
+  }
+  return json{{"tokens", texts}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json reply_body(bool chat, const std::string& id, int64_t created, const std::string& model, const GenerationRequest& r,
+                const Generation& g) {
   const Usage usage{g.prompt_tokens, g.completion_tokens, g.reused_tokens};
-  if (offers_tools(r)) {
-    ToolCallScanner call(true);
-    call.push(g.text);
-    if (call.complete_call())
-      return tool_call_body(id, created, model, new_call_id(), call.name(), call.arguments(), usage);
-  }
-  return completion_body(chat, id, created, model, g.text, g.finish_reason, usage);
+  const json logprobs = r.logprobs ? logprobs_body(chat, g.logprobs) : json(nullptr);
+  if (!g.call) return completion_body(chat, id, created, model, g.text, g.finish_reason, usage, logprobs);
+  // A call cut by max_tokens keeps the shape of a call (finish reason "length").
+  json body = tool_call_body(id, created, model, new_call_id(), g.call_name, g.call_arguments, g.finish_reason, usage);
+  body["choices"][0]["logprobs"] = logprobs;
+  return body;
 }
 
-ReplyStream::ReplyStream(bool chat, std::string id, int64_t created, std::string model, bool tools, Writer write)
-    : chat_(chat),
-      id_(std::move(id)),
-      created_(created),
-      model_(std::move(model)),
-      call_(tools),
-      write_(std::move(write)) {}
+ReplyStream::ReplyStream(const GenerationRequest& r, std::string id, int64_t created, std::string model, Writer write)
+    : request_(r), id_(std::move(id)), created_(created), model_(std::move(model)), write_(std::move(write)) {}
 
-bool ReplyStream::piece(const std::string& text) {
-  const std::string arguments = call_.push(text);
-  switch (call_.kind()) {
-    case ToolCallScanner::Kind::Undecided: return true;
-    case ToolCallScanner::Kind::Content:
-      if (!held_sent_) {  // everything so far, this piece included
-        held_sent_ = true;
-        return content(call_.text());
-      }
-      return content(text);
-    case ToolCallScanner::Kind::Call:
-      if (!held_sent_) {
-        held_sent_ = true;
-        const std::string call_id = new_call_id();
-        if (!send(tool_call_chunk(id_, created_, model_, &call_id, &call_.name(), "", first_))) return false;
-        first_ = false;
-      }
-      return arguments.empty() || send(tool_call_chunk(id_, created_, model_, nullptr, nullptr, arguments, false));
-  }
-  return true;
-}
-
-void ReplyStream::finish(const std::string* finish_reason) {
-  if (call_.kind() == ToolCallScanner::Kind::Undecided && !call_.text().empty()) content(call_.text());
-  const std::string tool_calls = "tool_calls";
-  send(stream_chunk(chat_, id_, created_, model_, "", call_.complete_call() ? &tool_calls : finish_reason, first_));
+json ReplyStream::take_logprobs() {
+  if (!request_.logprobs) return nullptr;
+  json body = logprobs_body(request_.chat, pending_, text_offset_);
+  for (const TokenLogprob& t : pending_) text_offset_ += t.token.size();
+  pending_.clear();
+  return body;
 }
 
 bool ReplyStream::content(const std::string& text) {
-  const bool ok = send(stream_chunk(chat_, id_, created_, model_, text, nullptr, first_));
+  const bool ok = send(stream_chunk(request_.chat, id_, created_, model_, text, nullptr, first_, take_logprobs()));
   first_ = false;
   return ok;
+}
+
+bool ReplyStream::call(const std::string& name) {
+  const std::string call_id = new_call_id();
+  const bool ok = send(tool_call_chunk(id_, created_, model_, &call_id, &name, "", first_));
+  first_ = false;
+  return ok;
+}
+
+bool ReplyStream::arguments(const std::string& text) {
+  return send(tool_call_chunk(id_, created_, model_, nullptr, nullptr, text, false));
+}
+
+bool ReplyStream::token(const TokenLogprob& t) {
+  pending_.push_back(t);
+  return true;
+}
+
+void ReplyStream::finish(const std::string& finish_reason) {
+  // Tokens whose text never came (an end of the call, a stop string) ride on the last chunk.
+  send(stream_chunk(request_.chat, id_, created_, model_, "", &finish_reason, first_,
+                    pending_.empty() ? json(nullptr) : take_logprobs()));
 }
 
 }  // namespace tern::server

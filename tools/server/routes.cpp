@@ -49,17 +49,26 @@ bool socket_gone(int fd) {
 // Whether the client of this thread's request has left.
 bool client_gone() { return socket_gone(t_client_fd); }
 
-// For a request that is not streamed: whether its client has left, asked at most every 50 ms.
-std::function<bool(const std::string&)> stop_when_client_gone(bool* gone) {
-  auto next = std::make_shared<double>(now_s() + 0.05);
-  return [gone, next](const std::string&) {
+// For a request that is not streamed: whether its client has left, asked at most every 50 ms
+// as the reply's events arrive.
+class StopWhenClientGone final : public GenerationEvents {
+ public:
+  bool gone = false;
+  bool content(const std::string&) override { return check(); }
+  bool call(const std::string&) override { return check(); }
+  bool arguments(const std::string&) override { return check(); }
+  bool token(const TokenLogprob&) override { return check(); }
+
+ private:
+  bool check() {
     const double now = now_s();
-    if (now < *next) return true;
-    *next = now + 0.05;
-    *gone = client_gone();
-    return !*gone;
-  };
-}
+    if (now < next_) return true;
+    next_ = now + 0.05;
+    gone = client_gone();
+    return !gone;
+  }
+  double next_ = now_s() + 0.05;
+};
 
 // JSON text; bytes that are not UTF-8 (say a detokenized byte token) become U+FFFD rather
 // than an exception.
@@ -196,10 +205,10 @@ void handle_generation(ServerState& s, const httplib::Request& req, httplib::Res
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   if (!request->stream) {
     // A client that has left stops the generation (its slot is free for the next at once).
-    bool gone = false;
-    Generation g = generate(s, s.sessions[slot_index], *request, *prepared, stop_when_client_gone(&gone));
+    StopWhenClientGone watch;
+    Generation g = generate(s, s.sessions[slot_index], *prepared, &watch);
     s.pool->release(slot_index);
-    if (gone) {
+    if (watch.gone) {
       reply_error(res, ApiError{499, "the client left", "", "", ""});
       log_line(s, req, 499, g.prompt_tokens, g.completion_tokens, now_s() - start, g.decode_seconds);
       return;
@@ -231,16 +240,15 @@ void handle_generation(ServerState& s, const httplib::Request& req, httplib::Res
           if (gone || !sink.is_writable() || !sink.write(event.data(), event.size())) gone = true;
           return !gone;
         };
-        ReplyStream reply(chat, id, created, s.model_name, offers_tools(*request), write);
-        Generation g = generate(s, s.sessions[slot_index], *request, *prepared,
-                                [&](const std::string& piece) { return reply.piece(piece); });
+        ReplyStream reply(*request, id, created, s.model_name, write);
+        Generation g = generate(s, s.sessions[slot_index], *prepared, &reply);
         release();
         int status = 200;
         if (!g.ok) {
           status = g.error.status;
           write("data: " + dump(error_body(g.error)) + "\n\n");
         } else if (!gone) {
-          reply.finish(&g.finish_reason);
+          reply.finish(g.finish_reason);
           if (request->include_usage) {
             write(stream_usage_chunk(chat, id, created, s.model_name,
                                      Usage{g.prompt_tokens, g.completion_tokens, g.reused_tokens}));

@@ -81,6 +81,35 @@ bool number(const json& j, const char* key, double lo, double hi, double* out, A
   return true;
 }
 
+// Chat: "logprobs" a boolean and "top_logprobs" 0 to 20 (with logprobs); completions (the
+// legacy API): "logprobs" 0 to 5, the alternatives per token.
+bool parse_logprobs(const json& j, GenerationRequest* r, ApiError* e) {
+  const bool given = j.contains("logprobs") && !j["logprobs"].is_null();
+  if (!r->chat) {
+    if (!given) return true;
+    const json& n = j["logprobs"];
+    if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > 5) {
+      return fail(e, "'logprobs' must be an integer from 0 to 5 (the alternatives per token)", "logprobs");
+    }
+    r->logprobs = true;
+    r->top_logprobs = n.get<uint32_t>();
+    return true;
+  }
+  if (given) {
+    if (!j["logprobs"].is_boolean()) return fail(e, "'logprobs' must be a boolean", "logprobs");
+    r->logprobs = j["logprobs"].get<bool>();
+  }
+  if (j.contains("top_logprobs") && !j["top_logprobs"].is_null()) {
+    const json& n = j["top_logprobs"];
+    if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > 20) {
+      return fail(e, "'top_logprobs' must be an integer from 0 to 20", "top_logprobs");
+    }
+    if (!r->logprobs) return fail(e, "'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    r->top_logprobs = n.get<uint32_t>();
+  }
+  return true;
+}
+
 bool parse_fields(const json& j, GenerationRequest* r, ApiError* e) {
   double v = 0;
   if (j.contains("max_tokens") || j.contains("max_completion_tokens")) {
@@ -148,6 +177,7 @@ bool parse_fields(const json& j, GenerationRequest* r, ApiError* e) {
     if (!j["stream"].is_boolean()) return fail(e, "'stream' must be a boolean", "stream");
     r->stream = j["stream"].get<bool>();
   }
+  if (!parse_logprobs(j, r, e)) return false;
   if (j.contains("stream_options") && j["stream_options"].is_object()) {
     const json& o = j["stream_options"];
     if (o.contains("include_usage") && o["include_usage"].is_boolean())
@@ -162,6 +192,11 @@ bool no_nul_in_c_strings(const GenerationRequest& r, ApiError* e) {
   for (const Message& m : r.messages) {
     if (m.content.find('\0') != std::string::npos)
       return fail(e, "message content must not contain U+0000", "messages");
+    for (const ToolCallMessage& c : m.tool_calls) {
+      if (c.name.find('\0') != std::string::npos || c.arguments.find('\0') != std::string::npos) {
+        return fail(e, "tool calls must not contain U+0000", "messages");
+      }
+    }
   }
   for (const std::string& x : r.stop) {
     if (x.find('\0') != std::string::npos) return fail(e, "stop strings must not contain U+0000", "stop");
@@ -197,9 +232,9 @@ std::optional<GenerationRequest> parse_generation_request(const std::string& bod
       }
       Message msg;
       msg.role = m["role"].get<std::string>();
-      if (msg.role == "developer") msg.role = "system";  // OpenAI's newer name for it
-      if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool") {
-        fail(e, "unknown message role '" + msg.role + "' (system, user, assistant, tool)", "messages");
+      if (msg.role != "system" && msg.role != "developer" && msg.role != "user" && msg.role != "assistant" &&
+          msg.role != "tool") {
+        fail(e, "unknown message role '" + msg.role + "' (system, developer, user, assistant, tool)", "messages");
         return std::nullopt;
       }
       if (msg.role == "tool" || (msg.role == "assistant" && m.contains("tool_calls") && !m["tool_calls"].is_null())) {
@@ -245,8 +280,9 @@ static json usage_body(const Usage& u) {
 }
 
 json completion_body(bool chat, const std::string& id, int64_t created, const std::string& model,
-                     const std::string& text, const std::string& finish_reason, const Usage& usage) {
-  json choice = {{"index", 0}, {"finish_reason", finish_reason}, {"logprobs", nullptr}};
+                     const std::string& text, const std::string& finish_reason, const Usage& usage,
+                     const json& logprobs) {
+  json choice = {{"index", 0}, {"finish_reason", finish_reason}, {"logprobs", logprobs}};
   if (chat) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   } else {
@@ -261,9 +297,9 @@ json completion_body(bool chat, const std::string& id, int64_t created, const st
 }
 
 std::string stream_chunk(bool chat, const std::string& id, int64_t created, const std::string& model,
-                         const std::string& text, const std::string* finish_reason, bool first) {
+                         const std::string& text, const std::string* finish_reason, bool first, const json& logprobs) {
   json choice = {
-      {"index", 0}, {"finish_reason", finish_reason ? json(*finish_reason) : json(nullptr)}, {"logprobs", nullptr}};
+      {"index", 0}, {"finish_reason", finish_reason ? json(*finish_reason) : json(nullptr)}, {"logprobs", logprobs}};
   if (chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";

@@ -23,9 +23,19 @@ struct ApiError {
 };
 nlohmann::json error_body(const ApiError& e);
 
+// A call an assistant made earlier in the conversation.
+struct ToolCallMessage {
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text, as the client sent it
+};
+
 struct Message {
   std::string role;
   std::string content;
+  bool has_content = true;                  // false: "content" null (an assistant's tool calls only)
+  std::vector<ToolCallMessage> tool_calls;  // an assistant's
+  std::string tool_call_id;                 // a tool's result: the call it answers
 };
 
 // What the reply must look like: OpenAI's response_format and tools / tool_choice, or
@@ -49,8 +59,8 @@ struct StructuredOutput {
 // response_format, grammar, tools, tool_choice, parallel_tool_calls (tools: chat only), from
 // the request body (valid JSON).
 bool parse_structured_output(const std::string& body, bool chat, StructuredOutput* out, ApiError* e);
-// A message with role "tool", or an assistant's with "tool_calls" (rendered as the calls'
-// JSON, the way tools/server/structured_output.h shows calls to the model).
+// A message with role "tool" (its content and tool_call_id), or an assistant's with
+// "tool_calls" (the calls as sent; the library renders them for the model).
 bool parse_tool_message(const nlohmann::json& m, Message* msg, ApiError* e);
 
 // What both endpoints ask for. Absent fields keep these defaults.
@@ -69,6 +79,8 @@ struct GenerationRequest {
   std::vector<std::string> stop;  // at most 4
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;       // chat: "logprobs": true; completions: "logprobs": N
+  uint32_t top_logprobs = 0;   // chat: "top_logprobs" (at most 20); completions: N (at most 5)
   StructuredOutput structured;
 };
 
@@ -86,13 +98,15 @@ struct Usage {
   uint32_t cached_tokens = 0;  // prompt tokens the slot already held (not run again)
 };
 
-// A whole (non-streamed) answer.
+// A whole (non-streamed) answer; `logprobs` is the choice's (null: none asked for).
 nlohmann::json completion_body(bool chat, const std::string& id, int64_t created, const std::string& model,
-                               const std::string& text, const std::string& finish_reason, const Usage& usage);
+                               const std::string& text, const std::string& finish_reason, const Usage& usage,
+                               const nlohmann::json& logprobs = nullptr);
 // One server-sent event, "data: {...}\n\n": a piece of text, or (finish_reason set, text
 // empty) the last chunk; usage (when include_usage) goes into a final chunk of its own.
 std::string stream_chunk(bool chat, const std::string& id, int64_t created, const std::string& model,
-                         const std::string& text, const std::string* finish_reason, bool first);
+                         const std::string& text, const std::string* finish_reason, bool first,
+                         const nlohmann::json& logprobs = nullptr);
 std::string stream_usage_chunk(bool chat, const std::string& id, int64_t created, const std::string& model,
                                const Usage& usage);
 inline const char* stream_done() { return "data: [DONE]\n\n"; }

@@ -1,7 +1,6 @@
 #include "tools/server/structured_output.h"
 
 #include <atomic>
-#include <initializer_list>
 #include <random>
 
 #include "include/tern.h"
@@ -45,35 +44,6 @@ bool content_text(const Json& c, std::string* out) {
     }
     *out += part["text"].template get<std::string>();
   }
-  return true;
-}
-
-// A JSON pointer "#/a/b" inside a schema moved to `at` of a larger document.
-void move_refs(ojson& schema, const std::string& at) {
-  if (schema.is_object()) {
-    for (auto it = schema.begin(); it != schema.end(); ++it) {
-      if (it.key() == "$ref" && it.value().is_string()) {
-        const std::string ref = it.value().get<std::string>();
-        if (!ref.empty() && ref[0] == '#') it.value() = "#" + at + ref.substr(1);
-      } else {
-        move_refs(it.value(), at);
-      }
-    }
-  } else if (schema.is_array()) {
-    for (ojson& item : schema) move_refs(item, at);
-  }
-}
-
-bool schema_grammar(const ojson& schema, const char* param, std::string* grammar, ApiError* e) {
-  const std::string text = schema.dump();
-  if (schema_grammar_cache().find(text, grammar)) return true;
-  size_t size = 0;
-  tern_status s = tern_json_schema_to_grammar(text.data(), text.size(), nullptr, 0, &size);
-  std::vector<char> buf(size + 1);
-  if (s == TERN_OUT_OF_RANGE) s = tern_json_schema_to_grammar(text.data(), text.size(), buf.data(), buf.size(), &size);
-  if (s != TERN_OK) return refuse(e, std::string(param) + ": " + tern_last_error_message(), param);
-  grammar->assign(buf.data(), size);
-  schema_grammar_cache().insert(text, *grammar);
   return true;
 }
 
@@ -189,204 +159,38 @@ bool parse_tool_message(const json& m, Message* msg, ApiError* e) {
     if (!m.contains("content") || !content_text(m["content"], &msg->content)) {
       return refuse(e, "a 'tool' message needs a string 'content' (the tool's result)", "messages");
     }
+    if (m.contains("tool_call_id") && m["tool_call_id"].is_string()) {
+      msg->tool_call_id = m["tool_call_id"].get<std::string>();
+    }
     return true;
   }
-  // An assistant's earlier calls, written as the model writes them.
+  // An assistant's earlier calls, kept as sent: the library writes them as the model does.
   msg->content.clear();
-  if (m.contains("content") && !m["content"].is_null()) {
-    if (!content_text(m["content"], &msg->content))
-      return refuse(e, "each message needs a string 'content'", "messages");
-    if (!msg->content.empty()) msg->content += "\n";
+  msg->has_content = m.contains("content") && !m["content"].is_null();
+  if (msg->has_content && !content_text(m["content"], &msg->content)) {
+    return refuse(e, "each message needs a string 'content'", "messages");
   }
   const json& calls = m["tool_calls"];
   if (!calls.is_array() || calls.empty()) return refuse(e, "'tool_calls' must be a non-empty array", "messages");
-  for (size_t i = 0; i < calls.size(); ++i) {
-    const json& c = calls[i];
+  for (const json& c : calls) {
     if (!c.is_object() || !c.contains("function") || !c["function"].is_object() || !c["function"].contains("name") ||
         !c["function"]["name"].is_string()) {
       return refuse(e, "each tool call needs 'function' with a 'name'", "messages");
     }
     const json& fn = c["function"];
-    nlohmann::ordered_json call;  // in the order the model writes calls: name, then arguments
-    call["name"] = fn["name"];
+    ToolCallMessage call;
+    call.name = fn["name"].get<std::string>();
+    if (c.contains("id") && c["id"].is_string()) call.id = c["id"].get<std::string>();
     if (fn.contains("arguments") && fn["arguments"].is_string()) {
-      const ojson args = ojson::parse(fn["arguments"].get<std::string>(), nullptr, false);
-      call["arguments"] = args.is_discarded() ? ojson(fn["arguments"].get<std::string>()) : args;
+      call.arguments = fn["arguments"].get<std::string>();
+    } else if (fn.contains("arguments") && !fn["arguments"].is_null()) {
+      call.arguments = fn["arguments"].dump(-1, ' ', false, json::error_handler_t::replace);
     } else {
-      call["arguments"] = fn.contains("arguments") ? fn["arguments"] : json::object();
+      call.arguments = "{}";
     }
-    if (i > 0) msg->content += "\n";
-    msg->content += call.dump(-1, ' ', false, json::error_handler_t::replace);
+    msg->tool_calls.push_back(std::move(call));
   }
   return true;
-}
-
-std::vector<Message> prompt_messages(const GenerationRequest& r) {
-  std::vector<Message> messages = r.messages;
-  const StructuredOutput& s = r.structured;
-  if (s.tools.empty() || s.tool_choice == StructuredOutput::ToolChoice::None) return messages;
-  std::string text =
-      "You can call functions. To call one, answer with only a JSON object: {\"name\": <the function's name>, "
-      "\"arguments\": <its arguments>}.";
-  if (s.tool_choice == StructuredOutput::ToolChoice::Named) text += " Call " + s.tool_name + ".";
-  text += "\nFunctions:";
-  for (const ToolFunction& f : s.tools) {
-    nlohmann::ordered_json line;
-    line["name"] = f.name;
-    if (!f.description.empty()) line["description"] = f.description;
-    line["parameters"] = f.parameters;
-    text += "\n" + line.dump(-1, ' ', false, json::error_handler_t::replace);
-  }
-  if (!messages.empty() && messages[0].role == "system") {
-    messages[0].content += "\n\n" + text;
-  } else {
-    messages.insert(messages.begin(), Message{"system", text});
-  }
-  return messages;
-}
-
-bool reply_grammar(const StructuredOutput& s, std::string* grammar, ApiError* e) {
-  grammar->clear();
-  using Choice = StructuredOutput::ToolChoice;
-  using Format = StructuredOutput::Format;
-  const bool tools = !s.tools.empty() && s.tool_choice != Choice::None;
-  if (s.format == Format::Grammar) {
-    *grammar = s.grammar;
-    return true;
-  }
-  if (!tools) {
-    if (s.format == Format::JsonObject) return schema_grammar(ojson{{"type", "object"}}, "response_format", grammar, e);
-    if (s.format == Format::JsonSchema) return schema_grammar(s.schema, "response_format", grammar, e);
-    return true;
-  }
-  // One document: anyOf the calls (and the JSON reply, with tool_choice auto), each part's
-  // $refs moved to where it now sits.
-  ojson alternatives = ojson::array();
-  for (const ToolFunction& f : s.tools) {
-    if (s.tool_choice == Choice::Named && f.name != s.tool_name) continue;
-    ojson arguments = f.parameters;
-    move_refs(arguments, "/anyOf/" + std::to_string(alternatives.size()) + "/properties/arguments");
-    ojson properties;  // "name" first: the model names the function before its arguments
-    properties["name"] = ojson{{"const", f.name}};
-    properties["arguments"] = arguments;
-    alternatives.push_back(ojson{{"type", "object"},
-                                 {"properties", properties},
-                                 {"required", {"name", "arguments"}},
-                                 {"additionalProperties", false}});
-  }
-  const bool json_reply = s.tool_choice == Choice::Auto && s.format != Format::Text;
-  if (json_reply) {
-    ojson reply = s.format == Format::JsonObject ? ojson{{"type", "object"}} : s.schema;
-    move_refs(reply, "/anyOf/" + std::to_string(alternatives.size()));
-    alternatives.push_back(reply);
-  }
-  if (!schema_grammar(ojson{{"anyOf", alternatives}}, "tools", grammar, e)) return false;
-  if (s.tool_choice == Choice::Auto && !json_reply) {
-    // A call, or text that does not start like one.
-    const std::string root = "root ::= ";
-    *grammar = "root ::= tool-call | [^{] .*\ntool-call ::= " + grammar->substr(root.size());
-  }
-  return true;
-}
-
-// ---- Reading calls back ----
-
-namespace {
-
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-// How far `text` matches the start of a call, {"name": "<name>", "arguments": ...
-// Returns 1 when it is one (*args: where the arguments value starts, *name), 0 while it may
-// still become one, -1 when it cannot.
-int call_prefix(const std::string& text, size_t* args, std::string* name) {
-  size_t i = 0;
-  auto ws = [&] {
-    while (i < text.size() && is_ws(text[i])) ++i;
-  };
-  auto literal = [&](const char* l) -> int {  // 1 matched, 0 text ended inside, -1 differs
-    for (const char* p = l; *p != '\0'; ++p, ++i) {
-      if (i == text.size()) return 0;
-      if (text[i] != *p) return -1;
-    }
-    return 1;
-  };
-  // The pieces with optional white space between them; 1 when all matched.
-  auto pieces = [&](std::initializer_list<const char*> list) -> int {
-    bool first = true;
-    for (const char* piece : list) {
-      if (!first) ws();
-      first = false;
-      const int m = literal(piece);
-      if (m != 1) return m;
-    }
-    return 1;
-  };
-  int m;
-  if ((m = pieces({"{", "\"name\"", ":", "\""})) != 1) return m;  // the reply opens with the brace
-  const size_t start = i;
-  while (i < text.size() && text[i] != '"') {
-    if (text[i] == '\\') return -1;  // function names have no escapes
-    ++i;
-  }
-  if (i == text.size()) return 0;
-  *name = text.substr(start, i - start);
-  ++i;
-  ws();
-  if ((m = pieces({",", "\"arguments\"", ":"})) != 1) return m;
-  ws();
-  if (i == text.size()) return 0;
-  *args = i;
-  return 1;
-}
-
-}  // namespace
-
-std::string ToolCallScanner::push(const std::string& piece) {
-  text_ += piece;
-  if (kind_ == Kind::Undecided) {
-    size_t args = 0;
-    std::string name;
-    const int m = call_prefix(text_, &args, &name);
-    if (m < 0) kind_ = Kind::Content;
-    if (m <= 0) return "";
-    kind_ = Kind::Call;
-    name_ = name;
-    scanned_ = args;
-  }
-  if (kind_ != Kind::Call || done_) return "";
-  // The arguments value: up to where its brackets close (or a scalar ends).
-  const size_t from = scanned_;
-  for (; scanned_ < text_.size() && !done_; ++scanned_) {
-    const char c = text_[scanned_];
-    if (in_string_) {
-      if (escaped_) {
-        escaped_ = false;
-      } else if (c == '\\') {
-        escaped_ = true;
-      } else if (c == '"') {
-        in_string_ = false;
-        if (depth_ == 0) done_ = true;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string_ = true;
-    } else if (c == '{' || c == '[') {
-      ++depth_;
-    } else if (c == '}' || c == ']') {
-      if (depth_ == 0) {  // the call's own '}' after a scalar
-        done_ = true;
-        break;
-      }
-      if (--depth_ == 0) done_ = true;
-    } else if (depth_ == 0 && (c == ',' || is_ws(c))) {
-      done_ = true;
-      break;
-    }
-  }
-  const std::string out = text_.substr(from, scanned_ - from);
-  arguments_ += out;
-  return out;
 }
 
 std::string new_call_id() {
@@ -399,8 +203,9 @@ std::string new_call_id() {
 }
 
 json tool_call_body(const std::string& id, int64_t created, const std::string& model, const std::string& call_id,
-                    const std::string& name, const std::string& arguments, const Usage& usage) {
-  json body = completion_body(true, id, created, model, "", "tool_calls", usage);
+                    const std::string& name, const std::string& arguments, const std::string& finish_reason,
+                    const Usage& usage) {
+  json body = completion_body(true, id, created, model, "", finish_reason, usage);
   json& message = body["choices"][0]["message"];
   message["content"] = nullptr;
   message["tool_calls"] = json::array(
