@@ -194,6 +194,47 @@ void Sampler::probabilities(const float* logits, const int32_t* history, size_t 
   for (size_t i = 0; i < n; ++i) out[candidates_[i].id] = static_cast<float>(candidates_[i].logit / mass);
 }
 
+float Sampler::log_probabilities(const float* logits, const int32_t* history, size_t history_len, int32_t chosen,
+                                 TokenLogprob* top, uint32_t top_n, uint32_t* n_top) {
+  load_candidates(logits, history, history_len);
+  if (top == nullptr) top_n = 0;
+  top_n = std::min(top_n, kMaxTopLogprobs);
+  // Most likely first: the higher logit, then the lower id. The heap keeps the least likely
+  // of the best top_n at top[0]; logprob holds the penalized logit until the end.
+  auto better = [](const TokenLogprob& a, const TokenLogprob& b) {
+    return a.logprob > b.logprob || (a.logprob == b.logprob && a.token < b.token);
+  };
+  float max_logit = -INFINITY;
+  uint32_t held = 0;
+  for (size_t i = 0; i < vocab_; ++i) {
+    const float l = candidates_[i].logit;
+    if (!std::isfinite(l)) continue;  // banned or masked (-inf)
+    max_logit = std::max(max_logit, l);
+    if (top_n == 0) continue;
+    const TokenLogprob entry{static_cast<int32_t>(i), l};
+    if (held < top_n) {
+      top[held++] = entry;
+      std::push_heap(top, top + held, better);
+    } else if (better(entry, top[0])) {
+      std::pop_heap(top, top + held, better);
+      top[held - 1] = entry;
+      std::push_heap(top, top + held, better);
+    }
+  }
+  if (n_top != nullptr) *n_top = held;
+  if (max_logit == -INFINITY) return -INFINITY;  // nothing possible (every logit -inf)
+  const float inv_t = params_.temperature == 0.0f ? 1.0f : 1.0f / params_.temperature;
+  double total = 0.0;
+  for (size_t i = 0; i < vocab_; ++i) total += std::exp((candidates_[i].logit - max_logit) * inv_t);
+  const float log_total = static_cast<float>(std::log(total));
+  auto log_probability = [&](float logit) { return (logit - max_logit) * inv_t - log_total; };
+  std::sort_heap(top, top + held, better);
+  for (uint32_t k = 0; k < held; ++k) top[k].logprob = log_probability(top[k].logprob);
+  if (chosen < 0 || static_cast<size_t>(chosen) >= vocab_) return -INFINITY;
+  const float l = candidates_[chosen].logit;
+  return l == -INFINITY ? -INFINITY : log_probability(l);
+}
+
 namespace {
 
 // One draw over n non-negative weights (weight(i), their sum need not be 1; zeros are never

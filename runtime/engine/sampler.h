@@ -1,6 +1,6 @@
 // Picks the next token from logits: repetition, frequency and presence penalties, then
 // greedy (temperature 0) or temperature -> top-k -> softmax -> min-p -> top-p -> a draw from
-// a seeded RNG.
+// a seeded RNG. Also the log-probabilities of that distribution (OpenAI's logprobs).
 // All working memory comes from the arena at setup; sampling itself never allocates.
 #pragma once
 
@@ -35,6 +35,14 @@ struct LogitBias {
 };
 inline constexpr size_t kMaxLogitBias = 1024;
 
+// A token and its log-probability (Sampler::log_probabilities). At most kMaxTopLogprobs
+// alternatives per token, as OpenAI's top_logprobs.
+struct TokenLogprob {
+  int32_t token;
+  float logprob;
+};
+inline constexpr uint32_t kMaxTopLogprobs = 20;
+
 // xoshiro256**: small, fast, and the same sequence on every platform for a seed.
 class Rng {
  public:
@@ -67,6 +75,16 @@ class Sampler {
   // `logits`): the same penalties, temperature, top-k, min-p and top-p, the survivors
   // renormalized and every other token 0; greedy gives 1 at the argmax. Uses no RNG draw.
   void probabilities(const float* logits, const int32_t* history, size_t history_len, float* out);
+  // Log-probabilities under the distribution sample() draws from before its tail cuts (OpenAI's
+  // definition): the same penalties, then the temperature (greedy: temperature 1), a softmax
+  // over the whole vocabulary, no top-k, min-p or top-p. Returns `chosen`'s (-inf when its
+  // logit is -inf or it is outside the vocabulary) and writes the min(top_n, kMaxTopLogprobs)
+  // most likely tokens with a finite log-probability into `top` (may be null when top_n is 0),
+  // most likely first, ties by the lower id; *n_top (may be null) gets how many. A max-shifted
+  // log-sum-exp in float with a double sum, one pass over the vocabulary for the maximum and
+  // a heap of top_n in `top`, one for the sum. Uses no RNG draw and no memory beyond init's.
+  float log_probabilities(const float* logits, const int32_t* history, size_t history_len, int32_t chosen,
+                          TokenLogprob* top, uint32_t top_n, uint32_t* n_top);
   uint32_t vocab() const { return vocab_; }
 
  private:
