@@ -114,11 +114,22 @@ Error Session::decode(int32_t token) {
   return prefill(&token, 1);
 }
 
-Result<int32_t> Session::sample() {
+Result<int32_t> Session::sample(TokenLogprobs* logprobs) {
   if (!has_logits_) return fail(Error::InvalidState, "sample before any prefill or decode");
-  TERN_ASSIGN_OR_RETURN(const int32_t token, sample_from(scratch_.logits));
+  TERN_ASSIGN_OR_RETURN(const int32_t token, sample_from(scratch_.logits, nullptr, logprobs));
   if (grammar_.compiled()) TERN_RETURN_IF_ERROR(grammar_.accept_token(token));
   return token;
+}
+
+PieceView Session::token_text(int32_t token) const {
+  const Tokenizer* tokenizer = model_->tokenizer();
+  if (tokenizer == nullptr || token < 0 || token >= tokenizer->vocab_size() || tokenizer->is_control(token)) {
+    return {"", 0};
+  }
+  const GrammarVocab& vocab = model_->grammar_vocab();
+  if (!vocab.built() || static_cast<uint32_t>(token) >= vocab.size()) return tokenizer->piece(token);
+  return {reinterpret_cast<const char*>(vocab.bytes(static_cast<uint32_t>(token))),
+          vocab.length(static_cast<uint32_t>(token))};
 }
 
 Result<const float*> Session::steered_logits(const float* logits, const Grammar::State* state) {
@@ -137,9 +148,14 @@ Result<const float*> Session::steered_logits(const float* logits, const Grammar:
   return static_cast<const float*>(buffers_.biased_logits);
 }
 
-Result<int32_t> Session::sample_from(const float* logits, const Grammar::State* state) {
+Result<int32_t> Session::sample_from(const float* logits, const Grammar::State* state, TokenLogprobs* logprobs) {
   TERN_ASSIGN_OR_RETURN(const float* steered, steered_logits(logits, state));
-  return sampler_.sample(steered, buffers_.history, history_len_);
+  const int32_t token = sampler_.sample(steered, buffers_.history, history_len_);
+  if (logprobs != nullptr) {
+    logprobs->logprob = sampler_.log_probabilities(steered, buffers_.history, history_len_, token, logprobs->top,
+                                                   logprobs->top_n, &logprobs->n_top);
+  }
+  return token;
 }
 
 Result<uint32_t> Session::grammar_cut(const int32_t* drafts, uint32_t k) {

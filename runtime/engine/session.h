@@ -15,6 +15,7 @@
 #include "runtime/engine/stop_strings.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/structured/grammar.h"
+#include "runtime/text/tokenizer.h"
 
 namespace tern {
 
@@ -35,6 +36,26 @@ struct GenerateOptions {
   bool parse_special = true;  // "<|eot_id|>" in the prompt becomes the control token
   const char* const* stop_strings = nullptr;
   size_t stop_string_count = 0;
+  // Per emitted token (not the end token), before its text goes to the piece callback (the
+  // text may come later, or never when it completes a stop string): the token and, with
+  // logprobs_top set, its log-probability and the logprobs_top most likely alternatives
+  // (Session::sample(TokenLogprobs*)); else logprob is NaN and there are none. Asking for
+  // logprobs turns speculative decoding off for the call: accepted drafts are not sampled.
+  static constexpr uint32_t kNoLogprobs = UINT32_MAX;
+  using TokenCallback = void (*)(int32_t token, float logprob, const TokenLogprob* top, uint32_t n_top, void* user);
+  uint32_t logprobs_top = kNoLogprobs;  // else 0 to kMaxTopLogprobs (more: InvalidArgument)
+  TokenCallback on_token = nullptr;
+  void* token_user = nullptr;
+  bool wants_logprobs() const { return on_token != nullptr && logprobs_top != kNoLogprobs; }
+};
+
+// A sampled token's log-probability and the most likely alternatives, from the logits it was
+// drawn from (Sampler::log_probabilities on the steered copy).
+struct TokenLogprobs {
+  uint32_t top_n = 0;  // in: alternatives wanted (at most kMaxTopLogprobs)
+  float logprob = 0.0f;
+  uint32_t n_top = 0;
+  TokenLogprob top[kMaxTopLogprobs];
 };
 
 struct GenerateStats {
@@ -65,7 +86,18 @@ class Session {
   const float* logits() const { return has_logits_ ? scratch_.logits : nullptr; }
   // Draws the next token from logits() with the sampler (history feeds the penalties), after
   // the logit bias and hook (if set) on a copy of the logits.
-  Result<int32_t> sample();
+  Result<int32_t> sample() { return sample(nullptr); }
+  // The same draw; `logprobs` (may be null) also gets the token's log-probability and the
+  // top_n most likely alternatives under the distribution it was drawn from: the logits after
+  // the bias, the hook and the grammar's mask (at the state before the token), the penalties
+  // and the temperature (greedy: temperature 1), before top-k, min-p and top-p. No allocation.
+  Result<int32_t> sample(TokenLogprobs* logprobs);
+  // A token's text beside its log-probability (owned by the model): the bytes generation emits
+  // for it after other text, so the emitted tokens' texts make the text; empty for a control
+  // token or an id outside the vocabulary. A SentencePiece vocabulary needs the grammar
+  // vocabulary for that (ModelParams::grammar_bytes); without it, its stored piece (U+2581
+  // for a space, "<0x0A>" for a byte).
+  PieceView token_text(int32_t token) const;
   // Logit bias entries (copied, at most kMaxLogitBias) and a hook, applied before sampling.
   static constexpr size_t kMaxLogitBias = tern::kMaxLogitBias;
   using LogitBias = tern::LogitBias;
@@ -215,7 +247,8 @@ class Session {
   // The drafts after the current text that the grammar allows, cut at the first it does not
   // (drafts_[k] in the grammar's draft slots). All of them without a grammar.
   Result<uint32_t> grammar_cut(const int32_t* drafts, uint32_t k);
-  Result<int32_t> sample_from(const float* logits, const Grammar::State* state = nullptr);
+  Result<int32_t> sample_from(const float* logits, const Grammar::State* state = nullptr,
+                              TokenLogprobs* logprobs = nullptr);
   bool drafting() const;
   // Drafts after the text so far followed by `token`, at most `max`, into out.
   uint32_t lookup_drafts(int32_t token, uint32_t max, int32_t* out) const;
@@ -240,7 +273,7 @@ class Session {
   // to emit (an accepted draft, a rejected draft's replacement or a sample; -1 when a
   // grammar is complete and has no end token to say so), and whether a token ends the text.
   Result<size_t> prefill_prompt(const char* prompt, size_t prompt_size, const GenerateOptions& options);
-  Result<int32_t> next_generated_token(bool* predecoded, uint32_t* decoded_ahead);
+  Result<int32_t> next_generated_token(bool* predecoded, uint32_t* decoded_ahead, TokenLogprobs* logprobs);
   bool ends_generation(int32_t token) const;
 
   // Embedding models: assembles and runs batches of several texts (embed.cpp).

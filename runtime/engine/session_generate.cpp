@@ -2,6 +2,8 @@
 // drafts), decoded and streamed as text until a stop condition.
 #include "runtime/engine/session.h"
 
+#include <cmath>
+
 #include "platform/clock.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/stop_strings.h"
@@ -26,11 +28,11 @@ Result<size_t> Session::prefill_prompt(const char* prompt, size_t prompt_size, c
                        "empty prompt on an empty session: nothing to condition on");
   TERN_RETURN_IF_ERROR(prefill(buffers_.prompt, prompt_tokens));
   // A draft model runs the prompt now, with the target's (counted as prefill time).
-  if (draft_ != nullptr && drafting()) (void)draft_catch_up(nullptr);
+  if (draft_ != nullptr && drafting() && !options.wants_logprobs()) (void)draft_catch_up(nullptr);
   return prompt_tokens;
 }
 
-Result<int32_t> Session::next_generated_token(bool* predecoded, uint32_t* decoded_ahead) {
+Result<int32_t> Session::next_generated_token(bool* predecoded, uint32_t* decoded_ahead, TokenLogprobs* logprobs) {
   *predecoded = pending_count_ > 0;
   if (*predecoded) {
     const int32_t token = buffers_.verify_tokens[1 + pending_next_++];
@@ -44,7 +46,7 @@ Result<int32_t> Session::next_generated_token(bool* predecoded, uint32_t* decode
     return token;
   }
   if (grammar_.finished() && model_->grammar_vocab().end_token_count() == 0) return -1;
-  return sample();
+  return sample(logprobs);
 }
 
 bool Session::ends_generation(int32_t token) const {
@@ -61,6 +63,8 @@ Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOp
   TERN_CHECK_OR_RETURN(tokenizer != nullptr, Error::InvalidState, "the model has no tokenizer (not from a bundle)");
   TERN_CHECK_OR_RETURN(prompt != nullptr || prompt_size == 0, Error::InvalidArgument, "null prompt");
   TERN_RETURN_IF_ERROR(check_stop_strings(options.stop_strings, options.stop_string_count));
+  TERN_CHECK_OR_RETURN(!options.wants_logprobs() || options.logprobs_top <= kMaxTopLogprobs, Error::InvalidArgument,
+                       "%u top logprobs (at most %u)", options.logprobs_top, kMaxTopLogprobs);
 
   const uint64_t t0 = monotonic_ns();
   TERN_ASSIGN_OR_RETURN(const size_t prompt_tokens, prefill_prompt(prompt, prompt_size, options));
@@ -82,13 +86,15 @@ Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOp
   st.stop_reason = StopReason::MaxTokens;
   pending_count_ = pending_next_ = 0;
   forced_next_ = -1;
-  const bool speculative = drafting();
+  const bool speculative = drafting() && !options.wants_logprobs();
+  TokenLogprobs logprobs;
+  logprobs.top_n = options.wants_logprobs() ? options.logprobs_top : 0;
   // With drafting, accepted drafts are already in the cache when they are emitted; where
   // token-by-token decoding would not have run them (a stop), they are rolled back after.
   uint32_t decoded_ahead = 0;
   for (uint32_t i = 0; i < options.max_new_tokens; ++i) {
     bool predecoded = false;
-    auto next = next_generated_token(&predecoded, &decoded_ahead);
+    auto next = next_generated_token(&predecoded, &decoded_ahead, options.wants_logprobs() ? &logprobs : nullptr);
     if (!next.ok()) {
       result = next.error();
       break;
@@ -109,6 +115,11 @@ Error Session::generate(const char* prompt, size_t prompt_size, const GenerateOp
         ++st.decoded_tokens;
       }
       break;
+    }
+    if (options.on_token != nullptr) {
+      const bool with = options.wants_logprobs();
+      options.on_token(token, with ? logprobs.logprob : NAN, logprobs.top, with ? logprobs.n_top : 0,
+                       options.token_user);
     }
     auto bytes = decoder.push(token, piece, sizeof piece);
     if (!bytes.ok()) {
