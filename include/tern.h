@@ -319,6 +319,22 @@ TERN_API tern_status tern_decode(tern_session* session, int32_t token);
 /* Logits of the last token run (vocab_size floats), valid until the next prefill/decode/reset. */
 TERN_API tern_status tern_get_logits(const tern_session* session, const float** out_logits, size_t* out_vocab_size);
 TERN_API tern_status tern_sample(tern_session* session, int32_t* out_token);
+/* tern_sample() with log-probabilities (OpenAI's logprobs / top_logprobs), from the logits the
+ * token was drawn from: after the logit bias, the hook and the grammar's mask, with the
+ * penalties and the temperature (temperature 0: as 1), before top-k, min-p and top-p. The
+ * sampled token's goes to *out_chosen (NULL: none are computed, as tern_sample()); the top_n
+ * most likely tokens (at most 20, else TERN_INVALID_ARGUMENT; out_top NULL when top_n is 0) to
+ * out_top, most likely first, ties by the lower id, *out_n_top (may be NULL) of them: fewer
+ * when fewer are possible, as banned and masked tokens (-INFINITY) never appear. The draw and
+ * its RNG use are tern_sample()'s. text/size: the bytes generation emits for the token after
+ * other text ("" for a control token), so the sampled tokens' texts make the generated text;
+ * a SentencePiece vocabulary needs grammar memory (tern_model_params.grammar_bytes) for that,
+ * without it they are the stored piece (U+2581 for a space, "<0x0A>" for a byte). struct
+ * tern_token_logprob is defined with the chat completions below. */
+struct tern_token_logprob;
+TERN_API tern_status tern_sample_logprobs(tern_session* session, uint32_t top_n, int32_t* out_token,
+                                          struct tern_token_logprob* out_chosen, struct tern_token_logprob* out_top,
+                                          size_t* out_n_top);
 /* Tokenize + prefill + sample/decode loop, streaming text through `callback` (may be NULL). */
 TERN_API tern_status tern_generate(tern_session* session, const char* prompt, size_t prompt_size,
                                    const tern_generate_params* params, tern_piece_callback callback, void* user_data,

@@ -396,11 +396,27 @@ tern_status tern_get_logits(const tern_session* session, const float** out_logit
 }
 
 tern_status tern_sample(tern_session* session, int32_t* out_token) {
+  return tern_sample_logprobs(session, 0, out_token, nullptr, nullptr, nullptr);
+}
+
+tern_status tern_sample_logprobs(tern_session* session, uint32_t top_n, int32_t* out_token,
+                                 tern_token_logprob* out_chosen, tern_token_logprob* out_top, size_t* out_n_top) {
   TERN_C_REQUIRE_(session);
   TERN_C_REQUIRE_(out_token);
-  auto token = as_session(session)->sample();
+  if (top_n > 0) TERN_C_REQUIRE_(out_top);
+  if (top_n > kMaxTopLogprobs) return status(fail(Error::InvalidArgument, "top_n %u (at most 20)", top_n));
+  Session* s = as_session(session);
+  TokenLogprobs lp;
+  lp.top_n = top_n;
+  auto token = s->sample(out_chosen != nullptr ? &lp : nullptr);
   if (!token.ok()) return status(token.error());
   *out_token = *token;
+  for (uint32_t k = 0; out_chosen != nullptr && k <= lp.n_top; ++k) {  // the chosen token, then the others
+    const TokenLogprob e = k == 0 ? TokenLogprob{*token, lp.logprob} : lp.top[k - 1];
+    const PieceView text = s->token_text(e.token);
+    (k == 0 ? *out_chosen : out_top[k - 1]) = tern_token_logprob{e.token, e.logprob, text.data, text.size};
+  }
+  if (out_n_top != nullptr) *out_n_top = out_chosen != nullptr ? lp.n_top : 0;
   return TERN_OK;
 }
 

@@ -256,6 +256,7 @@ FUNCTIONS = {
     "tern_decode": (status_t, Session_p, c_int32),
     "tern_get_logits": (status_t, Session_p, POINTER(POINTER(c_float)), size_p),
     "tern_sample": (status_t, Session_p, i32_p),
+    "tern_sample_logprobs": (status_t, Session_p, c_uint32, i32_p, c_void_p, c_void_p, size_p),
     "tern_generate": (status_t, Session_p, c_char_p, c_size_t, POINTER(GenerateParams), PieceCallback, c_void_p,
                       POINTER(GenerateStats)),
     "tern_plan": (status_t, c_char_p, POINTER(ModelParams), POINTER(c_char_p), c_size_t, POINTER(PlanRow), c_size_t,

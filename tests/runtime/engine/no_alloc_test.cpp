@@ -2,11 +2,14 @@
 // malloc/new (alloc_counter.cpp) and counts every call made, from any thread, while they run.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "include/tern.h"
+#include "runtime/engine/model.h"
+#include "runtime/engine/session.h"
 #include "tests/support/alloc_counter.h"
 #include "tests/support/bundle_util.h"
 
@@ -180,6 +183,83 @@ TEST(NoAlloc, ConstrainedGenerationAllocatesNothing) {
   EXPECT_GT(t.first.generated_tokens + t.second.generated_tokens, 10u);
   tern_session_free(session);
   tern_model_free(model);
+}
+
+// Log-probabilities: tern_sample_logprobs with the most alternatives, under penalties, a logit
+// bias and a grammar, and generate()'s token callback asking for them, stay in the arena.
+void count_token(int32_t, float logprob, const tern::TokenLogprob*, uint32_t n_top, void* user) {
+  *static_cast<double*>(user) += logprob + n_top;
+}
+
+TEST(NoAlloc, LogprobsAllocateNothing) {
+  TERN_REQUIRE_BUNDLE("tiny-austen-packed.tern");
+  const std::string path = tern::testing::bundle_path("tiny-austen-packed.tern");
+  tern_model_params mp = tern_model_default_params();
+  mp.n_ctx = 256;
+  mp.grammar_bytes = 4 << 20;
+  tern_model* model = nullptr;
+  ASSERT_EQ(tern_model_load(path.c_str(), &mp, &model), TERN_OK) << tern_last_error_message();
+  tern_model_info info;
+  ASSERT_EQ(tern_model_get_info(model, &info), TERN_OK);
+  tern_session_params sp = tern_session_default_params();
+  sp.sampler.temperature = 0.9f;
+  sp.sampler.repeat_penalty = 1.2f;
+  sp.sampler.presence_penalty = 0.3f;
+  const char grammar[] = "root ::= [a-z ,]+";
+  sp.grammar = grammar;
+  tern_session* session = nullptr;
+  ASSERT_EQ(tern_session_create(model, &sp, &session), TERN_OK) << tern_last_error_message();
+  const tern_logit_bias bias[] = {{5, -INFINITY}, {17, 1.5f}};
+  ASSERT_EQ(tern_session_set_logit_bias(session, bias, 2), TERN_OK);
+  std::vector<int32_t> prompt(40);
+  size_t n = 0;
+  const char text[] = "It is a truth universally acknowledged";
+  ASSERT_EQ(tern_tokenize(model, text, sizeof text - 1, 1, 0, prompt.data(), prompt.size(), &n), TERN_OK);
+  double sum = 0.0;
+  int sampled = 0;
+  long calls = 0;
+  {
+    Counting counting;
+    tern_status s = tern_prefill(session, prompt.data(), n);
+    for (; sampled < 24 && s == TERN_OK; ++sampled) {
+      int32_t token = 0;
+      tern_token_logprob chosen{};
+      tern_token_logprob top[20];
+      size_t n_top = 0;
+      s = tern_sample_logprobs(session, 20, &token, &chosen, top, &n_top);
+      sum += chosen.logprob + static_cast<double>(n_top);
+      if (token == info.eos_id || token == info.eot_id) break;  // the grammar is complete
+      if (s == TERN_OK) s = tern_decode(session, token);
+    }
+    EXPECT_EQ(s, TERN_OK) << tern_last_error_message();
+    calls = counting.calls();
+  }
+  EXPECT_EQ(calls, 0) << "heap calls in tern_sample_logprobs";
+  EXPECT_GT(sampled, 2);
+  EXPECT_TRUE(std::isfinite(sum));
+  tern_session_free(session);
+  tern_model_free(model);
+
+  tern::ModelParams params;
+  params.context_tokens = 256;
+  auto cpp_model = tern::Model::load(path.c_str(), params);
+  ASSERT_TRUE(cpp_model.ok()) << tern_last_error_message();
+  auto cpp_session = (*cpp_model)->create_session(tern::SamplerParams{});
+  ASSERT_TRUE(cpp_session.ok()) << tern_last_error_message();
+  tern::GenerateOptions o;
+  o.max_new_tokens = 16;
+  o.logprobs_top = 20;
+  o.on_token = count_token;
+  o.token_user = &sum;
+  {
+    Counting counting;
+    EXPECT_EQ((*cpp_session)->generate(text, sizeof text - 1, o, nullptr, nullptr, nullptr), tern::Error::Ok)
+        << tern_last_error_message();
+    calls = counting.calls();
+  }
+  EXPECT_EQ(calls, 0) << "heap calls in generate() with its token callback asking for logprobs";
+  EXPECT_TRUE(std::isfinite(sum));
+  (*cpp_model)->destroy_session(*cpp_session);
 }
 
 // Aging tiers: blocks leave the window at 4 bits, have their codes cut to 2 bits once they are
