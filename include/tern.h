@@ -577,8 +577,8 @@ typedef struct tern_chat_request {
   const tern_logit_bias* logit_bias;
   size_t n_logit_bias;
   uint32_t max_tokens;             /* 0: up to the context */
-  const char* const* stop_strings; /* at most 8, each at most 64 bytes; the chat format's own
-                                      stop string is added */
+  const char* const* stop_strings; /* each at most 64 bytes; at most 8 with the chat format's
+                                      own stop string, which a chat adds */
   size_t n_stop_strings;
   int logprobs;          /* nonzero: a TERN_CHAT_TOKEN event per generated token */
   uint32_t top_logprobs; /* with logprobs: the N most likely alternatives (at most 20) */

@@ -19,9 +19,14 @@ class EventSink final : public ToolCallScanner::Sink {
   bool content(const char* text, size_t size) override { return emit(EventType::Content, text, size); }
   bool call(const char* name, size_t size) override { return emit(EventType::ToolCall, name, size); }
   bool arguments(const char* text, size_t size) override { return emit(EventType::ToolArguments, text, size); }
+  bool token(const TokenLogprobView& chosen, const TokenLogprobView* top, size_t n_top) {
+    if (callback_ == nullptr) return true;
+    const Event e{EventType::Token, nullptr, 0, 0, &chosen, top, n_top};
+    return callback_(e, user_) == 0;
+  }
   bool emit(EventType type, const char* text, size_t size) {
     if (callback_ == nullptr) return true;
-    Event e{type, text, size, 0, nullptr, nullptr, 0};
+    const Event e{type, text, size, 0, nullptr, nullptr, 0};
     return callback_(e, user_) == 0;
   }
 
@@ -32,8 +37,25 @@ class EventSink final : public ToolCallScanner::Sink {
 
 struct Run {
   ToolCallScanner* scanner;
+  EventSink* sink;
+  const Session* session;
+  bool stopped = false;  // the callback asked to stop on a token event
   static bool piece(const char* text, size_t size, void* user) {
-    return static_cast<Run*>(user)->scanner->push(text, size);
+    auto* self = static_cast<Run*>(user);
+    return !self->stopped && self->scanner->push(text, size);
+  }
+  // A token's log-probabilities, as an event before its text.
+  static void token(int32_t id, float logprob, const TokenLogprob* top, uint32_t n_top, void* user) {
+    auto* self = static_cast<Run*>(user);
+    if (self->stopped) return;
+    auto view = [self](int32_t t, float lp) {
+      const PieceView text = self->session->token_text(t);
+      return TokenLogprobView{t, lp, text.data, text.size};
+    };
+    const TokenLogprobView chosen = view(id, logprob);
+    TokenLogprobView alternatives[kMaxTopLogprobs];
+    for (uint32_t i = 0; i < n_top; ++i) alternatives[i] = view(top[i].token, top[i].logprob);
+    self->stopped = !self->sink->token(chosen, alternatives, n_top);
   }
 };
 
@@ -111,11 +133,16 @@ Error complete(Session& s, const Request& r, EventCallback callback, void* user,
     if (std::strcmp(r.tools[i].name, r.tool_name) == 0) callable = &r.tools[i], n_callable = 1;
   }
   ToolCallScanner scanner(callable, n_callable, sink);
-  Run run{&scanner};
+  Run run{&scanner, &sink, &s};
+  if (r.logprobs) {
+    options.logprobs_top = r.top_logprobs;
+    options.on_token = &Run::token;
+    options.token_user = &run;
+  }
   GenerateStats stats;
   TERN_RETURN_IF_ERROR(s.generate("", 0, options, &Run::piece, &run, &stats));
   const bool cut = stats.stop_reason == StopReason::MaxTokens || stats.stop_reason == StopReason::ContextFull;
-  const bool finished = scanner.finish(cut);
+  const bool finished = !run.stopped && scanner.finish(cut);
   out.stop_reason = finished ? stats.stop_reason : StopReason::Callback;
   out.finish_reason = finish_reason(out.stop_reason, scanner);
   out.n_tool_calls = scanner.kind() == ToolCallScanner::Kind::Call ? 1 : 0;

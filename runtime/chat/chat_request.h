@@ -36,7 +36,6 @@ enum class ToolChoice : int32_t { Auto = 0, None = 1, Required = 2, Function = 3
 enum class ResponseFormat : int32_t { Text = 0, JsonObject = 1, JsonSchema = 2, Grammar = 3 };
 enum class FinishReason : int32_t { Stop = 0, Length = 1, ToolCalls = 2 };
 
-inline constexpr uint32_t kMaxTopLogprobs = 20;
 inline constexpr size_t kMaxFunctionName = 64;
 
 struct Request {

@@ -48,6 +48,9 @@ struct Loaded {
 // What the events said.
 struct Reply {
   std::string content, call_name, arguments;
+  std::vector<tern_token_logprob> tokens;  // TOKEN events' chosen tokens
+  std::vector<std::vector<tern_token_logprob>> tops;
+  std::string token_text;  // the chosen tokens' texts joined
   int calls = 0;
   std::vector<std::string> order;  // event kinds in order, merged runs
   tern_chat_result result{};
@@ -68,6 +71,11 @@ int collect(const tern_chat_event* e, void* user) {
     ++r->calls;
   }
   if (e->type == TERN_CHAT_TOOL_ARGUMENTS) r->arguments += text;
+  if (e->type == TERN_CHAT_TOKEN) {
+    r->tokens.push_back(*e->token);
+    r->tops.emplace_back(e->top, e->top + e->n_top);
+    r->token_text.append(e->token->text, e->token->size);
+  }
   return 0;
 }
 
@@ -337,6 +345,39 @@ TEST(ChatCompletion, JsonSchemaRepliesValidateAndCompletionsNeedNoChat) {
   ASSERT_EQ(completion.status, TERN_OK) << tern_last_error_message();
   EXPECT_EQ(completion.result.finish_reason, TERN_FINISH_LENGTH);
   EXPECT_EQ(completion.result.completion_tokens, 5u);
+}
+
+// Each generated token's log-probability comes before its text: greedy picks the most likely
+// of the alternatives, they are sorted, and the tokens' texts join up to the reply.
+TEST(ChatCompletion, LogprobsComeWithEveryGeneratedToken) {
+  TERN_REQUIRE_BUNDLE(kChatBundle);
+  Loaded m(kChatBundle);
+  const tern_chat_turn turns[] = {{"user", "Who is Emma?", nullptr, 0, nullptr}};
+  tern_chat_request r = weather_request(turns, 1, nullptr, 0);
+  r.sampler.temperature = 0.0f;
+  r.max_tokens = 16;
+  r.logprobs = 1;
+  r.top_logprobs = 5;
+  const Reply reply = run(m.session, r);
+  ASSERT_EQ(reply.status, TERN_OK) << tern_last_error_message();
+  ASSERT_FALSE(reply.tokens.empty());
+  EXPECT_EQ(reply.token_text, reply.content);
+  const bool ended = reply.result.stop_reason == TERN_STOP_END_OF_GENERATION;
+  EXPECT_EQ(reply.tokens.size() + (ended ? 1 : 0), reply.result.completion_tokens);
+  for (size_t i = 0; i < reply.tokens.size(); ++i) {
+    const tern_token_logprob& chosen = reply.tokens[i];
+    const std::vector<tern_token_logprob>& top = reply.tops[i];
+    EXPECT_LE(chosen.logprob, 0.0f);
+    ASSERT_EQ(top.size(), 5u);
+    EXPECT_EQ(top[0].token, chosen.token);  // greedy: the most likely
+    EXPECT_FLOAT_EQ(top[0].logprob, chosen.logprob);
+    for (size_t k = 1; k < top.size(); ++k) EXPECT_GE(top[k - 1].logprob, top[k].logprob);
+  }
+  // Without logprobs there are no token events, and the reply is the same.
+  r.logprobs = 0;
+  const Reply plain = run(m.session, r);
+  EXPECT_TRUE(plain.tokens.empty());
+  EXPECT_EQ(plain.content, reply.content);
 }
 
 TEST(ChatCompletion, BadRequestsAreRefusedByName) {
