@@ -775,6 +775,59 @@ async function structuredSuite() {
   const answer = await client.chat.completions.create({ model: modelName, messages: history, tools, max_tokens: 40, temperature: 0 });
   assert.equal(answer.choices[0].message.role, 'assistant');
 
+  step('tools: a call cut by max_tokens has one shape, whole and streamed (finish_reason length)');
+  const cut = await client.chat.completions.create({
+    model: modelName, messages: ask, tools, tool_choice: named, max_tokens: 6, temperature: 1, seed: 2,
+  });
+  assert.equal(cut.choices[0].finish_reason, 'length');
+  assert.equal(cut.choices[0].message.content, null);
+  assert.equal(cut.choices[0].message.tool_calls[0].function.name, 'get_weather');
+  const cutStream = await client.chat.completions.create({
+    model: modelName, messages: ask, tools, tool_choice: named, max_tokens: 6, temperature: 1, seed: 2, stream: true,
+  });
+  const cutCall = { name: null, arguments: '' };
+  let cutFinish = null;
+  for await (const chunk of cutStream) {
+    const d = chunk.choices[0]?.delta;
+    assert.ok(!d?.content, 'a cut call streams no content');
+    for (const tc of d?.tool_calls ?? []) {
+      if (tc.function?.name) cutCall.name = tc.function.name;
+      cutCall.arguments += tc.function?.arguments ?? '';
+    }
+    cutFinish = chunk.choices[0]?.finish_reason ?? cutFinish;
+  }
+  assert.equal(cutFinish, 'length');
+  assert.deepEqual(cutCall, cut.choices[0].message.tool_calls[0].function);
+
+  step('logprobs: each token with its top_logprobs, whole and streamed alike');
+  const withLogprobs = { model: modelName, messages, max_tokens: 12, temperature: 0, logprobs: true, top_logprobs: 3 };
+  const lp = await client.chat.completions.create(withLogprobs);
+  const content = lp.choices[0].logprobs.content;
+  assert.ok(content.length > 0);
+  assert.equal(content.map((t) => Buffer.from(t.bytes).toString('latin1')).join(''),
+    Buffer.from(lp.choices[0].message.content, 'utf8').toString('latin1'), 'the tokens\' bytes join to the reply');
+  for (const t of content) {
+    assert.ok(t.logprob <= 0);
+    assert.equal(t.top_logprobs.length, 3);
+    assert.equal(t.top_logprobs[0].token, t.token, 'greedy takes the most likely');
+    assert.equal(t.top_logprobs[0].logprob, t.logprob);
+    for (let k = 1; k < 3; ++k) assert.ok(t.top_logprobs[k - 1].logprob >= t.top_logprobs[k].logprob);
+  }
+  const lpStream = await client.chat.completions.create({ ...withLogprobs, stream: true });
+  const streamed = [];
+  for await (const chunk of lpStream) streamed.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+  assert.deepEqual(streamed, content);
+  const none = await client.chat.completions.create({ model: modelName, messages, max_tokens: 4, temperature: 0 });
+  assert.equal(none.choices[0].logprobs, null);
+  const legacy = await client.completions.create({ model: modelName, prompt: 'It is a truth', max_tokens: 6, temperature: 0, logprobs: 2 });
+  const l = legacy.choices[0].logprobs;
+  assert.equal(l.tokens.length, l.token_logprobs.length);
+  assert.equal(l.top_logprobs.length, l.tokens.length);
+  assert.equal(l.tokens.join(''), legacy.choices[0].text);
+  assert.equal(Object.keys(l.top_logprobs[0]).length, 2);
+  await expectApiError(client.chat.completions.create({ model: modelName, messages, max_tokens: 4, top_logprobs: 3 }),
+    400, (e) => assert.equal(e.param, 'top_logprobs'));
+
   step('bad structured requests are 400s naming the field');
   await expectApiError(
     client.chat.completions.create({
