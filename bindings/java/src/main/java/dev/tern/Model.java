@@ -69,11 +69,17 @@ public final class Model implements AutoCloseable {
     return nativeDetokenize(handle(), tokens);
   }
 
-  /** The conversation in the model's chat format, ready for {@link Session#generate} (no BOS added). */
+  /**
+   * The conversation in the model's chat format, ready for {@link Session#generate} (no BOS
+   * added). Roles and texts only: a conversation with tool calls goes to {@link Session#complete}.
+   */
   public String applyChat(List<ChatMessage> messages, boolean addAssistantPrefix) throws TernException {
     final String[] roles = new String[messages.size()];
     final String[] contents = new String[messages.size()];
     for (int i = 0; i < roles.length; ++i) {
+      if (!messages.get(i).toolCalls().isEmpty()) {
+        throw new TernException(2, "INVALID_ARGUMENT", "message " + i + " has tool calls: use Session.complete");
+      }
       roles[i] = messages.get(i).role();
       contents[i] = messages.get(i).content();
     }

@@ -14,6 +14,22 @@ public final class SamplerParams {
   String grammar = null;
   String jsonSchema = null;
 
+  SamplerParams copy() {
+    final SamplerParams c = new SamplerParams();
+    c.temperature = temperature;
+    c.topK = topK;
+    c.topP = topP;
+    c.minP = minP;
+    c.repeatPenalty = repeatPenalty;
+    c.repeatLastN = repeatLastN;
+    c.seed = seed;
+    c.presencePenalty = presencePenalty;
+    c.frequencyPenalty = frequencyPenalty;
+    c.grammar = grammar;
+    c.jsonSchema = jsonSchema;
+    return c;
+  }
+
   /** 0: greedy. */
   public SamplerParams temperature(float t) {
     this.temperature = t;
