@@ -194,6 +194,226 @@ struct Listener {
   }
 };
 
+// ---- Session.complete: a dev.tern.ChatRequest's flattened fields -> tern_chat_request ----
+
+// A String[] field as UTF-8; a null element is nullptr, or (with `what`) INVALID_ARGUMENT.
+struct Strings {
+  std::vector<std::string> text;
+  std::vector<const char*> ptrs;
+};
+
+bool read_strings(JNIEnv* env, jobject obj, const char* name, const char* what, Strings* out) {
+  auto a = static_cast<jobjectArray>(
+      env->GetObjectField(obj, field(env, env->GetObjectClass(obj), name, "[Ljava/lang/String;")));
+  const jsize n = a != nullptr ? env->GetArrayLength(a) : 0;
+  out->text.assign(static_cast<size_t>(n), std::string());
+  out->ptrs.assign(static_cast<size_t>(n), nullptr);
+  for (jsize i = 0; i < n; ++i) {
+    auto s = static_cast<jstring>(env->GetObjectArrayElement(a, i));
+    if (s == nullptr && what == nullptr) continue;
+    const bool converted = to_utf8(env, s, &out->text[static_cast<size_t>(i)], what);
+    env->DeleteLocalRef(s);
+    if (!converted) return false;
+    out->ptrs[static_cast<size_t>(i)] = out->text[static_cast<size_t>(i)].c_str();
+  }
+  env->DeleteLocalRef(a);
+  return true;
+}
+
+// A String field as UTF-8 (*set false for null).
+bool read_string(JNIEnv* env, jobject obj, const char* name, std::string* out, bool* set) {
+  auto s =
+      static_cast<jstring>(env->GetObjectField(obj, field(env, env->GetObjectClass(obj), name, "Ljava/lang/String;")));
+  *set = s != nullptr;
+  const bool converted = s == nullptr || to_utf8(env, s, out, name);
+  env->DeleteLocalRef(s);
+  return converted;
+}
+
+jint int_field(JNIEnv* env, jobject obj, const char* name) {
+  return env->GetIntField(obj, field(env, env->GetObjectClass(obj), name, "I"));
+}
+
+template <typename T, typename A>
+std::vector<T> read_array(JNIEnv* env, jobject obj, const char* name, const char* sig,
+                          void (JNIEnv::*get)(A, jsize, jsize, T*)) {
+  auto a = static_cast<A>(env->GetObjectField(obj, field(env, env->GetObjectClass(obj), name, sig)));
+  std::vector<T> out(a != nullptr ? static_cast<size_t>(env->GetArrayLength(a)) : 0);
+  if (!out.empty()) (env->*get)(a, 0, static_cast<jsize>(out.size()), out.data());
+  env->DeleteLocalRef(a);
+  return out;
+}
+
+// The request and the memory its pointers point into.
+struct ChatRequestData {
+  Strings roles, contents, turn_call_ids, call_ids, call_names, call_arguments;
+  Strings tool_names, tool_descriptions, tool_parameters, stop;
+  std::string prompt, tool_name, response_text;
+  std::vector<tern_tool_call> calls;
+  std::vector<tern_chat_turn> turns;
+  std::vector<tern_chat_tool> tools;
+  std::vector<tern_logit_bias> bias;
+  tern_chat_request request = tern_chat_default_request();
+};
+
+bool read_messages(JNIEnv* env, jobject r, ChatRequestData* d) {
+  if (!read_strings(env, r, "roles", "a message's role is null", &d->roles) ||
+      !read_strings(env, r, "contents", nullptr, &d->contents) ||
+      !read_strings(env, r, "toolCallIds", nullptr, &d->turn_call_ids) ||
+      !read_strings(env, r, "callIds", nullptr, &d->call_ids) ||
+      !read_strings(env, r, "callNames", "a tool call's name is null", &d->call_names) ||
+      !read_strings(env, r, "callArguments", nullptr, &d->call_arguments)) {
+    return false;
+  }
+  for (size_t i = 0; i < d->call_names.ptrs.size(); ++i) {
+    d->calls.push_back(tern_tool_call{d->call_ids.ptrs[i], d->call_names.ptrs[i], d->call_arguments.ptrs[i]});
+  }
+  const std::vector<jint> counts = read_array(env, r, "callCounts", "[I", &JNIEnv::GetIntArrayRegion);
+  size_t first_call = 0;
+  for (size_t i = 0; i < d->roles.ptrs.size(); ++i) {
+    const size_t n = static_cast<size_t>(counts[i]);
+    d->turns.push_back(tern_chat_turn{d->roles.ptrs[i], d->contents.ptrs[i],
+                                      n > 0 ? d->calls.data() + first_call : nullptr, n, d->turn_call_ids.ptrs[i]});
+    first_call += n;
+  }
+  d->request.messages = d->turns.empty() ? nullptr : d->turns.data();
+  d->request.n_messages = d->turns.size();
+  return true;
+}
+
+bool read_tools(JNIEnv* env, jobject r, ChatRequestData* d) {
+  bool set = false;
+  if (!read_strings(env, r, "toolNames", "a tool's name is null", &d->tool_names) ||
+      !read_strings(env, r, "toolDescriptions", nullptr, &d->tool_descriptions) ||
+      !read_strings(env, r, "toolParameters", nullptr, &d->tool_parameters) ||
+      !read_string(env, r, "toolChoiceName", &d->tool_name, &set)) {
+    return false;
+  }
+  for (size_t i = 0; i < d->tool_names.ptrs.size(); ++i) {
+    d->tools.push_back(tern_chat_tool{d->tool_names.ptrs[i], d->tool_descriptions.ptrs[i], d->tool_parameters.ptrs[i]});
+  }
+  d->request.tools = d->tools.empty() ? nullptr : d->tools.data();
+  d->request.n_tools = d->tools.size();
+  d->request.tool_choice = static_cast<tern_tool_choice>(int_field(env, r, "toolChoice"));
+  d->request.tool_name = set ? d->tool_name.c_str() : nullptr;
+  return true;
+}
+
+bool read_request(JNIEnv* env, jobject r, ChatRequestData* d) {
+  bool prompt = false, response_text = false;
+  if (!read_messages(env, r, d) || !read_tools(env, r, d) || !read_string(env, r, "prompt", &d->prompt, &prompt) ||
+      !read_string(env, r, "responseText", &d->response_text, &response_text) ||
+      !read_strings(env, r, "stop", "a stop string is null", &d->stop)) {
+    return false;
+  }
+  tern_chat_request& q = d->request;
+  q.prompt = prompt ? d->prompt.data() : nullptr;
+  q.prompt_size = d->prompt.size();
+  q.response_format = static_cast<tern_response_format>(int_field(env, r, "responseFormat"));
+  const char* text = response_text ? d->response_text.c_str() : nullptr;
+  q.response_schema = q.response_format == TERN_RESPONSE_JSON_SCHEMA ? text : nullptr;
+  q.grammar = q.response_format == TERN_RESPONSE_GRAMMAR ? text : nullptr;
+  jobject sampler = env->GetObjectField(r, field(env, env->GetObjectClass(r), "sampler", "Ldev/tern/SamplerParams;"));
+  q.sampler = sampler_params(env, sampler);
+  env->DeleteLocalRef(sampler);
+  const auto tokens = read_array(env, r, "biasTokens", "[I", &JNIEnv::GetIntArrayRegion);
+  const auto biases = read_array(env, r, "biasValues", "[F", &JNIEnv::GetFloatArrayRegion);
+  for (size_t i = 0; i < tokens.size(); ++i) d->bias.push_back(tern_logit_bias{tokens[i], biases[i]});
+  q.logit_bias = d->bias.empty() ? nullptr : d->bias.data();
+  q.n_logit_bias = d->bias.size();
+  q.stop_strings = d->stop.ptrs.empty() ? nullptr : d->stop.ptrs.data();
+  q.n_stop_strings = d->stop.ptrs.size();
+  const jint max_tokens = int_field(env, r, "maxTokens");
+  const jint top = int_field(env, r, "topLogprobs");
+  if (max_tokens < 0 || top < 0) {
+    throw_tern(env, TERN_INVALID_ARGUMENT, "maxTokens and topLogprobs must be >= 0");
+    return false;
+  }
+  q.max_tokens = static_cast<uint32_t>(max_tokens);
+  q.top_logprobs = static_cast<uint32_t>(top);
+  q.logprobs = env->GetBooleanField(r, field(env, env->GetObjectClass(r), "logprobs", "Z")) ? 1 : 0;
+  return true;
+}
+
+// Bytes of `s` that end on a whole UTF-8 character (a cut character's start is held back).
+size_t whole_utf8(const std::string& s) {
+  for (size_t back = 1; back <= 3 && back <= s.size(); ++back) {
+    const unsigned char c = static_cast<unsigned char>(s[s.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    return len > back ? s.size() - back : s.size();
+  }
+  return s.size();
+}
+
+// Events -> dev.tern.ChatCollector; text goes out in whole characters.
+struct ChatEvents {
+  JNIEnv* env;
+  jobject sink;
+  jmethodID content, tool_call, arguments, token;
+  std::string held[2];  // CONTENT, TOOL_ARGUMENTS: the start of a character cut by its piece
+
+  bool text_event(const tern_chat_event& e, int which, jmethodID method) {
+    std::string& h = held[which];
+    h.append(e.text, e.size);
+    const size_t n = whole_utf8(h);
+    if (n == 0) return true;
+    jstring s = to_java(env, h.data(), n);
+    h.erase(0, n);
+    const jboolean go_on = which == 0 ? env->CallBooleanMethod(sink, method, s)
+                                      : env->CallBooleanMethod(sink, method, static_cast<jint>(e.tool_call_index), s);
+    env->DeleteLocalRef(s);
+    return go_on;
+  }
+
+  bool token_event(const tern_chat_event& e) {
+    const size_t n = 1 + e.n_top;
+    std::vector<jint> ids(n), ends(n);
+    std::vector<jfloat> values(n);
+    std::string bytes;
+    for (size_t i = 0; i < n; ++i) {
+      const tern_token_logprob& t = i == 0 ? *e.token : e.top[i - 1];
+      ids[i] = t.token;
+      values[i] = t.logprob;
+      bytes.append(t.text, t.size);
+      ends[i] = static_cast<jint>(bytes.size());
+    }
+    jintArray j_ids = env->NewIntArray(static_cast<jsize>(n));
+    jfloatArray j_values = env->NewFloatArray(static_cast<jsize>(n));
+    jbyteArray j_bytes = env->NewByteArray(static_cast<jsize>(bytes.size()));
+    jintArray j_ends = env->NewIntArray(static_cast<jsize>(n));
+    jboolean go_on = JNI_FALSE;
+    if (j_ids != nullptr && j_values != nullptr && j_bytes != nullptr && j_ends != nullptr) {
+      env->SetIntArrayRegion(j_ids, 0, static_cast<jsize>(n), ids.data());
+      env->SetFloatArrayRegion(j_values, 0, static_cast<jsize>(n), values.data());
+      env->SetByteArrayRegion(j_bytes, 0, static_cast<jsize>(bytes.size()),
+                              reinterpret_cast<const jbyte*>(bytes.data()));
+      env->SetIntArrayRegion(j_ends, 0, static_cast<jsize>(n), ends.data());
+      go_on = env->CallBooleanMethod(sink, token, j_ids, j_values, j_bytes, j_ends);
+    }
+    env->DeleteLocalRef(j_ids);
+    env->DeleteLocalRef(j_values);
+    env->DeleteLocalRef(j_bytes);
+    env->DeleteLocalRef(j_ends);
+    return go_on;
+  }
+
+  static int forward(const tern_chat_event* e, void* self) {
+    auto* c = static_cast<ChatEvents*>(self);
+    if (c->env->ExceptionCheck()) return 1;  // thrown by the listener: stop, it propagates
+    bool go_on = true;
+    if (e->type == TERN_CHAT_CONTENT) go_on = c->text_event(*e, 0, c->content);
+    if (e->type == TERN_CHAT_TOOL_ARGUMENTS) go_on = c->text_event(*e, 1, c->arguments);
+    if (e->type == TERN_CHAT_TOKEN && e->token != nullptr) go_on = c->token_event(*e);
+    if (e->type == TERN_CHAT_TOOL_CALL) {
+      jstring name = to_java(c->env, e->text, e->size);
+      go_on = c->env->CallBooleanMethod(c->sink, c->tool_call, static_cast<jint>(e->tool_call_index), name);
+      c->env->DeleteLocalRef(name);
+    }
+    return c->env->ExceptionCheck() || !go_on ? 1 : 0;
+  }
+};
+
 }  // namespace
 
 extern "C" {
@@ -422,6 +642,35 @@ JNIEXPORT jstring JNICALL Java_dev_tern_Session_nativeGenerate(JNIEnv* env, jcla
   if (env->ExceptionCheck()) return nullptr;  // thrown by the listener
   if (!ok(env, s)) return nullptr;
   return to_java(env, l.text);
+}
+
+// The result as {finish reason, tool calls, prompt / cached / completion tokens, prefill /
+// decode seconds}; the reply went to `collector` (dev.tern.ChatCollector).
+JNIEXPORT jdoubleArray JNICALL Java_dev_tern_Session_nativeComplete(JNIEnv* env, jclass, jlong session, jobject request,
+                                                                    jobject collector) {
+  ChatRequestData d;
+  if (!read_request(env, request, &d)) return nullptr;
+  jclass cls = env->GetObjectClass(collector);
+  ChatEvents events{env,
+                    collector,
+                    env->GetMethodID(cls, "content", "(Ljava/lang/String;)Z"),
+                    env->GetMethodID(cls, "toolCall", "(ILjava/lang/String;)Z"),
+                    env->GetMethodID(cls, "toolArguments", "(ILjava/lang/String;)Z"),
+                    env->GetMethodID(cls, "token", "([I[F[B[I)Z"),
+                    {}};
+  tern_chat_result r{};
+  const tern_status s = tern_chat_complete(session_of(session), &d.request, &ChatEvents::forward, &events, &r);
+  if (env->ExceptionCheck() || !ok(env, s)) return nullptr;
+  const jdouble out[] = {static_cast<jdouble>(r.finish_reason),
+                         static_cast<jdouble>(r.n_tool_calls),
+                         static_cast<jdouble>(r.prompt_tokens),
+                         static_cast<jdouble>(r.cached_tokens),
+                         static_cast<jdouble>(r.completion_tokens),
+                         r.prefill_seconds,
+                         r.decode_seconds};
+  jdoubleArray result = env->NewDoubleArray(7);
+  if (result != nullptr) env->SetDoubleArrayRegion(result, 0, 7, out);
+  return result;
 }
 
 JNIEXPORT void JNICALL Java_dev_tern_Session_nativeAbort(JNIEnv*, jclass, jlong session) {

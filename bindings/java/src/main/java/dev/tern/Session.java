@@ -2,8 +2,8 @@ package dev.tern;
 
 /**
  * One conversation. Drive it from one thread at a time; {@link #abort} may be called from any
- * thread and makes a running {@link #generate} throw ABORTED. Closing twice is harmless;
- * any other call after close throws INVALID_STATE.
+ * thread and makes a running {@link #generate} or {@link #complete} throw ABORTED. Closing
+ * twice is harmless; any other call after close throws INVALID_STATE.
  */
 public final class Session implements AutoCloseable {
   static {
@@ -25,6 +25,25 @@ public final class Session implements AutoCloseable {
   public synchronized String generate(String prompt, int maxTokens, boolean addBos, TokenListener listener)
       throws TernException {
     return nativeGenerate(handle(), prompt, maxTokens, addBos, listener);
+  }
+
+  /**
+   * Runs a whole chat (or completion) request: the prompt rendered in the model's chat format
+   * with its tools, the reply constrained to a tool call or the response format, streamed to
+   * listener (may be null). Stateless: the reply depends only on the request (equal seeded
+   * requests give equal replies); the session is a cache whose tokens that begin the new
+   * prompt are reused (cachedTokens) and which afterwards holds the prompt and the reply.
+   * The request's sampler and logit bias stay set on the session. Bad requests throw
+   * INVALID_ARGUMENT naming the field; schemas and grammars need {@link ModelParams#grammarMemory}.
+   */
+  public synchronized ChatResult complete(ChatRequest request, ChatListener listener) throws TernException {
+    if (request == null) throw new TernException(2, "INVALID_ARGUMENT", "the request is null");
+    if (request.sampler.grammar != null || request.sampler.jsonSchema != null) {
+      throw new TernException(2, "INVALID_ARGUMENT",
+                              "the request's sampler has a grammar or jsonSchema: give a responseFormat instead");
+    }
+    final ChatCollector collector = new ChatCollector(listener);
+    return collector.result(nativeComplete(handle(), request, collector));
   }
 
   /**
@@ -115,6 +134,8 @@ public final class Session implements AutoCloseable {
       String promptName, String instruction, boolean truncate) throws TernException;
   private static native String nativeGenerate(long session, String prompt, int maxTokens, boolean addBos,
                                               TokenListener listener) throws TernException;
+  private static native double[] nativeComplete(long session, ChatRequest request, ChatCollector collector)
+      throws TernException;
   private static native void nativeAbort(long session);
   private static native void nativeReset(long session) throws TernException;
   private static native void nativeTruncate(long session, int n) throws TernException;
