@@ -234,6 +234,7 @@ class BindingTest {
   void readmeExampleRuns() throws Exception {
     final String reply = ReadmeExample.run(bundle());
     assertFalse(reply.isEmpty());
+    assertFalse(ReadmeExample.weather(bundle()).isEmpty());
     try (Model model = Model.load(bundle(), params())) {
       assertEquals("plain", model.chatFormat());
     }
