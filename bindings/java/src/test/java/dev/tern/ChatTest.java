@@ -259,6 +259,53 @@ class ChatTest {
   }
 
   @Test
+  void logprobsDescribeTheTokensGenerated() throws Exception {
+    final ChatRequest request = ChatRequest.builder()
+                                    .prompt("It is a truth universally")
+                                    .sampler(new SamplerParams().temperature(0))
+                                    .maxTokens(16)
+                                    .logprobs(true)
+                                    .topLogprobs(5)
+                                    .build();
+    try (Session s = model.newSession(null)) {
+      final Events events = new Events();
+      final ChatResult r = s.complete(request, events);
+      assertEquals(ChatResult.FinishReason.LENGTH, r.finishReason());
+      assertEquals(16, r.logprobs().size());
+      assertEquals(16, events.chosen.size());
+      final java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+      for (int i = 0; i < r.logprobs().size(); ++i) {
+        final ChatResult.Logprob lp = r.logprobs().get(i);
+        assertSame(events.chosen.get(i), lp.chosen());
+        assertEquals(5, lp.top().size());
+        assertTrue(lp.chosen().logprob() <= 0f, lp.toString());
+        double mass = 0;
+        for (int k = 0; k < lp.top().size(); ++k) {
+          assertTrue(lp.top().get(k).logprob() <= 0f, lp.toString());
+          if (k > 0) assertTrue(lp.top().get(k).logprob() <= lp.top().get(k - 1).logprob(), lp.toString());
+          mass += Math.exp(lp.top().get(k).logprob());
+        }
+        assertTrue(mass <= 1.0 + 1e-4, lp.toString());
+        // Greedy: the chosen token is the most likely one.
+        assertEquals(lp.top().get(0).token(), lp.chosen().token(), lp.toString());
+        assertEquals(lp.top().get(0).logprob(), lp.chosen().logprob(), 1e-6f);
+        bytes.writeBytes(lp.chosen().bytes());
+      }
+      // The chosen tokens' bytes are the reply.
+      assertEquals(r.content(), bytes.toString(java.nio.charset.StandardCharsets.UTF_8));
+      // A token biased by +100 is all but certain.
+      final int emma = model.tokenize(" Emma", false, false)[0];
+      final ChatResult forced = s.complete(
+          ChatRequest.builder().prompt("It is").logitBias(emma, 100f).maxTokens(2).logprobs(true).build(), null);
+      for (ChatResult.Logprob lp : forced.logprobs()) {
+        assertEquals(emma, lp.chosen().token());
+        assertEquals(0f, lp.chosen().logprob(), 1e-3f);
+        assertTrue(lp.top().isEmpty());
+      }
+    }
+  }
+
+  @Test
   void aListenerStopsTheReplyOrThrowsThroughIt() throws Exception {
     final ChatRequest request = ChatRequest.builder().user("Tell me about Emma.").sampler(seeded(3)).maxTokens(40)
                                     .build();
