@@ -115,9 +115,8 @@ tern_status tern_chat_prompt(const tern_model* model, const tern_chat_request* r
   TERN_C_REQUIRE_(request);
   TERN_C_REQUIRE_(out_size);
   if (buf == nullptr && capacity != 0) return null_argument(__func__, "buf");
-  // Rendering only reads the model (its format and tokenizer).
-  Model& m = *const_cast<Model*>(reinterpret_cast<const Model*>(model));
-  return status(chat::prompt_text(m, request_from(*request), buf, capacity, out_size));
+  return status(
+      chat::prompt_text(*reinterpret_cast<const Model*>(model), request_from(*request), buf, capacity, out_size));
 }
 
 tern_status tern_chat_grammar(const tern_model* model, const tern_chat_request* request, char* buf, size_t capacity,

@@ -151,7 +151,7 @@ Error complete(Session& s, const Request& r, EventCallback callback, void* user,
   return Error::Ok;
 }
 
-Error prompt_text(Model& model, const Request& r, char* buf, size_t capacity, size_t* size) {
+Error prompt_text(const Model& model, const Request& r, char* buf, size_t capacity, size_t* size) {
   *size = 0;
   TERN_CHECK_OR_RETURN(model.tokenizer() != nullptr, Error::InvalidState, "the model has no tokenizer");
   TERN_RETURN_IF_ERROR(validate(r, model.chat_format()));

@@ -16,7 +16,7 @@ Error complete(Session& session, const Request& request, EventCallback callback,
 
 // The prompt text and the grammar a request would get, into caller memory (the C API's
 // tern_chat_prompt / tern_chat_grammar): *size is the length, OutOfRange when it does not fit.
-Error prompt_text(Model& model, const Request& request, char* buf, size_t capacity, size_t* size);
+Error prompt_text(const Model& model, const Request& request, char* buf, size_t capacity, size_t* size);
 Error grammar_text(const Request& request, char* buf, size_t capacity, size_t* size, void* work, size_t work_bytes,
                    char* scratch, size_t scratch_bytes);
 

@@ -85,31 +85,29 @@ Reply run(tern_session* session, const tern_chat_request& request) {
   return r;
 }
 
-std::string prompt_of(tern_model* model, const tern_chat_request& request) {
+// A text from a call that says its size first (OUT_OF_RANGE with too small a buffer).
+template <typename Write>
+std::string sized_text(Write write) {
   size_t size = 0;
-  tern_status s = tern_chat_prompt(model, &request, nullptr, 0, &size);
+  const tern_status s = write(nullptr, 0, &size);
   EXPECT_TRUE(s == TERN_OK || s == TERN_OUT_OF_RANGE) << tern_last_error_message();
   std::vector<char> buf(size + 1);
-  EXPECT_EQ(tern_chat_prompt(model, &request, buf.data(), buf.size(), &size), TERN_OK) << tern_last_error_message();
+  EXPECT_EQ(write(buf.data(), buf.size(), &size), TERN_OK) << tern_last_error_message();
   return std::string(buf.data(), size);
+}
+
+std::string prompt_of(tern_model* model, const tern_chat_request& request) {
+  return sized_text([&](char* b, size_t n, size_t* size) { return tern_chat_prompt(model, &request, b, n, size); });
 }
 
 std::string grammar_of(tern_model* model, const tern_chat_request& request) {
-  size_t size = 0;
-  tern_status s = tern_chat_grammar(model, &request, nullptr, 0, &size);
-  EXPECT_TRUE(s == TERN_OK || s == TERN_OUT_OF_RANGE) << tern_last_error_message();
-  std::vector<char> buf(size + 1);
-  EXPECT_EQ(tern_chat_grammar(model, &request, buf.data(), buf.size(), &size), TERN_OK) << tern_last_error_message();
-  return std::string(buf.data(), size);
+  return sized_text([&](char* b, size_t n, size_t* size) { return tern_chat_grammar(model, &request, b, n, size); });
 }
 
 std::string apply(tern_model* model, const std::vector<tern_chat_message>& messages) {
-  size_t size = 0;
-  tern_status s = tern_chat_apply(model, messages.data(), messages.size(), 1, nullptr, 0, &size);
-  EXPECT_TRUE(s == TERN_OK || s == TERN_OUT_OF_RANGE) << tern_last_error_message();
-  std::vector<char> buf(size + 1);
-  EXPECT_EQ(tern_chat_apply(model, messages.data(), messages.size(), 1, buf.data(), buf.size(), &size), TERN_OK);
-  return std::string(buf.data(), size);
+  return sized_text([&](char* b, size_t n, size_t* size) {
+    return tern_chat_apply(model, messages.data(), messages.size(), 1, b, n, size);
+  });
 }
 
 tern_chat_request weather_request(const tern_chat_turn* turns, size_t n, const tern_chat_tool* tools, size_t n_tools) {
