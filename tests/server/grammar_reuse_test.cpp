@@ -87,6 +87,24 @@ TEST(GrammarReuse, PoolPrefersTheSlotHoldingTheGrammarThenOneHoldingNone) {
   EXPECT_EQ(take(a), std::optional<size_t>(1));  // a's slot is busy: the one holding none
 }
 
+TEST(GrammarReuse, PoolPrefersTheSlotHoldingTheLongestPrefixAfterTheGrammar) {
+  SlotPool pool(4, 4);
+  const GrammarKey a = grammar_key("root ::= \"a\"");
+  pool.set_grammar(3, a);
+  const size_t held[] = {10, 700, 40, 900};  // prompt tokens each slot holds
+  SlotPool::Refusal why;
+  auto take = [&](GrammarKey k) {
+    return pool.acquire(milliseconds(0), &why, nullptr, milliseconds(50), k, [&](size_t i) { return held[i]; });
+  };
+  EXPECT_EQ(take(GrammarKey{}), std::optional<size_t>(1));  // no grammar: the longest prefix of those holding none
+  EXPECT_EQ(take(a), std::optional<size_t>(3));             // its grammar first
+  EXPECT_EQ(take(GrammarKey{}), std::optional<size_t>(2));
+  pool.release(1);
+  pool.release(2);
+  pool.release(3);
+  EXPECT_EQ(take(GrammarKey{}), std::optional<size_t>(1));  // slot 3 holds more, but a grammar
+}
+
 TEST(GrammarReuse, WatchdogStopsACompileAtItsDeadline) {
   CompileWatchdog w(milliseconds(10));
   const uint64_t id = w.watch(nullptr, milliseconds(20), nullptr);

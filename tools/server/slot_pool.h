@@ -1,7 +1,9 @@
 // Session slots for concurrent requests: a request takes a free slot, or waits in a bounded
 // queue for one; past the queue (or after waiting too long) it is turned away (503). Each slot
 // remembers the grammar its session holds compiled, and a request takes, among the free slots,
-// one holding its grammar (no compile), else one holding none (no compiled grammar lost).
+// one holding its grammar (no compile), else one holding none (no compiled grammar lost); among
+// those, the one whose conversation shares the longest prefix with the request's prompt (the
+// library then prefills only the rest).
 #pragma once
 
 #include <chrono>
@@ -25,15 +27,17 @@ class SlotPool {
   // A free slot, waiting up to `wait` in line (first come, first served); nullopt and why not.
   // While in line, `gone` is asked every `check` whether the client has left: then the place
   // is given up at once (ClientGone), so it no longer turns live clients away. `grammar`: the
-  // request's (empty: none), for the choice among free slots.
+  // request's (empty: none), and `shared_prefix(slot)`: how many of its prompt's tokens a free
+  // slot holds (null: none), for the choice among free slots.
+  using SharedPrefix = std::function<size_t(size_t slot)>;
   std::optional<size_t> acquire(std::chrono::milliseconds wait, Refusal* why,
                                 const std::function<bool()>& gone = nullptr,
                                 std::chrono::milliseconds check = std::chrono::milliseconds(50),
-                                GrammarKey grammar = {}) {
+                                GrammarKey grammar = {}, const SharedPrefix& shared_prefix = nullptr) {
     std::unique_lock<std::mutex> lock(mutex_);
     *why = Refusal::None;
     if (line_.empty()) {
-      if (auto slot = take_free(grammar)) return slot;
+      if (auto slot = take_free(grammar, shared_prefix)) return slot;
     }
     if (line_.size() >= queue_limit_) {
       *why = Refusal::QueueFull;
@@ -44,7 +48,7 @@ class SlotPool {
     const auto deadline = std::chrono::steady_clock::now() + wait;
     std::optional<size_t> slot;
     while (!slot) {
-      if (line_.front() == ticket) slot = take_free(grammar);
+      if (line_.front() == ticket) slot = take_free(grammar, shared_prefix);
       if (slot) break;
       const auto now = std::chrono::steady_clock::now();
       if (now >= deadline) {
@@ -53,7 +57,7 @@ class SlotPool {
       }
       if (gone) {
         cv_.wait_until(lock, std::min(deadline, now + check));
-        if (line_.front() == ticket) slot = take_free(grammar);
+        if (line_.front() == ticket) slot = take_free(grammar, shared_prefix);
         if (slot) break;
         lock.unlock();
         const bool left = gone();  // a system call: not under the lock
@@ -107,18 +111,24 @@ class SlotPool {
   }
 
  private:
-  // A free slot, in this order: one holding `grammar`, one holding no grammar, any.
-  std::optional<size_t> take_free(GrammarKey grammar) {
-    std::optional<size_t> match, none, any;
+  // A free slot: by the grammar it holds (the request's, then none, then any other), then by
+  // the prompt tokens it holds, then the lowest index.
+  std::optional<size_t> take_free(GrammarKey grammar, const SharedPrefix& shared_prefix) {
+    std::optional<size_t> best;
+    int best_rank = 0;
+    size_t best_prefix = 0;
     for (size_t i = 0; i < busy_.size(); ++i) {
       if (busy_[i]) continue;
-      if (!match && grammar_[i] == grammar) match = i;
-      if (!none && grammar_[i].size == 0) none = i;
-      if (!any) any = i;
+      const int rank = grammar_[i] == grammar ? 2 : grammar_[i].size == 0 ? 1 : 0;
+      const size_t prefix = shared_prefix ? shared_prefix(i) : 0;
+      if (!best || rank > best_rank || (rank == best_rank && prefix > best_prefix)) {
+        best = i;
+        best_rank = rank;
+        best_prefix = prefix;
+      }
     }
-    const std::optional<size_t> slot = match ? match : none ? none : any;
-    if (slot) busy_[*slot] = true;
-    return slot;
+    if (best) busy_[*best] = true;
+    return best;
   }
 
   mutable std::mutex mutex_;
