@@ -199,6 +199,85 @@ class EmbeddingInfo(Structure):
     ]
 
 
+class ToolCall(Structure):
+    _fields_ = [("id", c_char_p), ("name", c_char_p), ("arguments", c_char_p)]
+
+
+class ChatTurn(Structure):
+    _fields_ = [
+        ("role", c_char_p),
+        ("content", c_char_p),
+        ("tool_calls", POINTER(ToolCall)),
+        ("n_tool_calls", c_size_t),
+        ("tool_call_id", c_char_p),
+    ]
+
+
+class ChatTool(Structure):
+    _fields_ = [("name", c_char_p), ("description", c_char_p), ("parameters", c_char_p)]
+
+
+class ChatRequest(Structure):
+    _fields_ = [
+        ("messages", POINTER(ChatTurn)),
+        ("n_messages", c_size_t),
+        ("prompt", c_char_p),
+        ("prompt_size", c_size_t),
+        ("tools", POINTER(ChatTool)),
+        ("n_tools", c_size_t),
+        ("tool_choice", c_int),
+        ("tool_name", c_char_p),
+        ("response_format", c_int),
+        ("response_schema", c_char_p),
+        ("grammar", c_char_p),
+        ("sampler", SamplerParams),
+        ("logit_bias", POINTER(LogitBias)),
+        ("n_logit_bias", c_size_t),
+        ("max_tokens", c_uint32),
+        ("stop_strings", POINTER(c_char_p)),
+        ("n_stop_strings", c_size_t),
+        ("logprobs", c_int),
+        ("top_logprobs", c_uint32),
+    ]
+
+
+# text (const char*, `size` bytes, not NUL-terminated): read it with raw_text(), not .text.
+class TokenLogprob(Structure):
+    _fields_ = [("token", c_int32), ("logprob", c_float), ("text", c_char_p), ("size", c_size_t)]
+
+
+class ChatEvent(Structure):
+    _fields_ = [
+        ("type", c_int),
+        ("text", c_char_p),
+        ("size", c_size_t),
+        ("tool_call_index", c_uint32),
+        ("token", POINTER(TokenLogprob)),
+        ("top", POINTER(TokenLogprob)),
+        ("n_top", c_size_t),
+    ]
+
+
+class ChatResult(Structure):
+    _fields_ = [
+        ("finish_reason", c_int),
+        ("stop_reason", c_int),
+        ("n_tool_calls", c_uint32),
+        ("prompt_tokens", c_uint32),
+        ("cached_tokens", c_uint32),
+        ("completion_tokens", c_uint32),
+        ("prefill_seconds", c_double),
+        ("decode_seconds", c_double),
+    ]
+
+
+def raw_text(struct):
+    """The bytes of a struct's (text, size) pair: a pointer that need not end in a NUL, which
+    ctypes' c_char_p would read up to the next NUL."""
+    address = c_void_p.from_address(ctypes.addressof(struct) + type(struct).text.offset).value
+    return ctypes.string_at(address, struct.size) if struct.size else b""
+
+
 # The header's struct names, for the ABI check.
 STRUCTS = {
     "tern_model_params": ModelParams,
@@ -214,10 +293,18 @@ STRUCTS = {
     "tern_embed_params": EmbedParams,
     "tern_embed_stats": EmbedStats,
     "tern_embedding_info": EmbeddingInfo,
+    "tern_tool_call": ToolCall,
+    "tern_chat_turn": ChatTurn,
+    "tern_chat_tool": ChatTool,
+    "tern_chat_request": ChatRequest,
+    "tern_token_logprob": TokenLogprob,
+    "tern_chat_event": ChatEvent,
+    "tern_chat_result": ChatResult,
 }
 
 PieceCallback = CFUNCTYPE(c_int, POINTER(c_char), c_size_t, c_void_p)
 LogCallback = CFUNCTYPE(None, c_int, c_char_p, c_void_p)
+ChatCallback = CFUNCTYPE(c_int, POINTER(ChatEvent), c_void_p)
 LogitHook = CFUNCTYPE(None, POINTER(c_float), c_size_t, POINTER(c_int32), c_size_t, c_void_p)
 
 Model_p = POINTER(ModelHandle)
@@ -284,6 +371,10 @@ FUNCTIONS = {
     "tern_model_embedding_prompt": (status_t, Model_p, c_size_t, POINTER(c_char_p), POINTER(c_char_p)),
     "tern_embed": (status_t, Session_p, POINTER(c_char_p), size_p, c_size_t, POINTER(EmbedParams), c_void_p, c_size_t,
                    POINTER(c_float), POINTER(EmbedStats)),
+    "tern_chat_default_request": (ChatRequest,),
+    "tern_chat_complete": (status_t, Session_p, POINTER(ChatRequest), ChatCallback, c_void_p, POINTER(ChatResult)),
+    "tern_chat_prompt": (status_t, Model_p, POINTER(ChatRequest), c_void_p, c_size_t, size_p),
+    "tern_chat_grammar": (status_t, Model_p, POINTER(ChatRequest), c_void_p, c_size_t, size_p),
 }
 
 
