@@ -23,9 +23,10 @@ from ._capi import (ChatMessage, EmbeddingInfo, LogCallback, MemoryReport, Model
 from ._common import EMBED_FORMATS, POOLINGS, STOP_REASONS, _Closable, _fill, _sized_call, _struct_dict  # noqa: F401
 from ._pool import Pool
 from ._session import Generation, Session, _embed
+from .llama import Llama, RequestError
 
 __version__ = "0.1.0"
-__all__ = ["Model", "Session", "Generation", "TernError", "Status", "plan", "json_schema_to_grammar", "version",
+__all__ = ["Llama", "Model", "Session", "Generation", "TernError", "RequestError", "Status", "plan", "json_schema_to_grammar", "version",
            "library_path", "parse_byte_size", "parse_memory_budget", "available_memory", "set_log_level", "set_log_callback"]
 
 LOG_LEVELS = {"debug": 0, "info": 1, "warning": 2, "error": 3, "off": 4}

@@ -347,6 +347,11 @@ C_TYPES = {
     "tern_status": ctypes.c_int, "tern_stop_reason": ctypes.c_int, "tern_embed_format": ctypes.c_int,
     "tern_pooling": ctypes.c_int, "tern_model *": ctypes.POINTER(_capi.ModelHandle),
     "const char *const *": ctypes.POINTER(ctypes.c_char_p), "struct tern_sampler_params": _capi.SamplerParams,
+    "tern_tool_choice": ctypes.c_int, "tern_response_format": ctypes.c_int, "tern_chat_event_type": ctypes.c_int,
+    "tern_finish_reason": ctypes.c_int, "const tern_tool_call *": ctypes.POINTER(_capi.ToolCall),
+    "const tern_chat_turn *": ctypes.POINTER(_capi.ChatTurn), "const tern_chat_tool *": ctypes.POINTER(_capi.ChatTool),
+    "const tern_logit_bias *": ctypes.POINTER(_capi.LogitBias),
+    "const tern_token_logprob *": ctypes.POINTER(_capi.TokenLogprob),
 }
 
 
