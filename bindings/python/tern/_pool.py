@@ -12,8 +12,9 @@ thread never finds the model's slots taken by its own idle objects. Otherwise th
 until a slot is given back, or fails after the pool's timeout.
 
 A C session left by a stateless call keeps its tokens: the next call that starts with the
-same tokens reuses them (tern_chat_complete's prefix reuse), so a free slot is lent again
-most-recently-used first.
+same tokens reuses them (tern_chat_complete's prefix reuse). A call goes to the free slot
+whose last request shares the most with its own; one that matches none takes a slot not
+created yet, else the one used longest ago.
 """
 
 import threading
@@ -35,6 +36,7 @@ class Slot:
         # Settings a user left on the C session that the next one must replace ("grammar",
         # "bias"; a Session takes its hook and drafting off when it leaves).
         self.tainted = set()
+        self.key = None  # what the last stateless call ran (Pool.acquire's affinity), None after a Session
 
 
 class Pool:
@@ -53,9 +55,11 @@ class Pool:
         self._closed = False
 
     # ---- lending ----
-    def acquire(self, owner=None, timeout=None):
+    def acquire(self, owner=None, timeout=None, affinity=None):
         """A slot marked busy, for `owner` (a Session: its own, swapped in when it was swapped
-        out) or for a stateless call (owner None). Give it back with release()."""
+        out) or for a stateless call (owner None). Give it back with release(). affinity(key)
+        scores a free slot by the `key` its last stateless user left on it (how much of the new
+        prompt it may hold); the highest score wins, then the most recently used."""
         deadline = self._deadline(timeout)
         with self._cond:
             while True:
@@ -66,11 +70,12 @@ class Pool:
                         slot.busy = True
                         return slot
                 else:
-                    slot = self._free_slot_locked()
+                    slot = self._free_slot_locked(affinity)
                     if slot is not None:
                         slot.busy = True
                         if owner is not None:
                             slot.owner = weakref.ref(owner)
+                            slot.key = None
                             owner._slot = slot
                         break
                 self._wait_locked(deadline)
@@ -140,10 +145,16 @@ class Pool:
             self._cond.notify_all()
 
     # ---- inside the lock ----
-    def _free_slot_locked(self):
+    def _free_slot_locked(self, affinity):
+        """A free slot whose cache holds part of the request (affinity), else a slot not created
+        yet, else the free slot used longest ago, else the slot of an idle Session (swapped
+        out): caches that may serve a later call stay as long as they can."""
         free = [s for s in self._slots if not s.busy and s.owner is None]
-        if free:
-            return max(free, key=lambda s: s.last_used)
+        if free and affinity is not None:
+            scored = [(affinity(s.key) if s.key is not None else 0, s.last_used, i) for i, s in enumerate(free)]
+            best = max(scored)
+            if best[0] > 0:
+                return free[best[2]]
         if len(self._slots) + self._reserved < self._n:
             handle = Session_p()
             status = api.tern_session_create(self._model, byref(api.tern_session_default_params()), byref(handle))
@@ -153,6 +164,8 @@ class Pool:
                 return slot
             if status != Status.INVALID_STATE:  # INVALID_STATE: a slot taken outside the pool
                 check(status)
+        if free:
+            return min(free, key=lambda s: s.last_used)
         slot = self._idle_locked(swappable_only=True)
         if slot is not None:
             slot.owner()._swap_out(slot)

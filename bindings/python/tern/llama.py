@@ -18,6 +18,7 @@ usage.prompt_tokens_details.cached_tokens). A stateful conversation is Llama.ses
 import base64
 import contextlib
 import json
+import os
 import queue
 import random
 import re
@@ -181,6 +182,7 @@ class Llama:
         call.messages(messages)
         call.tools(tools, tool_choice)
         call.response_format(response_format, grammar)
+        call.key = ("chat", _json((tools, tool_choice)), tuple(_json(m) for m in messages))
         call.sampling(self._seed(seed), temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
                       repeat_penalty=repeat_penalty, presence_penalty=presence_penalty,
                       frequency_penalty=frequency_penalty)
@@ -233,6 +235,7 @@ class Llama:
             raise RequestError("logprobs: the number of alternatives per token (0 to 20), not %r" % (logprobs,))
         call = _Request()
         call.prompt(prompt)
+        call.key = ("prompt", "", prompt)
         call.response_format(response_format, grammar)
         call.sampling(self._seed(seed), temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
                       repeat_penalty=repeat_penalty, presence_penalty=presence_penalty,
@@ -318,12 +321,13 @@ class Llama:
         events = []
         sink = _Sink(events.append)
         pool = self.model._pool
-        slot = pool.acquire()
+        slot = pool.acquire(affinity=call.affinity)
         try:
             result = ChatResult()
             status = api.tern_chat_complete(slot.handle, byref(call.c), sink.callback, None, byref(result))
         finally:
             slot.tainted = {"grammar", "bias"}
+            slot.key = call.key
             pool.release(slot)
         if sink.error is not None:
             raise sink.error
@@ -335,7 +339,7 @@ class Llama:
         worker thread that gives the slot back when it returns. Closing the iterator early
         stops the call."""
         pool = self.model._pool
-        slot = pool.acquire()
+        slot = pool.acquire(affinity=call.affinity)
         items = queue.SimpleQueue()
         run = _StreamRun(call, slot, pool, items)
         thread = threading.Thread(target=run, name="tern-chat", daemon=True)
@@ -404,6 +408,7 @@ class _StreamRun:
         if self.sink.stop:
             api.tern_session_clear_abort(self.slot.handle)
         self.slot.tainted = {"grammar", "bias"}
+        self.slot.key = self.call.key
         self.pool.release(self.slot)
         self.items.put(("end", status, message, result, self.sink.error))
 
@@ -573,6 +578,21 @@ class _Request:
     def __init__(self):
         self.c = api.tern_chat_default_request()
         self.keep = []
+        self.key = None  # what the slot will hold: (kind, tools, messages or prompt)
+
+    def affinity(self, held):
+        """How much of this request a slot may hold from the request `held` it ran last: the
+        leading messages both have (with the same tools), or the prompts' common prefix."""
+        if self.key is None or held[:2] != self.key[:2]:
+            return 0
+        if self.key[0] == "prompt":
+            return len(os.path.commonprefix([held[2], self.key[2]]))
+        n = 0
+        for a, b in zip(held[2], self.key[2]):
+            if a != b:
+                break
+            n += 1
+        return n
 
     def _text(self, value):
         data = value.encode("utf-8", "surrogatepass")
@@ -818,6 +838,10 @@ def _content(content, where, optional):
             texts.append(part["text"])
         return "\n".join(texts)
     raise RequestError("%s.content: a string or a list of text parts, not %s" % (where, type(content).__name__))
+
+
+def _json(value):
+    return json.dumps(value, sort_keys=True, default=repr)
 
 
 def _schema_text(schema, where):

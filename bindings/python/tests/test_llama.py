@@ -338,6 +338,21 @@ def test_one_slot_serves_sessions_calls_and_embeddings_in_one_thread(austen_bund
         assert numpy.array_equal(llm.model.embed("Emma Woodhouse")[0], numpy.array(vector, dtype=numpy.float32))
 
 
+def test_each_conversation_returns_to_the_slot_that_holds_it(austen_bundle):
+    # Two conversations taking turns on two slots: each next turn runs on the slot whose
+    # cache begins its prompt (the most recently used slot holds the other conversation).
+    with Llama(model_path=austen_bundle, n_sessions=2) as llm:
+        talks = [[{"role": "user", "content": "Who is Emma?"}], [{"role": "user", "content": "Where is Highbury?"}]]
+        first = []
+        for talk in talks:
+            reply = llm.create_chat_completion(messages=talk, seed=1, max_tokens=8)
+            talk += [reply["choices"][0]["message"], {"role": "user", "content": "And then?"}]
+            first.append(reply["usage"]["prompt_tokens"])
+        for talk, tokens in zip(talks, first):
+            reply = llm.create_chat_completion(messages=talk, seed=1, max_tokens=8)
+            assert reply["usage"]["prompt_tokens_details"]["cached_tokens"] >= tokens
+
+
 def test_threads_sharing_one_slot_wait_or_time_out(austen_bundle, llama3_bundle):
     prompts = [PROMPT, "Emma Woodhouse, handsome, clever, and rich", "Mr. Knightley"]
     with Llama(model_path=austen_bundle) as llm:  # one slot, no timeout: everyone waits
