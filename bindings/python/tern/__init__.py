@@ -265,20 +265,15 @@ class Model(_Closable):
         """A new conversation (a Session holding one of the model's session slots; see Model).
         The keywords are the sampler's (temperature, top_k, top_p, min_p, repeat_penalty,
         repeat_last_n, seed, presence_penalty, frequency_penalty); n_draft and draft_model
-        turn on speculative decoding (a session drafting on another model keeps its slots, it
-        is not swapped out); grammar (GBNF text, e.g. json_schema_to_grammar's) constrains
-        sampling."""
+        turn on speculative decoding (the session also takes a slot of draft_model while it is
+        swapped in); grammar (GBNF text, e.g. json_schema_to_grammar's) constrains sampling."""
         p = api.tern_sampler_default_params()
         _fill(p, sampler, "sampler")
         s = Session(self, p, n_draft, draft_model, None if grammar is None else grammar.encode())
-        if draft_model is not None:
-            draft_model._pool.reserve()
         try:
             self._pool.release(self._pool.acquire(owner=s))  # takes a slot: a bad setting fails here
         except BaseException:
             s._closed = True
-            if draft_model is not None:
-                draft_model._pool.unreserve()
             raise
         with self._lock:
             self._sessions.add(s)

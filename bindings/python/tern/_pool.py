@@ -181,8 +181,6 @@ class Pool:
             session = s.owner() if s.owner is not None else None
             if s.owner is not None and session is None:
                 s.owner = None  # a Session collected without close()
-            if session is not None and session._pinned:
-                continue
             if swappable_only and session is None:
                 continue
             idle.append(s)

@@ -60,8 +60,8 @@ class Session(_Closable):
     """One conversation (tern_session) in a slot of the model's pool. Use it from one thread at
     a time, except abort(). While it runs nothing, another caller may swap it out of its slot
     (its state saved as bytes) and its next call swaps it back in: it continues exactly, its
-    sampler's random state, grammar, logit bias and hook included (a grammar restarts, as
-    after load_state)."""
+    sampler's random state, grammar, logit bias, hook and drafting included (a grammar
+    restarts, as after load_state). While swapped out it holds no slot of its draft model."""
 
     def __init__(self, model, sampler, n_draft, draft_model, grammar):
         self.model = model
@@ -75,7 +75,6 @@ class Session(_Closable):
         self._sampler = sampler
         self._n_draft = n_draft
         self._draft_model = draft_model
-        self._pinned = draft_model is not None  # holds a slot of its draft model: never swapped out
         self._grammar = grammar
         self._bias = None  # the LogitBias array set
         self._abort_requested = False
@@ -94,26 +93,35 @@ class Session(_Closable):
         if self._embeds:  # an embedding session holds no state between calls
             self._fresh = False
             return
-        if self._fresh:
-            check(api.tern_session_reset(h))
-            check(api.tern_session_set_sampler(h, byref(self._sampler)))
-        else:
-            check(api.tern_session_state_load(h, self._saved, len(self._saved)))
-            self._saved = None
-        # What another user of the slot set, or this session sets (nothing else: an embedding
-        # model's session takes no grammar, bias or hook).
-        if self._grammar is not None or "grammar" in slot.tainted:
-            check(api.tern_session_set_grammar(h, self._grammar, 0 if self._grammar is None else len(self._grammar)))
-        if self._bias is not None or "bias" in slot.tainted:
-            check(api.tern_session_set_logit_bias(h, self._bias, 0 if self._bias is None else len(self._bias)))
-        if self._hook is not None:
-            check(api.tern_session_set_logit_hook(h, self._hook, None))
-        if self._n_draft:
-            check(api.tern_session_set_draft(h, self._n_draft))
+        draft = self._draft_model
+        if draft is not None:
+            draft._pool.reserve()  # a slot of the draft model, taken in C by set_draft_model below
+        try:
+            if self._fresh:
+                check(api.tern_session_reset(h))
+                check(api.tern_session_set_sampler(h, byref(self._sampler)))
+            else:
+                check(api.tern_session_state_load(h, self._saved, len(self._saved)))
+            # What another user of the slot set, or this session sets (nothing else: an
+            # embedding model's session takes no grammar, bias or hook).
+            if self._grammar is not None or "grammar" in slot.tainted:
+                check(api.tern_session_set_grammar(h, self._grammar,
+                                                   0 if self._grammar is None else len(self._grammar)))
+            if self._bias is not None or "bias" in slot.tainted:
+                check(api.tern_session_set_logit_bias(h, self._bias, 0 if self._bias is None else len(self._bias)))
+            if self._hook is not None:
+                check(api.tern_session_set_logit_hook(h, self._hook, None))
+            if self._n_draft:
+                check(api.tern_session_set_draft(h, self._n_draft))
+            if draft is not None:
+                check(api.tern_session_set_draft_model(h, draft._h()))
+        except BaseException:
+            if draft is not None:
+                draft._pool.unreserve()
+            raise
         slot.tainted = set()  # until this session leaves (_strip)
-        if self._fresh and self._draft_model is not None:  # last: nothing after it can fail
-            check(api.tern_session_set_draft_model(h, self._draft_model._h()))
         self._fresh = False
+        self._saved = None
         if self._abort_requested:
             check(api.tern_session_request_abort(h))
 
@@ -121,28 +129,29 @@ class Session(_Closable):
         """Called by the pool, under its lock, with the slot idle: keeps the state as bytes and
         takes this session's settings off the slot."""
         h = slot.handle
-        if self._embeds:
-            slot.owner = None
-            self._slot = None
-            return
-        position, size = c_uint32(), c_size_t()
-        check(api.tern_session_position(h, byref(position)))
-        check(api.tern_session_state_size(h, byref(size)))
-        buffer, used = _sized_call(lambda buf, cap, out: api.tern_session_state_save(h, buf, cap, out),
-                                   max(size.value, 1))
-        self._saved, self._saved_position = buffer.raw[:used], position.value
-        self._strip(slot)
+        if not self._embeds:
+            position, size = c_uint32(), c_size_t()
+            check(api.tern_session_position(h, byref(position)))
+            check(api.tern_session_state_size(h, byref(size)))
+            buffer, used = _sized_call(lambda buf, cap, out: api.tern_session_state_save(h, buf, cap, out),
+                                       max(size.value, 1))
+            self._saved, self._saved_position = buffer.raw[:used], position.value
+            self._strip(slot)
         slot.owner = None
         self._slot = None
 
     def _strip(self, slot):
-        """Takes the hook and drafting off the slot; says what the next user must replace."""
+        """Takes the hook and drafting (and the draft model's slot) off the slot; says what the
+        next user must replace."""
         h = slot.handle
         slot.tainted = {name for name, value in (("grammar", self._grammar), ("bias", self._bias)) if value is not None}
         if self._hook is not None:
             api.tern_session_set_logit_hook(h, LogitHook(), None)
         if self._n_draft:
             api.tern_session_set_draft(h, 0)
+        if self._draft_model is not None:
+            api.tern_session_set_draft_model(h, None)
+            self._draft_model._pool.unreserve()
 
     def _check(self, busy_ok=False):
         if self._closed:
@@ -177,13 +186,10 @@ class Session(_Closable):
                 if slot is not None:
                     slot.busy = True  # nothing runs on it now (the generation was closed)
             if slot is not None:
-                self._strip(slot)
-                if self._draft_model is not None:
-                    api.tern_session_set_draft_model(slot.handle, None)
+                if not self._embeds:
+                    self._strip(slot)
                 self._pool.disown(self)
                 self._pool.release(slot)
-        if self._draft_model is not None:
-            self._draft_model._pool.unreserve()
         self._saved = None
         for m in (self.model, self._draft_model):
             if m is not None:

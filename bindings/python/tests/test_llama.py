@@ -346,6 +346,26 @@ def test_one_slot_serves_sessions_calls_and_embeddings_in_one_thread(austen_bund
         assert numpy.array_equal(llm.model.embed("Emma Woodhouse")[0], numpy.array(vector, dtype=numpy.float32))
 
 
+def test_a_drafting_session_gives_its_draft_slot_back_while_swapped_out(austen_bundle, bundle_dir):
+    # Speculative greedy decoding writes the greedy text; the drafting session takes the draft
+    # model's only slot while it is in, and leaves it while another session has its own slot.
+    with Llama(model_path=converted(bundle_dir, "tiny-austen-draft.tern")) as draft, \
+            Llama(model_path=austen_bundle, n_draft=4) as llm:
+        expected = draft.generate(PROMPT, max_tokens=8, temperature=0)
+        session = llm.session(temperature=0, n_draft=4, draft_model=draft.model)
+        first = session.generate(PROMPT, max_tokens=12)
+        text = first.text()
+        assert first.stats["drafted_tokens"] > 0
+        with llm.session(temperature=0) as plain:  # the main model's only slot: the drafter is swapped out
+            greedy = plain.generate(PROMPT, max_tokens=24).text()
+        assert draft.generate(PROMPT, max_tokens=8, temperature=0) == expected  # its slot is free
+        rest = session.generate("", max_tokens=12)
+        text += rest.text()
+        assert rest.stats["drafted_tokens"] > 0 and text == greedy
+        session.close()
+        assert draft.generate(PROMPT, max_tokens=8, temperature=0) == expected
+
+
 def test_each_conversation_returns_to_the_slot_that_holds_it(austen_bundle):
     # Two conversations taking turns on two slots: each next turn runs on the slot whose
     # cache begins its prompt (the most recently used slot holds the other conversation).
