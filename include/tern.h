@@ -90,14 +90,23 @@ typedef struct tern_session tern_session;
 
 typedef enum tern_kv_type { TERN_KV_F16 = 0, TERN_KV_F32 = 1 } tern_kv_type;
 
+/* n_ctx 0 without a memory budget: the model's context, at most this many tokens (embedding
+ * models: TERN_DEFAULT_EMBEDDING_N_CTX, the longest input OpenAI's embeddings take). */
+#define TERN_DEFAULT_N_CTX 4096
+#define TERN_DEFAULT_EMBEDDING_N_CTX 8192
+
 typedef struct tern_model_params {
   uint64_t memory_budget_bytes; /* 0: no limit */
   void* arena_buffer;           /* optional caller-owned arena (64-byte aligned) */
   size_t arena_buffer_bytes;
   uint32_t n_threads; /* 0: one per available core; more is clamped to the cores (a
                          warning is logged, tern_model_info.n_threads says what runs) */
-  uint32_t n_ctx;     /* 0: as many as the budget allows, up to the model's context */
-  uint32_t n_batch;   /* prefill batch */
+  /* Context tokens per session, honoured exactly (TERN_BUDGET_TOO_SMALL when the budget
+   * cannot hold them). 0 with a budget: as many as it allows, up to the model's context. 0
+   * without one (the default): the model's context, at most TERN_DEFAULT_N_CTX (4,096;
+   * embedding models TERN_DEFAULT_EMBEDDING_N_CTX, 8,192). */
+  uint32_t n_ctx;
+  uint32_t n_batch; /* prefill batch */
   /* Deprecated: kv_mode "f32" / "fp16" say the same. The dense cache's precision when
    * kv_mode is NULL or "". */
   tern_kv_type kv_type TERN_DEPRECATED_FIELD("use kv_mode \"f32\" or \"fp16\"");
@@ -345,8 +354,8 @@ TERN_API tern_status tern_generate(tern_session* session, const char* prompt, si
  * row per KV mode with the plan tern_model_load(bundle_path, params) would make with that
  * kv_mode (the same code computes both): params->memory_budget_bytes > 0 gives the largest
  * context within it (n_ctx caps it, as at load); 0 gives the budget n_ctx needs (0: the
- * model's full context). Load with memory_budget_bytes = row.total_bytes and that mode and
- * the session's context is row.context_tokens; row.minimum_budget_bytes loads, one byte less
+ * default context, as at load). Load with memory_budget_bytes = row.total_bytes and that mode
+ * and the session's context is row.context_tokens; row.minimum_budget_bytes loads, one byte less
  * fails with TERN_BUDGET_TOO_SMALL. params->kv_mode is ignored (each row has its own).
  * Allocates only while it runs; call it before loading, not while generating. */
 typedef struct tern_plan_row {

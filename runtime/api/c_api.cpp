@@ -119,6 +119,10 @@ using namespace tern;
 
 extern "C" {
 
+static_assert(TERN_DEFAULT_N_CTX == kDefaultContextTokens &&
+                  TERN_DEFAULT_EMBEDDING_N_CTX == kDefaultEmbeddingContextTokens,
+              "the header's default contexts are the planner's");
+
 tern_model_params tern_model_default_params(void) {
   const ModelParams d;  // its arena_buffer and kv_mode are null
   tern_model_params p;

@@ -200,6 +200,12 @@ Result<MemoryPlan> plan_memory_auto(const MemoryPlanRequest& base, const KvModeR
   return plan_memory(req);
 }
 
+uint32_t default_context_request(const ModelConfig& config, uint64_t budget_bytes, uint32_t context_request) {
+  if (context_request > 0 || budget_bytes > 0) return context_request;
+  const uint32_t cap = config.embedding ? kDefaultEmbeddingContextTokens : kDefaultContextTokens;
+  return config.max_context > 0 && config.max_context < cap ? config.max_context : cap;
+}
+
 Result<uint64_t> parse_byte_size(const char* text) {
   TERN_CHECK_OR_RETURN(text != nullptr && *text != '\0', Error::InvalidArgument, "empty byte size");
   // Digits, an optional .digits, a unit: nothing strtod would also take (a sign, hex, an

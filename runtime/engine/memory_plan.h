@@ -29,6 +29,13 @@ inline constexpr uint32_t kMinContextTokens = 16;
 // Most drafted tokens one speculative step verifies (with the token before them, a batch
 // that always fits the smallest context).
 inline constexpr uint32_t kMaxDraftTokens = kMinContextTokens - 1;
+// The context a model gets when the caller gives neither a context nor a budget, if its own
+// is longer: a generative model's (a long conversation; llama.cpp's and Ollama's default, and
+// BitNet b1.58 2B-4T's whole context), and an embedding model's (the longest input OpenAI's
+// embeddings take, 8,191 tokens, and Qwen3-Embedding's own examples). Fixed numbers, not the
+// machine's memory: a plan made on a workstation is the plan the phone makes.
+inline constexpr uint32_t kDefaultContextTokens = 4096;
+inline constexpr uint32_t kDefaultEmbeddingContextTokens = 8192;
 
 struct MemoryPlanRequest {
   ModelConfig config;
@@ -98,6 +105,12 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& request);
 // candidate would get, when none holds it.
 Result<MemoryPlan> plan_memory_auto(const MemoryPlanRequest& base, const KvModeRequest& kv,
                                     const schema::KvProfile* calibrated, KvHeadBits* bits, KvCacheSpec* spec);
+
+// The context a load plans for when the caller asks for `context_request` tokens (0: none
+// asked) within `budget_bytes` (0: none): what was asked; with a budget and nothing asked, 0
+// (as many as fit, up to the model's); with neither, the model's context capped at
+// kDefaultContextTokens (embedding models: kDefaultEmbeddingContextTokens).
+uint32_t default_context_request(const ModelConfig& config, uint64_t budget_bytes, uint32_t context_request);
 
 // Parses "512M", "1.5G", "4096K", "123456" (bytes; K/M/G/T are powers of 1024): digits, at
 // most six decimals, a unit, and a whole number of bytes in all. No sign, hex, exponent or

@@ -159,7 +159,7 @@ Error plan_for(const ModelConfig& config, const ModelWeights& weights, size_t re
   }
   request.grammar_bytes = params.grammar_bytes;
   request.batch_tokens = params.batch_tokens;
-  request.context_request = params.context_tokens;
+  request.context_request = default_context_request(config, params.memory_budget_bytes, params.context_tokens);
   request.sessions = params.sessions == 0 ? 1 : params.sessions;
   request.draft_tokens = params.draft_tokens;
   request.kv = spec;

@@ -33,8 +33,10 @@ struct ModelParams {
   uint64_t memory_budget_bytes = 0;  // 0: no limit
   void* arena_buffer = nullptr;      // optional caller-owned arena; must hold plan().arena_bytes
   size_t arena_buffer_bytes = 0;
-  uint32_t threads = 1;          // 0: one per available core; more than the cores is clamped
-  uint32_t context_tokens = 0;   // 0: as many as the budget allows, up to the model's
+  uint32_t threads = 1;  // 0: one per available core; more than the cores is clamped
+  // 0 with a budget: as many as it allows, up to the model's; 0 without one: the model's,
+  // at most kDefaultContextTokens (embedding models: kDefaultEmbeddingContextTokens).
+  uint32_t context_tokens = 0;
   uint32_t batch_tokens = 64;    // prefill batch
   uint32_t sessions = 1;         // sessions the model holds at once, each with its own slot (0: 1)
   KvType kv_type = KvType::F32;  // deprecated: kv_mode "f32" / "fp16" say the same

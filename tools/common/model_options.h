@@ -35,8 +35,9 @@ inline CLI::Option* add_threads_option(CLI::App& app, unsigned* threads, const s
 
 inline CLI::Option* add_ctx_option(CLI::App& app, unsigned* ctx, const std::string& names = "-c,--ctx",
                                    const std::string& help =
-                                       "context tokens per session (0: as many as the budget "
-                                       "allows; a budget that cannot hold N fails)") {
+                                       "context tokens per session (0: with --memory-budget as many as it "
+                                       "allows, else the model's up to 4096, embedding models 8192; a budget "
+                                       "that cannot hold N fails)") {
   return app.add_option(names, *ctx, help);
 }
 

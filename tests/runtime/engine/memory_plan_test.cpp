@@ -97,6 +97,21 @@ TEST(MemoryPlan, AnExactContextNeverShrinks) {
   }
 }
 
+TEST(MemoryPlan, WithoutAContextOrABudgetTheDefaultContextIsBounded) {
+  ModelConfig c = config_2b4t();
+  EXPECT_EQ(default_context_request(c, 0, 0), 4096u);  // the model's 4,096
+  c.max_context = 2048;
+  EXPECT_EQ(default_context_request(c, 0, 0), 2048u);
+  c.max_context = 131072;
+  EXPECT_EQ(default_context_request(c, 0, 0), 4096u);
+  EXPECT_EQ(default_context_request(c, 0, 100000), 100000u);      // asked: exactly that
+  EXPECT_EQ(default_context_request(c, size_t{2} << 30, 0), 0u);  // a budget: as many as fit
+  c.embedding = true;
+  EXPECT_EQ(default_context_request(c, 0, 0), 8192u);
+  c.max_context = 512;
+  EXPECT_EQ(default_context_request(c, 0, 0), 512u);
+}
+
 TEST(MemoryPlan, ParsesByteSizes) {
   EXPECT_EQ(*parse_byte_size("512M"), uint64_t{512} << 20);
   EXPECT_EQ(*parse_byte_size("1.5G"), uint64_t{3} << 29);
