@@ -94,6 +94,8 @@ typedef enum tern_kv_type { TERN_KV_F16 = 0, TERN_KV_F32 = 1 } tern_kv_type;
  * models: TERN_DEFAULT_EMBEDDING_N_CTX, the longest input OpenAI's embeddings take). */
 #define TERN_DEFAULT_N_CTX 4096
 #define TERN_DEFAULT_EMBEDDING_N_CTX 8192
+/* grammar_bytes: as much as grammars over the model's vocabulary need (the default). */
+#define TERN_GRAMMAR_BYTES_AUTO UINT64_MAX
 
 typedef struct tern_model_params {
   uint64_t memory_budget_bytes; /* 0: no limit */
@@ -143,8 +145,11 @@ typedef struct tern_model_params {
   /* Grammar-constrained generation: each session slot's memory for a compiled grammar and its
    * parse stacks (tern_session_set_grammar), inside the budget; with it the model also keeps
    * the vocabulary's bytes sorted for grammars to walk (shared by the sessions). A JSON grammar
-   * over LLaMA-3's 128,256 tokens takes about 3 MiB (a 2,048-token vocabulary well under 1 MiB);
-   * too little is TERN_GRAMMAR_TOO_LARGE naming what it needs. 0: sessions take no grammar. */
+   * over LLaMA-3's 128,256 tokens needs about 3.7 MiB, a tool call's about 4.9 MiB (over 2,048
+   * tokens: 1.3 and 1.4 MiB); too little is TERN_GRAMMAR_TOO_LARGE naming what it needs.
+   * TERN_GRAMMAR_BYTES_AUTO (the default): 2 MiB + 48 bytes per token of the vocabulary, in
+   * whole 64 KiB (7.9 MiB for 128,256 tokens, 2.1 MiB for 2,048); none for an embedding model.
+   * 0: sessions take no grammar (TERN_INVALID_STATE). */
   uint64_t grammar_bytes;
 } tern_model_params;
 

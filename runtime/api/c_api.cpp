@@ -85,10 +85,15 @@ tern_status to_cpp(const tern_model_params& p, const char* function, ModelParams
   if ((p.arena_buffer == nullptr) != (p.arena_buffer_bytes == 0)) {
     return status(fail(Error::InvalidArgument, "%s: arena_buffer and arena_buffer_bytes disagree", function));
   }
+  if (p.grammar_bytes != TERN_GRAMMAR_BYTES_AUTO && p.grammar_bytes >= kGrammarBytesAuto) {
+    return status(fail(Error::InvalidArgument, "%s: grammar_bytes %llu is too large", function,
+                       static_cast<unsigned long long>(p.grammar_bytes)));
+  }
   ModelParams mp;
 #define TERN_TO_CPP_(c_field, cpp_field) mp.cpp_field = static_cast<decltype(mp.cpp_field)>(p.c_field);
   TERN_MODEL_PARAM_FIELDS_(TERN_TO_CPP_)
 #undef TERN_TO_CPP_
+  if (p.grammar_bytes == TERN_GRAMMAR_BYTES_AUTO) mp.grammar_bytes = kGrammarBytesAuto;
   *out = mp;
   return TERN_OK;
 }
@@ -129,6 +134,7 @@ tern_model_params tern_model_default_params(void) {
 #define TERN_TO_C_(c_field, cpp_field) p.c_field = static_cast<decltype(p.c_field)>(d.cpp_field);
   TERN_MODEL_PARAM_FIELDS_(TERN_TO_C_)
 #undef TERN_TO_C_
+  if (d.grammar_bytes == kGrammarBytesAuto) p.grammar_bytes = TERN_GRAMMAR_BYTES_AUTO;  // SIZE_MAX may be 32 bits
   return p;
 }
 

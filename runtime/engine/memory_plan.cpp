@@ -206,6 +206,13 @@ uint32_t default_context_request(const ModelConfig& config, uint64_t budget_byte
   return config.max_context > 0 && config.max_context < cap ? config.max_context : cap;
 }
 
+size_t auto_grammar_bytes(uint32_t vocab_tokens) {
+  if (vocab_tokens == 0) return 0;
+  constexpr size_t kStep = size_t{64} << 10;
+  const size_t bytes = (size_t{2} << 20) + size_t{48} * vocab_tokens;
+  return (bytes + kStep - 1) / kStep * kStep;
+}
+
 Result<uint64_t> parse_byte_size(const char* text) {
   TERN_CHECK_OR_RETURN(text != nullptr && *text != '\0', Error::InvalidArgument, "empty byte size");
   // Digits, an optional .digits, a unit: nothing strtod would also take (a sign, hex, an

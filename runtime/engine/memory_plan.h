@@ -36,6 +36,8 @@ inline constexpr uint32_t kMaxDraftTokens = kMinContextTokens - 1;
 // machine's memory: a plan made on a workstation is the plan the phone makes.
 inline constexpr uint32_t kDefaultContextTokens = 4096;
 inline constexpr uint32_t kDefaultEmbeddingContextTokens = 8192;
+// ModelParams::grammar_bytes "auto": auto_grammar_bytes() of the model's vocabulary.
+inline constexpr size_t kGrammarBytesAuto = SIZE_MAX;
 
 struct MemoryPlanRequest {
   ModelConfig config;
@@ -111,6 +113,14 @@ Result<MemoryPlan> plan_memory_auto(const MemoryPlanRequest& base, const KvModeR
 // (as many as fit, up to the model's); with neither, the model's context capped at
 // kDefaultContextTokens (embedding models: kDefaultEmbeddingContextTokens).
 uint32_t default_context_request(const ModelConfig& config, uint64_t budget_bytes, uint32_t context_request);
+
+// Grammar memory "auto" for a vocabulary of `vocab_tokens` token ids: 2 MiB + 48 bytes a
+// token, in whole 64 KiB. A compile needs about 1.25 MiB + 20 bytes a token for a generic JSON
+// grammar and 1.35 MiB + 29 bytes a token for a tool call's (its parse stacks are fixed, its
+// walk and masks grow with the vocabulary; tern-grammar-compile-bench, 2,048 and 128,256
+// tokens); the rest is room for larger schemas and the JSON Schema converter's tables
+// (about 0.5 MB). 0 tokens (no tokenizer, or an embedding model): 0.
+size_t auto_grammar_bytes(uint32_t vocab_tokens);
 
 // Parses "512M", "1.5G", "4096K", "123456" (bytes; K/M/G/T are powers of 1024): digits, at
 // most six decimals, a unit, and a whole number of bytes in all. No sign, hex, exponent or

@@ -128,6 +128,13 @@ size_t arena_weight_bytes(const ModelConfig& config, const ModelWeights& weights
   return bytes;
 }
 
+// The token ids grammars walk: the tokenizer's pieces that are model ids (GrammarVocab::build
+// takes the same); 0 without a tokenizer.
+uint32_t grammar_vocab_tokens(const ModelConfig& config, const schema::Tokenizer* table) {
+  if (table == nullptr || table->piece_offsets() == nullptr || table->piece_offsets()->size() < 2) return 0;
+  return std::min<uint32_t>(config.vocab, table->piece_offsets()->size() - 1);
+}
+
 // The one planning path: the KV cache spec and the memory plan for a model, loaded or not.
 // `bits` holds config.layers * config.kv_heads entries (adaptive modes point into it).
 Error plan_for(const ModelConfig& config, const ModelWeights& weights, size_t resident_weight_bytes,
@@ -154,10 +161,13 @@ Error plan_for(const ModelConfig& config, const ModelWeights& weights, size_t re
   request.arena_weight_bytes = arena_weight_bytes(config, weights);
   const schema::Tokenizer* tokenizer_table = bundle != nullptr ? bundle->tokenizer() : nullptr;
   request.tokenizer_bytes = tokenizer_table != nullptr ? Tokenizer::required_arena_bytes(tokenizer_table) + kAlign : 0;
-  if (params.grammar_bytes > 0 && tokenizer_table != nullptr) {
+  request.grammar_bytes = params.grammar_bytes;
+  if (request.grammar_bytes == kGrammarBytesAuto) {
+    request.grammar_bytes = config.embedding ? 0 : auto_grammar_bytes(grammar_vocab_tokens(config, tokenizer_table));
+  }
+  if (request.grammar_bytes > 0 && tokenizer_table != nullptr) {
     request.tokenizer_bytes += GrammarVocab::required_arena_bytes(tokenizer_table) + kAlign;
   }
-  request.grammar_bytes = params.grammar_bytes;
   request.batch_tokens = params.batch_tokens;
   request.context_request = default_context_request(config, params.memory_budget_bytes, params.context_tokens);
   request.sessions = params.sessions == 0 ? 1 : params.sessions;
@@ -276,7 +286,7 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
     TERN_ASSIGN_OR_RETURN(tokenizer_, Tokenizer::create(tokenizer_table, arena_));
     has_tokenizer_ = true;
     chat_format_ = chat_format_of(tokenizer_table, &tokenizer_);
-    if (params.grammar_bytes > 0) {
+    if (plan_.grammar_bytes > 0) {
       // The ids sessions sample: the tokenizer's (padded embedding rows are never text).
       const uint32_t ids = std::min<uint32_t>(config.vocab, static_cast<uint32_t>(tokenizer_.vocab_size()));
       TERN_RETURN_IF_ERROR(grammar_vocab_.build(tokenizer_, ids, arena_));

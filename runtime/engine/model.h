@@ -57,8 +57,9 @@ struct ModelParams {
   uint32_t draft_tokens = 0;
   // Grammar-constrained sampling: each session's memory for a compiled grammar and its parse
   // stacks; with it the model builds the vocabulary's byte table grammars walk (shared). 0:
-  // sessions cannot take a grammar.
-  size_t grammar_bytes = 0;
+  // sessions cannot take a grammar. kGrammarBytesAuto (the default): auto_grammar_bytes() of
+  // the vocabulary, none for an embedding model or one without a tokenizer.
+  size_t grammar_bytes = kGrammarBytesAuto;
 };
 
 // The KV fields of `params` as a request for make_kv_cache_spec.
@@ -113,7 +114,7 @@ class Model {
   const char* chat_template() const;
   // How conversations are rendered (runtime/text/chat.h).
   const ChatFormatView& chat_format() const { return chat_format_; }
-  // The vocabulary as grammars read it; built at load when grammar_bytes > 0, else empty.
+  // The vocabulary as grammars read it; built at load when the plan has grammar memory, else empty.
   const GrammarVocab& grammar_vocab() const { return grammar_vocab_; }
 
   // Up to plan().sessions sessions at once, each in its own slot of the arena (InvalidState,

@@ -14,7 +14,7 @@
 namespace tern::cli {
 
 struct GrammarOptions {
-  std::string grammar_file, schema_file, memory = "8M";
+  std::string grammar_file, schema_file, memory = "auto";
 };
 
 inline void add_grammar_options(CLI::App& app, GrammarOptions* o) {
@@ -22,8 +22,8 @@ inline void add_grammar_options(CLI::App& app, GrammarOptions* o) {
   app.add_option("--json-schema", o->schema_file, "constrain the output to JSON valid against a JSON Schema (file)")
       ->excludes(app.get_option("--grammar"));
   app.add_option("--grammar-memory", o->memory,
-                 "memory per session for the compiled grammar (default 8M; a JSON grammar over 128k tokens "
-                 "needs about 3M)");
+                 "memory per session for the compiled grammar (default auto: 2M + 48 bytes per token of the "
+                 "vocabulary, the C API's default; 0: none)");
 }
 
 // The grammar text (empty without --grammar / --json-schema); false with a message on stderr.
@@ -55,10 +55,11 @@ inline bool grammar_text(const GrammarOptions& o, const char* program, std::stri
   return true;
 }
 
-// The bytes to reserve per session: 0 without a grammar.
+// The bytes to reserve per session: TERN_GRAMMAR_BYTES_AUTO for "auto", with a grammar or
+// without (a CLI loads as the C API's defaults would).
 inline bool grammar_memory(const GrammarOptions& o, const char* program, uint64_t* out) {
-  *out = 0;
-  if (o.grammar_file.empty() && o.schema_file.empty()) return true;
+  *out = TERN_GRAMMAR_BYTES_AUTO;
+  if (o.memory == "auto") return true;
   if (tern_parse_byte_size(o.memory.c_str(), out) != TERN_OK) {
     std::fprintf(stderr, "%s: --grammar-memory '%s': %s\n", program, o.memory.c_str(), tern_last_error_message());
     return false;

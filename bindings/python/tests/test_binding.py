@@ -474,7 +474,11 @@ def test_a_json_schema_holds_sampled_replies_and_bad_grammars_are_tern_errors(bu
     with pytest.raises(tern.TernError) as e:
         tern.json_schema_to_grammar({"type": "string", "pattern": "^a+$"})
     assert e.value.status == tern.Status.UNSUPPORTED_SCHEMA and "pattern" in str(e.value)
-    with tern.Model(bundle, memory_budget=BUDGET) as model, model.session() as s, pytest.raises(tern.TernError) as e:
+    with tern.Model(bundle, memory_budget=BUDGET) as model, model.session(temperature=0) as s:
+        s.set_grammar('root ::= "x"')  # the default grammar memory holds it
+        assert s.generate(PROMPT, max_tokens=8).text() == "x"
+    with tern.Model(bundle, memory_budget=BUDGET, grammar_bytes=0) as model, model.session() as s, \
+            pytest.raises(tern.TernError) as e:
         s.set_grammar('root ::= "x"')
     assert e.value.status == tern.Status.INVALID_STATE
 

@@ -112,6 +112,19 @@ TEST(MemoryPlan, WithoutAContextOrABudgetTheDefaultContextIsBounded) {
   EXPECT_EQ(default_context_request(c, 0, 0), 512u);
 }
 
+TEST(MemoryPlan, AutoGrammarMemoryIsTwoMiBAnd48BytesATokenInWhole64KiB) {
+  EXPECT_EQ(auto_grammar_bytes(0), 0u);
+  EXPECT_EQ(auto_grammar_bytes(2048), 34u * 65536);     // 2 MiB + 96 KiB -> 2.125 MiB
+  EXPECT_EQ(auto_grammar_bytes(128256), 126u * 65536);  // 2 MiB + 6,156,288 bytes -> 7.875 MiB
+  EXPECT_EQ(auto_grammar_bytes(65536 / 48 * 2), 34u * 65536);
+  for (uint32_t n : {1u, 259u, 32002u, 151936u, 262144u}) {
+    const size_t b = auto_grammar_bytes(n);
+    EXPECT_EQ(b % 65536, 0u) << n;
+    EXPECT_GE(b, (size_t{2} << 20) + 48 * n) << n;
+    EXPECT_LT(b, (size_t{2} << 20) + 48 * n + 65536) << n;
+  }
+}
+
 TEST(MemoryPlan, ParsesByteSizes) {
   EXPECT_EQ(*parse_byte_size("512M"), uint64_t{512} << 20);
   EXPECT_EQ(*parse_byte_size("1.5G"), uint64_t{3} << 29);

@@ -14,8 +14,10 @@ namespace {
 
 constexpr const char* kBundle = "tiny-austen-packed.tern";
 
+// The budgets below are the KV cache's: no grammar memory (the default reserves some).
 std::vector<tern_plan_row> plan(const std::string& path, uint64_t budget, uint32_t ctx) {
   tern_model_params p = tern_model_default_params();
+  p.grammar_bytes = 0;
   p.memory_budget_bytes = budget;
   p.n_ctx = ctx;
   size_t count = 0;
@@ -31,6 +33,7 @@ std::vector<tern_plan_row> plan(const std::string& path, uint64_t budget, uint32
 // Loads `mode` at `budget` (n_ctx 0: the largest context that fits); returns the report.
 tern_status load(const std::string& path, const char* mode, uint64_t budget, tern_memory_report* report) {
   tern_model_params mp = tern_model_default_params();
+  mp.grammar_bytes = 0;
   mp.memory_budget_bytes = budget;
   mp.kv_mode = mode;
   tern_model* model = nullptr;
@@ -95,6 +98,7 @@ TEST(KvPlan, BudgetRowsMatchRealLoads) {
   const auto rows = plan(path, budget, 0);
   const auto bigger_ctx = [&](const tern_plan_row& row) {
     tern_model_params p = tern_model_default_params();
+    p.grammar_bytes = 0;
     p.n_ctx = row.context_tokens + 1;
     const char* modes[] = {row.kv_mode};
     tern_plan_row out{};

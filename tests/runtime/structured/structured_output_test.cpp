@@ -256,6 +256,7 @@ TEST_F(StructuredOutput, TheGrammarMemoryIsInThePlan) {
   tern_model_params mp = tern_model_default_params();
   mp.n_ctx = 256;
   mp.n_sessions = 2;
+  mp.grammar_bytes = 0;  // the default is grammar memory sized by the vocabulary
   tern_plan_row without{}, with{};
   size_t count = 0;
   const char* modes[] = {"f32"};
