@@ -110,7 +110,8 @@ typedef struct tern_model_params {
   uint32_t n_ctx;
   uint32_t n_batch; /* prefill batch */
   /* Deprecated: kv_mode "f32" / "fp16" say the same. The dense cache's precision when
-   * kv_mode is NULL or "". */
+   * kv_mode is NULL or "" (default TERN_KV_F16: half of f32's bytes, exact to fp16 rounding,
+   * what kv_mode "auto" picks when nothing limits it). */
   tern_kv_type kv_type TERN_DEPRECATED_FIELD("use kv_mode \"f32\" or \"fp16\"");
   /* KV mode (copied at load): "f32", "fp16" (dense, exact); "q8", "q4", "q3", "q2", "k4v2"
    * (compressed per-head cache, quantized blocks of 32 tokens, exact sinks and recent
@@ -123,7 +124,7 @@ typedef struct tern_model_params {
    * "/hh=equal": the same for all) and drops the one its queries attend to least, the newest
    * 90 % of its blocks excepted ("@R%" sets that share: "q4/hh@50%"). Speculative decoding
    * and exact roll-back are off with it (attention already paid cannot be taken back).
-   * NULL or "": kv_type, dense. */
+   * NULL or "" (the default): kv_type, dense (fp16 by default). */
   const char* kv_mode;
   int32_t kv_sink_tokens;   /* -1: the mode's default (4, adaptive: the bundle's) */
   int32_t kv_recent_window; /* exact recent tokens; -1: the default (32, adaptive: the bundle's) */

@@ -135,6 +135,9 @@ tern_model_params tern_model_default_params(void) {
   TERN_MODEL_PARAM_FIELDS_(TERN_TO_C_)
 #undef TERN_TO_C_
   if (d.grammar_bytes == kGrammarBytesAuto) p.grammar_bytes = TERN_GRAMMAR_BYTES_AUTO;  // SIZE_MAX may be 32 bits
+  // Apps get the fp16 cache: half of f32's bytes, what kv_mode "auto" picks when nothing limits
+  // it. ModelParams keeps f32, the exact cache the engine's reference tests compare against.
+  p.kv_type = TERN_KV_F16;
   return p;
 }
 

@@ -37,9 +37,11 @@ struct ModelParams {
   // 0 with a budget: as many as it allows, up to the model's; 0 without one: the model's,
   // at most kDefaultContextTokens (embedding models: kDefaultEmbeddingContextTokens).
   uint32_t context_tokens = 0;
-  uint32_t batch_tokens = 64;    // prefill batch
-  uint32_t sessions = 1;         // sessions the model holds at once, each with its own slot (0: 1)
-  KvType kv_type = KvType::F32;  // deprecated: kv_mode "f32" / "fp16" say the same
+  uint32_t batch_tokens = 64;  // prefill batch
+  uint32_t sessions = 1;       // sessions the model holds at once, each with its own slot (0: 1)
+  // Deprecated: kv_mode "f32" / "fp16" say the same. F32 here, the engine's exact cache its
+  // reference tests compare against; tern_model_default_params() gives apps F16.
+  KvType kv_type = KvType::F32;
   // KV mode by parse_kv_mode name: "f32", "fp16" (dense, exact), "q8", "q4", "q3", "q2",
   // "k4v2" (compressed, every head alike), "adaptive:B" (the bundle's calibrated per-head
   // widths at B average bits); any compressed mode + ">A@N" (aging tiers: blocks more than N

@@ -11,11 +11,11 @@
 
 namespace tern::cli {
 
-// What the model-loading flags hold. The defaults are tern_model_default_params()'s (kv "f32"
-// is its dense f32 cache), so a CLI without one of the flags loads as the C API would.
+// What the model-loading flags hold. The defaults are tern_model_default_params()'s (kv "fp16"
+// is its dense fp16 cache), so a CLI without one of the flags loads as the C API would.
 struct ModelOptions {
   std::string memory_budget = "0";
-  std::string kv = "f32";
+  std::string kv = "fp16";
   unsigned threads = 1, ctx = 0, batch = 64;
   int kv_window = -1, kv_sinks = -1;  // -1: the mode's default
   bool verify_bundle = false;         // read the whole bundle against its checksum before loading
@@ -49,7 +49,7 @@ inline CLI::Option* add_batch_option(CLI::App& app, unsigned* batch, const std::
 inline CLI::Option* add_kv_option(CLI::App& app, std::string* kv) {
   return app.add_option(
       "--kv", *kv,
-      "KV mode: f32 (default), fp16|f16 (dense); q8, q4, q3, q2, k4v2 (compressed per head, eviction on); "
+      "KV mode: fp16|f16 (default), f32 (dense); q8, q4, q3, q2, k4v2 (compressed per head, eviction on); "
       "adaptive:B (the bundle's calibrated widths at B average bits); any compressed mode + >A@N (aging: blocks "
       "more than N tokens past the exact window stored at most A bits wide, e.g. q4>2@96); any mode + /hh "
       "(per-head token budgets from calibration, each head evicting the block it attends to least: q4/hh, "
