@@ -15,8 +15,10 @@
  *   The caller states memory_budget_bytes. Loading plans process overhead + resident
  *   weights + one arena (tokenizer, scratch, sampler, KV cache) to fit, gives the KV cache
  *   everything left (up to the model's context) and fails with TERN_BUDGET_TOO_SMALL, the
- *   message stating the minimum, when not even a minimal context fits. After load, prefill,
- *   decode, sample and generate allocate nothing.
+ *   message stating the minimum, when not even a minimal context fits. Without a budget the
+ *   defaults plan a bounded amount: the model's context up to TERN_DEFAULT_N_CTX tokens, an
+ *   fp16 cache and a grammar memory per session (tern_model_params). After load, prefill,
+ *   decode, sample and generate allocate nothing. The plan is logged at TERN_LOG_DEBUG.
  *
  * Threads
  *   Functions on different models are independent. One model and its session must be used

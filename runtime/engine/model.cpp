@@ -182,6 +182,26 @@ Error plan_for(const ModelConfig& config, const ModelWeights& weights, size_t re
   return Error::Ok;
 }
 
+// The plan in one debug line: what the context came from, the KV cache, the grammar memory
+// and the total against the budget.
+void log_plan(const MemoryPlan& p, const ModelParams& params) {
+  if (log_level() > LogLevel::Debug) return;
+  constexpr double kMiB = 1024.0 * 1024.0;
+  const char* why = params.context_tokens > 0 ? "asked" : params.memory_budget_bytes > 0 ? "the budget's" : "default";
+  char budget[48] = "no budget";
+  if (params.memory_budget_bytes > 0) {
+    std::snprintf(budget, sizeof budget, "budget %.2f MiB", static_cast<double>(params.memory_budget_bytes) / kMiB);
+  }
+  log(LogLevel::Debug,
+      "plan: context %u tokens (%s), kv %s %.1f B/token, %u session%s of %.2f MiB (KV %.2f MiB, scratch %.2f MiB, "
+      "grammar %.2f MiB), weights %.2f MiB, arena %.2f MiB, total %.2f MiB, %s",
+      p.context_tokens, why, p.kv_mode, p.kv_bytes_per_token, p.sessions, p.sessions == 1 ? "" : "s",
+      static_cast<double>(p.session_bytes) / kMiB, static_cast<double>(p.kv_bytes) / kMiB,
+      static_cast<double>(p.scratch_bytes) / kMiB, static_cast<double>(p.grammar_bytes) / kMiB,
+      static_cast<double>(p.resident_weight_bytes) / kMiB, static_cast<double>(p.arena_bytes) / kMiB,
+      static_cast<double>(p.total_bytes) / kMiB, budget);
+}
+
 // Views of a bundle's weights (the layer table is allocated; the data stays in the mapping).
 struct BundleWeights {
   std::unique_ptr<LayerWeights[]> layers;
@@ -230,6 +250,7 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
         static_cast<double>(params.memory_budget_bytes) / (1024.0 * 1024.0), static_cast<unsigned long long>(physical),
         static_cast<double>(physical) / (1024.0 * 1024.0), static_cast<double>(plan_.total_bytes) / (1024.0 * 1024.0));
   }
+  log_plan(plan_, params);
   bundle_identity_ = bundle_ != nullptr ? bundle_->identity() : 0;
   kv_layout_identity_ = tern::kv_layout_identity(kv_spec_, plan_.context_tokens);
   // Debug switch: measure generation past the capacity without re-positioning the sinks.
