@@ -197,6 +197,14 @@ class Model(_Closable):
         check(api.tern_memory_report_get(self._h(), byref(report)))
         return _struct_dict(report)
 
+    @property
+    def plan(self):
+        """The memory plan the load made, as a dict (tern_memory_report): context_tokens, kv_mode,
+        planned_total_bytes against budget_bytes (0: none), session_bytes, kv_bytes_per_token, ...
+        Without memory_budget and n_ctx the context is the model's, at most 4096 tokens (8192
+        for an embedding model), in an fp16 cache; the load logs this plan at debug level."""
+        return self.memory_report()
+
     def budget_above_physical(self):
         """(above, physical_bytes): whether the budget this model was loaded with is above the
         machine's physical memory (the load logs a warning then), and that memory (0: unknown)."""

@@ -541,3 +541,15 @@ def test_a_budget_above_physical_memory_is_a_visible_warning(bundle):
     finally:
         tern.set_log_callback(None)
     assert any("physical memory" in m and str(physical) in m for m in logged), logged
+
+
+def test_model_plan_is_what_the_defaults_planned(bundle):
+    """No memory_budget, no n_ctx: the model's context up to 4096 tokens, an fp16 cache, and
+    the plan tern.plan() gives for the same parameters."""
+    with tern.Model(bundle) as model:
+        plan = model.plan
+        assert plan["budget_bytes"] == 0 and plan["kv_mode"] == "f16"
+        assert plan["context_tokens"] == min(model.info["max_context"], 4096) == model.info["context_tokens"]
+        assert plan["planned_total_bytes"] == tern.plan(bundle, ["fp16"])[0]["total_bytes"]
+    with tern.Model(bundle, memory_budget=BUDGET, n_ctx=128) as model:
+        assert model.plan["context_tokens"] == 128 and model.plan["budget_bytes"] == 64 << 20
