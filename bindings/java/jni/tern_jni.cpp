@@ -124,11 +124,11 @@ bool model_params(JNIEnv* env, jobject p, tern_model_params* out, std::string* m
   out->kv_recent_window = env->GetIntField(p, field(env, cls, "kvRecentWindow", "I"));
   out->kv_eviction = env->GetIntField(p, field(env, cls, "kvEviction", "I"));
   const jlong grammar_bytes = env->GetLongField(p, field(env, cls, "grammarBytes", "J"));
-  if (grammar_bytes < 0) {
-    throw_tern(env, TERN_INVALID_ARGUMENT, "grammarMemory must be >= 0");
+  if (grammar_bytes < -1) {
+    throw_tern(env, TERN_INVALID_ARGUMENT, "grammarMemory must be >= 0, or GRAMMAR_MEMORY_AUTO");
     return false;
   }
-  out->grammar_bytes = static_cast<uint64_t>(grammar_bytes);
+  out->grammar_bytes = grammar_bytes == -1 ? TERN_GRAMMAR_BYTES_AUTO : static_cast<uint64_t>(grammar_bytes);
   auto js = static_cast<jstring>(env->GetObjectField(p, field(env, cls, "kvMode", "Ljava/lang/String;")));
   if (js != nullptr) {
     if (!to_utf8(env, js, mode, "kvMode")) return false;

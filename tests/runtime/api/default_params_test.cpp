@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "include/tern.h"
+#include "runtime/structured/json_schema.h"
 #include "tests/support/bundle_util.h"
 
 #ifdef TERN_DEFAULT_PARAMS_TEST_CONVERTER
@@ -192,11 +193,13 @@ TEST(DefaultParams, TheGrammarMemoryIsSizedByTheVocabularyAndPlanned) {
   // "auto" is exactly the bytes the formula gives, asked for explicitly.
   EXPECT_EQ(with.total_bytes, explicit_bytes.total_bytes);
   EXPECT_EQ(with.session_bytes, explicit_bytes.session_bytes);
-  // Each slot holds it (64-byte alignment aside), and the model its vocabulary table once.
-  EXPECT_GE(with.session_bytes - without.session_bytes, auto_grammar_bytes(m.info.vocab_size));
-  EXPECT_LT(with.session_bytes - without.session_bytes, auto_grammar_bytes(m.info.vocab_size) + 256);
-  EXPECT_GT(with.arena_bytes - without.arena_bytes, 2 * auto_grammar_bytes(m.info.vocab_size));
-  EXPECT_LT(with.arena_bytes - without.arena_bytes, 2 * auto_grammar_bytes(m.info.vocab_size) + (1u << 20));
+  // Each slot holds it and the schema converter's tables (64-byte alignment aside), and the
+  // model its vocabulary table once.
+  const size_t slot = auto_grammar_bytes(m.info.vocab_size) + tern::json_schema_work_bytes();
+  EXPECT_GE(with.session_bytes - without.session_bytes, slot);
+  EXPECT_LT(with.session_bytes - without.session_bytes, slot + 256);
+  EXPECT_GT(with.arena_bytes - without.arena_bytes, 2 * slot);
+  EXPECT_LT(with.arena_bytes - without.arena_bytes, 2 * slot + (1u << 20));
   // Loading at exactly that total works.
   tern_model_params at = tern_model_default_params();
   at.n_sessions = 2;

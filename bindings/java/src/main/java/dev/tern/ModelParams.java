@@ -11,7 +11,10 @@ public final class ModelParams {
   int kvRecentWindow = -1;
   int kvEviction = -1;
   int sessions = 1;
-  long grammarBytes = 0;
+  long grammarBytes = GRAMMAR_MEMORY_AUTO;
+
+  /** {@link #grammarMemory}: sized by the vocabulary for a JSON grammar (the default). */
+  public static final long GRAMMAR_MEMORY_AUTO = -1;
 
   /** Bytes the process may use (0: no limit); see {@link Tern#parseMemoryBudget}. */
   public ModelParams memoryBudget(long bytes) {
@@ -36,7 +39,7 @@ public final class ModelParams {
     return this;
   }
 
-  /** "f32", "fp16", "q8", "q4", "q3", "q2", "k4v2", "adaptive:B" (null: f32). */
+  /** "f32", "fp16", "q8", "q4", "q3", "q2", "k4v2", "adaptive:B" (null: the default, fp16). */
   public ModelParams kvMode(String mode) {
     this.kvMode = mode;
     return this;
@@ -66,8 +69,9 @@ public final class ModelParams {
 
   /**
    * Memory per session for a compiled grammar ({@link SamplerParams#grammar}, {@link
-   * SamplerParams#jsonSchema}), inside the budget; 0: sessions take no grammar. A JSON
-   * grammar over a 128k-token vocabulary needs about 3 MiB.
+   * SamplerParams#jsonSchema}, chat requests' response formats and tools), inside the budget;
+   * {@link #GRAMMAR_MEMORY_AUTO} (the default): sized by the vocabulary (2 MiB and 48 bytes per
+   * token); 0: sessions take no grammar.
    */
   public ModelParams grammarMemory(long bytes) {
     this.grammarBytes = bytes;

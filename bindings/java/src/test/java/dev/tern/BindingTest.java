@@ -180,7 +180,7 @@ class BindingTest {
       assertTrue(schema.getMessage().contains("'pattern'"), schema.getMessage());
       assertTrue(Tern.jsonSchemaToGrammar("{\"type\": \"boolean\"}").startsWith("root ::= boolean"));
     }
-    try (Model model = Model.load(bundle(), params())) {  // no grammar memory
+    try (Model model = Model.load(bundle(), params().grammarMemory(0))) {  // no grammar memory
       final TernException none = assertThrows(TernException.class,
           () -> model.newSession(new SamplerParams().grammar("root ::= \"a\"")));
       assertEquals("INVALID_STATE", none.statusName());
