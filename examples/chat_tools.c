@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* A chat request with a tool, through tern_chat_complete: the model must call get_weather, the
  * call's name and arguments stream back as events, then the tool's result goes back in a
- * second request that reuses the first one's tokens.
+ * second request (a reply or another call) that reuses the first one's tokens.
  *
  *   chat_tools BUNDLE */
 #include <stdio.h>
@@ -65,14 +65,14 @@ int main(int argc, char** argv) {
   tern_chat_result result;
   s = tern_chat_complete(session, &r, on_event, &call, &result);
   if (s != TERN_OK) return fail("chat", s);
-  printf("call %s(%s), finish reason %d\n", call.name, call.arguments, (int)result.finish_reason);
+  printf("finish reason %d: call %s(%s)\n", (int)result.finish_reason, call.name, call.arguments);
 
   /* The call and the tool's result go back into the conversation. */
   const tern_tool_call made = {"call_1", call.name, call.arguments};
   turns[1] = (tern_chat_turn){"assistant", NULL, &made, 1, NULL};
   turns[2] = (tern_chat_turn){"tool", "Rain, 12 degrees.", NULL, 0, "call_1"};
   r.n_messages = 3;
-  r.tool_choice = TERN_TOOL_CHOICE_NONE;
+  r.tool_choice = TERN_TOOL_CHOICE_AUTO; /* the same tools: the first request's tokens are reused */
   r.max_tokens = 16;
   s = tern_chat_complete(session, &r, on_event, &call, &result);
   if (s != TERN_OK) return fail("chat", s);
