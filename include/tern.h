@@ -731,6 +731,18 @@ TERN_API tern_status tern_model_embedding_prompt(const tern_model* model, size_t
 TERN_API tern_status tern_embed(tern_session* session, const char* const* texts, const size_t* text_sizes,
                                 size_t n_texts, const tern_embed_params* params, void* out, size_t out_bytes,
                                 float* out_scales, tern_embed_stats* out_stats);
+/* As tern_embed(), for inputs given as token ids: input i is the n_tokens[i] ids tokens[i]
+ * (as tern_tokenize() gives a text's with add_bos = 0), embedded without being turned into
+ * text. The call adds what tern_embed() adds around a text's tokens: the BOS when the
+ * tokenizer adds one (not again when the ids start with it), the prompt (params.prompt_name or
+ * .instruction, tokenized alone) after it, and the model's end token (not again when the ids
+ * end with it). The vector equals tern_embed()'s of a text whose tokens these are when there
+ * is no prompt, or when the prompt's tokens followed by the text's are those of the prompt and
+ * text joined (tokens across the seam may merge). An id outside the vocabulary is
+ * TERN_INVALID_TOKEN; an input with no ids TERN_INVALID_ARGUMENT. */
+TERN_API tern_status tern_embed_tokens(tern_session* session, const int32_t* const* tokens, const size_t* n_tokens,
+                                       size_t n_inputs, const tern_embed_params* params, void* out, size_t out_bytes,
+                                       float* out_scales, tern_embed_stats* out_stats);
 
 /* ---- kv_mode "auto" ----
  * tern_model_params.kv_mode = "auto" lets the planner choose the KV mode at load: of "fp16",

@@ -509,11 +509,10 @@ tern_status tern_model_embedding_prompt(const tern_model* model, size_t index, c
   return TERN_OK;
 }
 
-tern_status tern_embed(tern_session* session, const char* const* texts, const size_t* text_sizes, size_t n_texts,
-                       const tern_embed_params* params, void* out, size_t out_bytes, float* out_scales,
-                       tern_embed_stats* out_stats) {
-  TERN_C_REQUIRE_(session);
-  if (texts == nullptr && n_texts != 0) return null_argument(__func__, "texts");
+namespace {
+
+tern_status embed_inputs(tern_session* session, const EmbedInputs& inputs, const tern_embed_params* params, void* out,
+                         size_t out_bytes, float* out_scales, tern_embed_stats* out_stats) {
   const tern_embed_params p = params != nullptr ? *params : tern_embed_default_params();
   EmbedOptions o;
   o.dimensions = p.dimensions;
@@ -522,15 +521,29 @@ tern_status tern_embed(tern_session* session, const char* const* texts, const si
   o.instruction = p.instruction;
   o.truncate = p.truncate != 0;
   EmbedStats st;
-  const Error e = as_session(session)->embed(texts, text_sizes, n_texts, o, out, out_bytes, out_scales, &st);
-  if (out_stats != nullptr) {
-    out_stats->n_texts = st.texts;
-    out_stats->n_tokens = st.tokens;
-    out_stats->n_batches = st.batches;
-    out_stats->n_truncated = st.truncated;
-    out_stats->seconds = st.seconds;
-  }
+  const Error e = as_session(session)->embed(inputs, o, out, out_bytes, out_scales, &st);
+  if (out_stats != nullptr) *out_stats = {st.texts, st.tokens, st.batches, st.truncated, st.seconds};
   return status(e);
+}
+
+}  // namespace
+
+tern_status tern_embed(tern_session* session, const char* const* texts, const size_t* text_sizes, size_t n_texts,
+                       const tern_embed_params* params, void* out, size_t out_bytes, float* out_scales,
+                       tern_embed_stats* out_stats) {
+  TERN_C_REQUIRE_(session);
+  if (texts == nullptr && n_texts != 0) return null_argument(__func__, "texts");
+  return embed_inputs(session, EmbedInputs::of_texts(texts, text_sizes, n_texts), params, out, out_bytes, out_scales,
+                      out_stats);
+}
+
+tern_status tern_embed_tokens(tern_session* session, const int32_t* const* tokens, const size_t* n_tokens,
+                              size_t n_inputs, const tern_embed_params* params, void* out, size_t out_bytes,
+                              float* out_scales, tern_embed_stats* out_stats) {
+  TERN_C_REQUIRE_(session);
+  if ((tokens == nullptr || n_tokens == nullptr) && n_inputs != 0) return null_argument(__func__, "tokens");
+  return embed_inputs(session, EmbedInputs::of_tokens(tokens, n_tokens, n_inputs), params, out, out_bytes, out_scales,
+                      out_stats);
 }
 
 tern_status tern_bundle_verify(const char* bundle_path, int require_checksum, int* out_recorded) {

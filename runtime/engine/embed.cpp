@@ -141,14 +141,99 @@ Error Session::embed_run_batch(EmbedBatch& b, bool last_text_complete, const Emb
 
 Error Session::embed(const char* const* texts, const size_t* sizes, size_t count, const EmbedOptions& options,
                      void* out, size_t out_bytes, float* scales, EmbedStats* stats) {
+  return embed(EmbedInputs::of_texts(texts, sizes, count), options, out, out_bytes, scales, stats);
+}
+
+Result<uint32_t> Session::embed_input_tokens(const EmbedInputs& inputs, size_t i, const char* prompt,
+                                             size_t prompt_size, int32_t end_token, bool truncate, EmbedStats& st) {
+  const ModelConfig& c = model_->config();
+  Tokenizer* tokenizer = model_->tokenizer();
+  const uint32_t room = context_ - (end_token >= 0 ? 1 : 0);  // token ids an input may have before its end token
+  uint32_t n = 0;
+  if (inputs.tokens == nullptr) {
+    const char* text = inputs.texts[i] != nullptr ? inputs.texts[i] : "";
+    size_t size = inputs.sizes != nullptr ? inputs.sizes[i] : std::strlen(text);
+    if (prompt_size > 0) {  // joined first: the tokens at the seam depend on both sides
+      TERN_CHECK_OR_RETURN(prompt_size + size <= buffers_.embed_text_bytes, Error::PromptTooLong,
+                           "text %zu with its %zu-byte prompt is %zu bytes; at most %zu can be joined", i, prompt_size,
+                           prompt_size + size, buffers_.embed_text_bytes);
+      std::memcpy(buffers_.embed_text, prompt, prompt_size);
+      if (size > 0) std::memcpy(buffers_.embed_text + prompt_size, text, size);
+      text = buffers_.embed_text;
+      size += prompt_size;
+    }
+    size_t needed = 0;
+    auto encoded = model_->encode(text, size, tokenizer->add_bos_default(), true, buffers_.prompt, room, &needed);
+    if (encoded.ok()) {
+      n = static_cast<uint32_t>(*encoded);
+    } else if (encoded.error() == Error::OutOfRange && truncate) {
+      n = room;  // the first `room` ids are in place
+      ++st.truncated;
+    } else if (encoded.error() == Error::OutOfRange) {
+      return fail(Error::PromptTooLong, "text %zu is %zu tokens; the context holds %u%s", i,
+                  needed + (end_token >= 0 ? 1 : 0), context_, " (embed with truncation to keep the first tokens)");
+    } else {
+      return encoded.error();
+    }
+  } else {
+    const int32_t* ids = inputs.tokens[i];
+    size_t last = inputs.token_counts[i];
+    TERN_CHECK_OR_RETURN(ids != nullptr || last == 0, Error::InvalidArgument, "input %zu is null", i);
+    TERN_CHECK_OR_RETURN(last > 0, Error::InvalidArgument, "input %zu has no token ids", i);
+    for (size_t k = 0; k < last; ++k) {
+      TERN_CHECK_OR_RETURN(ids[k] >= 0 && static_cast<uint32_t>(ids[k]) < c.vocab, Error::InvalidToken,
+                           "token id %d of input %zu is outside the vocabulary (0 to %u)", static_cast<int>(ids[k]), i,
+                           c.vocab - 1);
+    }
+    // The BOS and the end token as a text gets them, once: ids that carry them keep one.
+    size_t first = 0;
+    const int32_t bos = tokenizer->bos_id();
+    if (tokenizer->add_bos_default() && bos >= 0) {
+      buffers_.prompt[n++] = bos;
+      if (ids[0] == bos) first = 1;
+    }
+    if (end_token >= 0 && last > first && ids[last - 1] == end_token) --last;
+    if (prompt_size > 0) {
+      size_t needed = 0;
+      auto encoded = model_->encode(prompt, prompt_size, false, true, buffers_.prompt + n, room - n, &needed);
+      if (!encoded.ok() && encoded.error() == Error::OutOfRange) {
+        return fail(Error::PromptTooLong, "input %zu's prompt alone is %zu tokens; the context holds %u", i, needed,
+                    context_);
+      }
+      TERN_RETURN_IF_ERROR(encoded.error());
+      n += static_cast<uint32_t>(*encoded);
+    }
+    size_t take = last - first;
+    if (take > room - n) {
+      TERN_CHECK_OR_RETURN(truncate, Error::PromptTooLong, "input %zu is %zu tokens; the context holds %u%s", i,
+                           n + take + (end_token >= 0 ? 1 : 0), context_,
+                           " (embed with truncation to keep the first tokens)");
+      take = room - n;
+      ++st.truncated;
+    }
+    std::memcpy(buffers_.prompt + n, ids + first, take * sizeof(int32_t));
+    n += static_cast<uint32_t>(take);
+  }
+  if (end_token >= 0) buffers_.prompt[n++] = end_token;
+  TERN_CHECK_OR_RETURN(n > 0, Error::InvalidArgument,
+                       "text %zu has no tokens (empty, and the model adds no BOS or EOS)", i);
+  return n;
+}
+
+Error Session::embed(const EmbedInputs& inputs, const EmbedOptions& options, void* out, size_t out_bytes, float* scales,
+                     EmbedStats* stats) {
   EmbedStats local;
   EmbedStats& st = stats != nullptr ? *stats : local;
   st = EmbedStats{};
+  const size_t count = inputs.count;
   const ModelConfig& c = model_->config();
   TERN_CHECK_OR_RETURN(c.embedding, Error::NotSupported, "not an embedding model (it generates text)");
   Tokenizer* tokenizer = model_->tokenizer();
   TERN_CHECK_OR_RETURN(tokenizer != nullptr, Error::InvalidState, "the model has no tokenizer (not from a bundle)");
-  TERN_CHECK_OR_RETURN(texts != nullptr || count == 0, Error::InvalidArgument, "null texts");
+  TERN_CHECK_OR_RETURN(inputs.texts != nullptr || inputs.tokens != nullptr || count == 0, Error::InvalidArgument,
+                       "null texts");
+  TERN_CHECK_OR_RETURN(inputs.tokens == nullptr || inputs.token_counts != nullptr, Error::InvalidArgument,
+                       "null token counts");
   TERN_CHECK_OR_RETURN(count <= UINT32_MAX, Error::InvalidArgument, "%zu texts", count);
   TERN_CHECK_OR_RETURN(valid_format(options.format), Error::InvalidArgument, "unknown embedding format %d",
                        static_cast<int>(options.format));
@@ -160,9 +245,9 @@ Error Session::embed(const char* const* texts, const size_t* sizes, size_t count
   TERN_CHECK_OR_RETURN(out_bytes / row_bytes >= count, Error::OutOfRange,
                        "%zu texts need %zu bytes of output (%zu each), have %zu", count, count * row_bytes, row_bytes,
                        out_bytes);
-  for (size_t i = 0; i < count; ++i) {
-    TERN_CHECK_OR_RETURN(texts[i] != nullptr || (sizes != nullptr && sizes[i] == 0), Error::InvalidArgument,
-                         "text %zu is null", i);
+  for (size_t i = 0; i < count && inputs.tokens == nullptr; ++i) {
+    TERN_CHECK_OR_RETURN(inputs.texts[i] != nullptr || (inputs.sizes != nullptr && inputs.sizes[i] == 0),
+                         Error::InvalidArgument, "text %zu is null", i);
   }
   TERN_ASSIGN_OR_RETURN(const char* prompt, resolve_prompt(*model_, options));
   const size_t prompt_size = std::strlen(prompt);
@@ -174,42 +259,13 @@ Error Session::embed(const char* const* texts, const size_t* sizes, size_t count
   reset();
   EmbedBatch b;
   b.stats = &st;
-  const uint32_t room = context_ - (end_token >= 0 ? 1 : 0);  // token ids a text may have before its end token
   for (size_t i = 0; i < count; ++i) {
-    const char* text = texts[i] != nullptr ? texts[i] : "";
-    size_t size = sizes != nullptr ? sizes[i] : std::strlen(text);
-    if (prompt_size > 0) {  // joined first: the tokens at the seam depend on both sides
-      if (prompt_size + size > buffers_.embed_text_bytes) {
-        reset();
-        return fail(Error::PromptTooLong, "text %zu with its %zu-byte prompt is %zu bytes; at most %zu can be joined",
-                    i, prompt_size, prompt_size + size, buffers_.embed_text_bytes);
-      }
-      std::memcpy(buffers_.embed_text, prompt, prompt_size);
-      if (size > 0) std::memcpy(buffers_.embed_text + prompt_size, text, size);
-      text = buffers_.embed_text;
-      size += prompt_size;
-    }
-    size_t needed = 0;
-    auto encoded = model_->encode(text, size, tokenizer->add_bos_default(), true, buffers_.prompt, room, &needed);
-    uint32_t n = 0;
-    if (encoded.ok()) {
-      n = static_cast<uint32_t>(*encoded);
-    } else if (encoded.error() == Error::OutOfRange && options.truncate) {
-      n = room;  // the first `room` ids are in place
-      ++st.truncated;
-    } else {
+    auto framed = embed_input_tokens(inputs, i, prompt, prompt_size, end_token, options.truncate, st);
+    if (!framed.ok()) {
       reset();
-      if (encoded.error() == Error::OutOfRange) {
-        return fail(Error::PromptTooLong, "text %zu is %zu tokens; the context holds %u%s", i,
-                    needed + (end_token >= 0 ? 1 : 0), context_, " (embed with truncation to keep the first tokens)");
-      }
-      return encoded.error();
+      return framed.error();
     }
-    if (end_token >= 0) buffers_.prompt[n++] = end_token;
-    if (n == 0) {
-      reset();
-      return fail(Error::InvalidArgument, "text %zu has no tokens (empty, and the model adds no BOS or EOS)", i);
-    }
+    const uint32_t n = *framed;
     // A text starts where the cache has room for all of it (every earlier one is finished
     // by then: its rows ran in an earlier batch or run in the next one).
     if (b.position + n > context_) {

@@ -33,6 +33,23 @@ struct EmbedOptions {
   bool truncate = false;
 };
 
+// What Session::embed embeds: texts (sizes null: NUL-terminated), or token-id lists (the
+// ids of a text as encoded without a BOS; the BOS, prompt and end token are added as for a
+// text, not twice when the ids already start or end with them).
+struct EmbedInputs {
+  const char* const* texts = nullptr;
+  const size_t* sizes = nullptr;
+  const int32_t* const* tokens = nullptr;
+  const size_t* token_counts = nullptr;
+  size_t count = 0;
+  static EmbedInputs of_texts(const char* const* texts, const size_t* sizes, size_t count) {
+    return EmbedInputs{texts, sizes, nullptr, nullptr, count};
+  }
+  static EmbedInputs of_tokens(const int32_t* const* tokens, const size_t* counts, size_t count) {
+    return EmbedInputs{nullptr, nullptr, tokens, counts, count};
+  }
+};
+
 struct EmbedStats {
   uint32_t texts = 0;
   uint64_t tokens = 0;     // tokens run, prompts and end tokens included

@@ -165,6 +165,10 @@ class Session {
   // floats, may be null) receives the int8 scales. No allocation.
   Error embed(const char* const* texts, const size_t* sizes, size_t count, const EmbedOptions& options, void* out,
               size_t out_bytes, float* scales, EmbedStats* stats);
+  // The same for texts or token-id lists (EmbedInputs); ids outside the vocabulary are
+  // InvalidToken.
+  Error embed(const EmbedInputs& inputs, const EmbedOptions& options, void* out, size_t out_bytes, float* scales,
+              EmbedStats* stats);
 
   // ---- A whole prompt at a time, with prefix reuse (runtime/chat) ----
   // Tokenizes `text` into the session's prompt buffer (prompt_tokens()); PromptTooLong, naming
@@ -278,6 +282,9 @@ class Session {
 
   // Embedding models: assembles and runs batches of several texts (embed.cpp).
   struct EmbedBatch;
+  // Input i's ids, framed as a text's are (BOS, prompt, end token), into buffers_.prompt.
+  Result<uint32_t> embed_input_tokens(const EmbedInputs& inputs, size_t i, const char* prompt, size_t prompt_size,
+                                      int32_t end_token, bool truncate, EmbedStats& stats);
   Error embed_run_batch(EmbedBatch& batch, bool last_text_complete, const EmbedOptions& options, uint32_t dims,
                         void* out, float* scales);
   SessionBuffers buffers_;  // the history, prompt, steering, drafting and embedding buffers

@@ -371,6 +371,8 @@ FUNCTIONS = {
     "tern_model_embedding_prompt": (status_t, Model_p, c_size_t, POINTER(c_char_p), POINTER(c_char_p)),
     "tern_embed": (status_t, Session_p, POINTER(c_char_p), size_p, c_size_t, POINTER(EmbedParams), c_void_p, c_size_t,
                    POINTER(c_float), POINTER(EmbedStats)),
+    "tern_embed_tokens": (status_t, Session_p, POINTER(i32_p), size_p, c_size_t, POINTER(EmbedParams), c_void_p,
+                          c_size_t, POINTER(c_float), POINTER(EmbedStats)),
     "tern_chat_default_request": (ChatRequest,),
     "tern_chat_complete": (status_t, Session_p, POINTER(ChatRequest), ChatCallback, c_void_p, POINTER(ChatResult)),
     "tern_chat_prompt": (status_t, Model_p, POINTER(ChatRequest), c_void_p, c_size_t, size_p),

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -322,6 +323,97 @@ TEST_P(Embedding, StoredPromptsAndErrors) {
   // A generator's calls are refused on an embedding model.
   const int32_t token = 1;
   EXPECT_EQ(l.session->prefill(&token, 1), Error::NotSupported);
+}
+
+// Token-id inputs: a text's ids (without the specials, as tern_tokenize gives them with
+// add_bos = 0, or with them, as the Hugging Face oracle gives them) embed to the text's vector
+// exactly; a prompt goes in front as its own tokens, after the BOS.
+TEST_P(Embedding, TokenIdInputs) {
+  Loaded& l = load(bundle(), 64);
+  ASSERT_NE(l.session, nullptr);
+  Model& net = *l.model;
+  const uint32_t hidden = net.config().hidden;
+  std::vector<const Case*> plain;
+  for (const Case* c : cases_of(model())) {
+    if (c->prompt.empty() && c->ids.size() < 60) plain.push_back(c);
+  }
+  ASSERT_GE(plain.size(), 3u);
+  EmbedOptions none;
+  none.prompt_name = "";
+  std::vector<std::vector<int32_t>> bare, oracle;
+  std::vector<const char*> texts;
+  for (const Case* c : plain) {
+    std::vector<int32_t> ids(256);
+    auto n = net.encode(c->text.data(), c->text.size(), false, true, ids.data(), ids.size(), nullptr);
+    ASSERT_TRUE(n.ok()) << last_error_message();
+    ids.resize(*n);
+    bare.push_back(ids);
+    oracle.push_back(c->ids);
+    texts.push_back(c->text.c_str());
+  }
+  auto embed_ids = [&](const std::vector<std::vector<int32_t>>& lists, const EmbedOptions& o, std::vector<float>* out) {
+    std::vector<const int32_t*> ptrs;
+    std::vector<size_t> counts;
+    for (const auto& ids : lists) {
+      ptrs.push_back(ids.data());
+      counts.push_back(ids.size());
+    }
+    out->assign(lists.size() * hidden, 0.0f);
+    return l.session->embed(EmbedInputs::of_tokens(ptrs.data(), counts.data(), lists.size()), o, out->data(),
+                            out->size() * sizeof(float), nullptr, nullptr);
+  };
+  std::vector<float> from_text(plain.size() * hidden), from_bare, from_oracle;
+  ASSERT_EQ(l.session->embed(texts.data(), nullptr, texts.size(), none, from_text.data(),
+                             from_text.size() * sizeof(float), nullptr, nullptr),
+            Error::Ok)
+      << last_error_message();
+  ASSERT_EQ(embed_ids(bare, none, &from_bare), Error::Ok) << last_error_message();
+  ASSERT_EQ(embed_ids(oracle, none, &from_oracle), Error::Ok) << last_error_message();
+  EXPECT_EQ(from_bare, from_text);
+  EXPECT_EQ(from_oracle, from_text);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_GE(cosine(from_oracle.data() + i * hidden, plain[i]->embedding, hidden), 0.999) << plain[i]->text;
+  }
+
+  // A prompt: its own tokens between the BOS and the ids.
+  const char* instruction = "Instruct: find the answer\nQuery:";
+  std::vector<int32_t> prompt_ids(64);
+  auto np =
+      net.encode(instruction, std::strlen(instruction), false, true, prompt_ids.data(), prompt_ids.size(), nullptr);
+  ASSERT_TRUE(np.ok());
+  prompt_ids.resize(*np);
+  std::vector<std::vector<int32_t>> joined;
+  for (const auto& ids : bare) {
+    joined.push_back(prompt_ids);
+    joined.back().insert(joined.back().end(), ids.begin(), ids.end());
+  }
+  EmbedOptions with_prompt;
+  with_prompt.instruction = instruction;
+  std::vector<float> prompted, expected;
+  ASSERT_EQ(embed_ids(bare, with_prompt, &prompted), Error::Ok) << last_error_message();
+  ASSERT_EQ(embed_ids(joined, none, &expected), Error::Ok) << last_error_message();
+  EXPECT_EQ(prompted, expected);
+  EXPECT_NE(prompted, from_bare);
+
+  // Ids outside the vocabulary, an empty input, and more ids than the context.
+  std::vector<float> scratch;
+  EXPECT_EQ(embed_ids({{1, static_cast<int32_t>(net.config().vocab)}}, none, &scratch), Error::InvalidToken);
+  EXPECT_EQ(embed_ids({{1, -1}}, none, &scratch), Error::InvalidToken);
+  EXPECT_EQ(embed_ids({{}}, none, &scratch), Error::InvalidArgument);
+  const std::vector<int32_t> many(100, bare[0][0]);
+  EXPECT_EQ(embed_ids({many}, none, &scratch), Error::PromptTooLong);
+  EmbedOptions cut = none;
+  cut.truncate = true;
+  EmbedStats stats;
+  std::vector<const int32_t*> one = {many.data()};
+  const size_t count = many.size();
+  scratch.assign(hidden, 0.0f);
+  ASSERT_EQ(l.session->embed(EmbedInputs::of_tokens(one.data(), &count, 1), cut, scratch.data(),
+                             scratch.size() * sizeof(float), nullptr, &stats),
+            Error::Ok)
+      << last_error_message();
+  EXPECT_EQ(stats.truncated, 1u);
+  EXPECT_EQ(stats.tokens, 64u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Embedding,

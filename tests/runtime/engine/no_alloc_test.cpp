@@ -377,6 +377,14 @@ TEST(NoAlloc, EmbedAllocatesNothing) {
         EXPECT_EQ(tern_embed(session, texts, nullptr, n, &ep, out, sizeof out, scales, &stats), TERN_OK)
             << tern_last_error_message();
       }
+      // Token-id inputs, with a stored prompt tokenized in front.
+      const int32_t ids0[] = {5, 6, 7, 8}, ids1[] = {9};
+      const int32_t* lists[] = {ids0, ids1};
+      const size_t counts[] = {4, 1};
+      tern_embed_params ep = tern_embed_default_params();
+      ep.prompt_name = "query";
+      EXPECT_EQ(tern_embed_tokens(session, lists, counts, 2, &ep, out, sizeof out, nullptr, nullptr), TERN_OK)
+          << tern_last_error_message();
       calls = counting.calls();
     }
     EXPECT_EQ(calls, 0) << name;
