@@ -108,7 +108,7 @@ for (const model of ['gemma3', 'qwen3']) {
   for (const body of bad) {
     assert.equal(await status(client.embeddings.create({ model: server.name, ...body })), 400, JSON.stringify(body).slice(0, 80));
   }
-  assert.equal(await status(client.embeddings.create({ model: 'nope', input: 'x' })), 404);
+  assert.equal((await client.embeddings.create({ model: 'nope', input: 'x' })).model, server.name, 'any model name');
   assert.equal(await status(client.chat.completions.create({ model: server.name, messages: [{ role: 'user', content: 'hi' }] })), 400,
                'an embedding model refuses chat completions');
   assert.equal(await status(client.completions.create({ model: server.name, prompt: 'hi' })), 400);

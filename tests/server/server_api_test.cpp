@@ -71,6 +71,16 @@ TEST(ServerApi, DefaultsWhenFieldsAreAbsentOrNull) {
   EXPECT_EQ(c->max_tokens, 3);
 }
 
+TEST(ServerApi, AnyModelNameMeansTheServedModel) {
+  for (const char* body : {R"({"model": "gpt-4o", "prompt": "a"})", R"({"model": "", "prompt": "a"})",
+                           R"({"model": null, "prompt": "a"})", R"({"prompt": "a"})"}) {
+    ApiError e;
+    const auto r = parse_generation_request(body, false, "tiny", &e);
+    ASSERT_TRUE(r) << body << ": " << e.message;
+    EXPECT_EQ(r->model, "tiny") << body;
+  }
+}
+
 struct BadCase {
   const char* name;
   std::string body;
@@ -94,7 +104,6 @@ TEST(ServerApi, EachBadRequestGetsItsStatusAndField) {
       {"content a number", R"({"messages": [{"role": "user", "content": 5}]})", true, 400, "messages", nullptr},
       {"image part", R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})", true,
        400, "messages", nullptr},
-      {"unknown model", "{\"model\": \"gpt-4\", " + msgs + "}", true, 404, "model", "model_not_found"},
       {"model a number", "{\"model\": 4, " + msgs + "}", true, 400, "model", nullptr},
       {"temperature a string", "{\"temperature\": \"hot\", " + msgs + "}", true, 400, "temperature", nullptr},
       {"temperature too high", "{\"temperature\": 2.5, " + msgs + "}", true, 400, "temperature", nullptr},
@@ -227,6 +236,7 @@ TEST(ServerApi, ModelsListsTheOneModel) {
   ASSERT_EQ(m["data"].size(), 1u);
   EXPECT_EQ(m["data"][0]["id"], "tiny");
   EXPECT_EQ(m["data"][0]["object"], "model");
+  EXPECT_EQ(m["data"][0], model_object("tiny", 5));
 }
 
 using std::chrono::milliseconds;

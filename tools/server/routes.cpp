@@ -353,6 +353,16 @@ void add_status_routes(GatedServer& http, ServerState& s, const ConnectionGate& 
   http.Get("/v1/models", [&s](const httplib::Request&, httplib::Response& res) {
     res.set_content(dump(models_body(s.model_name, s.created)), "application/json");
   });
+  // The model's object under its served name (ids may hold '/': "org/model").
+  http.Get(R"(/v1/models/(.+))", [&s](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    if (id != s.model_name) {
+      return reply_error(res,
+                         ApiError{404, "The model '" + id + "' does not exist; this server has '" + s.model_name + "'",
+                                  "invalid_request_error", "model", "model_not_found"});
+    }
+    res.set_content(dump(model_object(s.model_name, s.created)), "application/json");
+  });
 }
 
 void add_generation_routes(GatedServer& http, ServerState& s) {

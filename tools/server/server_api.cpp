@@ -54,15 +54,13 @@ bool fail(ApiError* e, std::string message, std::string param, int status = 400,
   return false;
 }
 
-// The optional "model" field: a string naming the one model served (404 otherwise).
+// The optional "model" field: any string names the one model served (as llama.cpp's server
+// takes it: a client configured for another name still works); `out` gets the served name.
 bool parse_model(const json& j, const std::string& model_name, std::string* out, ApiError* e) {
-  if (!j.contains("model") || j["model"].is_null()) return true;
-  if (!j["model"].is_string()) return fail(e, "'model' must be a string", "model");
-  *out = j["model"].get<std::string>();
-  if (*out != model_name) {
-    return fail(e, "The model '" + *out + "' does not exist; this server has '" + model_name + "'", "model", 404,
-                "model_not_found");
+  if (j.contains("model") && !j["model"].is_null() && !j["model"].is_string()) {
+    return fail(e, "'model' must be a string", "model");
   }
+  *out = model_name;
   return true;
 }
 
@@ -422,10 +420,12 @@ json embeddings_body(const std::string& model, const std::vector<float>& vectors
               {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
 }
 
+json model_object(const std::string& model, int64_t created) {
+  return json{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "tern"}};
+}
+
 json models_body(const std::string& model, int64_t created) {
-  return json{
-      {"object", "list"},
-      {"data", json::array({json{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "tern"}}})}};
+  return json{{"object", "list"}, {"data", json::array({model_object(model, created)})}};
 }
 
 bool equals_secret(const std::string& given, const std::string& secret) {

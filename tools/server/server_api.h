@@ -66,7 +66,7 @@ bool parse_tool_message(const nlohmann::json& m, Message* msg, ApiError* e);
 // What both endpoints ask for. Absent fields keep these defaults.
 struct GenerationRequest {
   bool chat = true;
-  std::string model;
+  std::string model;              // the served model's name (any name the client gives means it)
   std::vector<Message> messages;  // chat
   std::string prompt;             // completions
   int64_t max_tokens = -1;        // -1: up to the context
@@ -85,7 +85,8 @@ struct GenerationRequest {
 };
 
 // Parses a request body (already known to be valid UTF-8) for /v1/chat/completions
-// (chat = true) or /v1/completions. `model_name` is the one model served.
+// (chat = true) or /v1/completions. `model_name` is the one model served: any string in the
+// request's "model" names it (llama.cpp's behaviour), and the reply says `model_name`.
 std::optional<GenerationRequest> parse_generation_request(const std::string& body, bool chat,
                                                           const std::string& model_name, ApiError* error);
 
@@ -111,11 +112,13 @@ std::string stream_usage_chunk(bool chat, const std::string& id, int64_t created
                                const Usage& usage);
 inline const char* stream_done() { return "data: [DONE]\n\n"; }
 
+// GET /v1/models: the one model; GET /v1/models/{id}: its object.
+nlohmann::json model_object(const std::string& model, int64_t created);
 nlohmann::json models_body(const std::string& model, int64_t created);
 
 // POST /v1/embeddings: `input` a string or an array of strings (token-id arrays are refused),
 // `encoding_format` "float" (default) or "base64" (little-endian float32 bytes), `dimensions`
-// (the first D, re-normalized), `model`, `user` (ignored).
+// (the first D, re-normalized), `model` (any name), `user` (ignored).
 struct EmbeddingRequest {
   std::string model;
   std::vector<std::string> input;

@@ -46,6 +46,15 @@ std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(
 
 void add_server_options(CLI::App& app, ServerOptions* opt) {
   app.add_option("MODEL", opt->bundle, ".tern bundle")->required();
+  app.add_option("--alias", opt->alias,
+                 "the model's name in /v1/models and in replies (default: the bundle's file name without .tern); "
+                 "requests may name the model anything")
+      ->check([](const std::string& a) {
+        for (const char c : a) {
+          if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return std::string("--alias has a control character");
+        }
+        return a.empty() ? std::string("--alias is empty") : std::string();
+      });
   app.add_option("--host", opt->host, "address to listen on (default 127.0.0.1: this machine only)");
   app.add_option("--port", opt->port, "port (default 8080; 0 picks a free one and prints it)")
       ->check(CLI::Range(0, 65535));

@@ -27,6 +27,7 @@ struct ServerOptions {
   size_t max_connections_per_client = 0;
   // --api-key-file and TERN_API_KEY fill api_key (resolve_api_key).
   std::string api_key_file;
+  std::string alias;  // the model's advertised name; empty: the bundle's file name
 };
 
 // Every flag of tern-server, bound to `opt`.

@@ -28,7 +28,7 @@ struct GrammarCounts {
 
 struct ServerState {
   ServerOptions opt;
-  std::string model_name;  // the bundle's file name without .tern
+  std::string model_name;  // --alias, or the bundle's file name without .tern
   int64_t created = 0;
   tern_model* model = nullptr;
   std::vector<tern_session*> sessions;  // one per slot of `pool`

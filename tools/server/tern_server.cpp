@@ -2,7 +2,7 @@
 //             [--kv MODE] [--ctx N] [--sessions N] [--threads N] [--api-key-file FILE] [--timeout S]
 //             [--queue N] [--max-body BYTES] [--max-connections N] [--header-timeout S]
 //             [--max-connections-per-client N] [--body-timeout S] [--idle-timeout S] [--write-timeout S]
-//             [--grammar-memory 8M] [--grammar-compile-ms 1000]
+//             [--grammar-memory 8M] [--grammar-compile-ms 1000] [--alias NAME]
 // (the API key also as --api-key KEY, or in the environment as TERN_API_KEY)
 // An OpenAI-compatible HTTP server over the C API: /v1/chat/completions, /v1/completions
 // (both with streaming), /v1/embeddings (embedding bundles), /v1/models, /health, /tokenize,
@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   if (!resolve_api_key(&s.opt)) return 2;
   fit_open_file_limit(&s.opt);
   warn_if_open_to_the_network(s.opt);
-  s.model_name = model_name_of(s.opt.bundle);
+  s.model_name = s.opt.alias.empty() ? model_name_of(s.opt.bundle) : s.opt.alias;
   s.created = static_cast<int64_t>(std::time(nullptr));
   s.pool = std::make_unique<SlotPool>(s.opt.sessions, s.opt.queue);
   const sigset_t signals = block_stop_signals();
