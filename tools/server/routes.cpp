@@ -267,10 +267,41 @@ void handle_generation(ServerState& s, const httplib::Request& req, httplib::Res
       [release](bool) { release(); });
 }
 
-// The API key (on every endpoint but /health), and error replies in the API's shape for
-// what no handler answered (404, 413, ...).
+// A CORS preflight (OPTIONS with Origin and Access-Control-Request-Method): 204, and for an
+// allowed origin what it may send: GET and POST, the headers it asks for (the openai client
+// adds its own x-stainless-* ones) or at least Authorization and Content-Type, for a day.
+void answer_preflight(const httplib::Request& req, httplib::Response& res, bool allowed) {
+  res.status = 204;
+  res.set_header("Allow", "GET, POST, OPTIONS");
+  if (!allowed) return;
+  res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+  const std::string headers = req.get_header_value("Access-Control-Request-Headers");
+  const bool plain = !headers.empty() && headers.size() <= 1024 &&
+                     headers.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_, ") ==
+                         std::string::npos;
+  res.set_header("Access-Control-Allow-Headers", plain ? headers : "Authorization, Content-Type");
+  res.set_header("Access-Control-Max-Age", "86400");
+}
+
+// CORS (--cors-origin: preflights answered, every reply to an allowed origin marked readable),
+// the API key (on every endpoint but /health; a preflight needs none, as browsers send it
+// without credentials), and error replies in the API's shape for what no handler answered
+// (404, 413, ...).
 void add_access_handlers(GatedServer& http, ServerState& s) {
   http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
+    if (!s.opt.cors_origins.empty()) {
+      const std::string allowed = cors_allowed_origin(s.opt, req.get_header_value("Origin"));
+      if (!allowed.empty()) {
+        res.set_header("Access-Control-Allow-Origin", allowed);
+        res.set_header("Access-Control-Expose-Headers", "Retry-After, X-Tern-Grammar");
+      }
+      if (allowed != "*") res.set_header("Vary", "Origin");
+      if (req.method == "OPTIONS") {
+        answer_preflight(req, res, !allowed.empty());
+        log_line(s, req, res.status, 0, 0, 0, 0);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     if (s.opt.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     if (equals_secret(req.get_header_value("Authorization"), "Bearer " + s.opt.api_key)) {
       return httplib::Server::HandlerResponse::Unhandled;

@@ -40,9 +40,36 @@ void add_connection_options(CLI::App& app, ServerOptions* opt) {
       ->check(CLI::Range(size_t{0}, size_t{65536}));
 }
 
+// --cors-origin: "*", or an origin as browsers send it: scheme://host[:port], no path.
+std::string check_origin(const std::string& o) {
+  if (o == "*") return "";
+  const size_t colon = o.find("://");
+  bool ok = colon != std::string::npos && colon > 0 && colon + 3 < o.size();
+  for (size_t i = 0; ok && i < o.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(o[i]);
+    ok = c > 0x20 && c < 0x7f && (c != '/' || (i > colon && i < colon + 3));
+  }
+  return ok ? "" : "'" + o + "' is not an origin: scheme://host[:port] (e.g. https://app.example.com) or *";
+}
+
+std::string lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return s;
+}
+
 std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1e3)); }
 
 }  // namespace
+
+std::string cors_allowed_origin(const ServerOptions& opt, const std::string& origin) {
+  if (opt.cors_origins.empty() || origin.empty()) return "";
+  const std::string o = lowercase(origin);
+  for (const std::string& allowed : opt.cors_origins) {
+    if (allowed == "*") return "*";
+    if (lowercase(allowed) == o) return origin;
+  }
+  return "";
+}
 
 void add_server_options(CLI::App& app, ServerOptions* opt) {
   app.add_option("MODEL", opt->bundle, ".tern bundle")->required();
@@ -55,6 +82,10 @@ void add_server_options(CLI::App& app, ServerOptions* opt) {
         }
         return a.empty() ? std::string("--alias is empty") : std::string();
       });
+  app.add_option("--cors-origin", opt->cors_origins,
+                 "let browser apps from ORIGIN (scheme://host[:port], or * for any) call the API: answers CORS "
+                 "preflights and marks replies readable (repeatable; default: no CORS)")
+      ->check(check_origin);
   app.add_option("--host", opt->host, "address to listen on (default 127.0.0.1: this machine only)");
   app.add_option("--port", opt->port, "port (default 8080; 0 picks a free one and prints it)")
       ->check(CLI::Range(0, 65535));

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "tools/common/model_options.h"
 #include "tools/server/connection_gate.h"
@@ -27,8 +28,13 @@ struct ServerOptions {
   size_t max_connections_per_client = 0;
   // --api-key-file and TERN_API_KEY fill api_key (resolve_api_key).
   std::string api_key_file;
-  std::string alias;  // the model's advertised name; empty: the bundle's file name
+  std::string alias;                      // the model's advertised name; empty: the bundle's file name
+  std::vector<std::string> cors_origins;  // origins browsers may call from ("*": any); empty: no CORS
 };
+
+// Whether a request's Origin header may read replies (--cors-origin): the value the
+// Access-Control-Allow-Origin header then takes ("*" or the origin), or empty.
+std::string cors_allowed_origin(const ServerOptions& opt, const std::string& origin);
 
 // Every flag of tern-server, bound to `opt`.
 void add_server_options(CLI::App& app, ServerOptions* opt);

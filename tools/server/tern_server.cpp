@@ -2,7 +2,7 @@
 //             [--kv MODE] [--ctx N] [--sessions N] [--threads N] [--api-key-file FILE] [--timeout S]
 //             [--queue N] [--max-body BYTES] [--max-connections N] [--header-timeout S]
 //             [--max-connections-per-client N] [--body-timeout S] [--idle-timeout S] [--write-timeout S]
-//             [--grammar-memory 8M] [--grammar-compile-ms 1000] [--alias NAME]
+//             [--grammar-memory 8M] [--grammar-compile-ms 1000] [--alias NAME] [--cors-origin ORIGIN]...
 // (the API key also as --api-key KEY, or in the environment as TERN_API_KEY)
 // An OpenAI-compatible HTTP server over the C API: /v1/chat/completions, /v1/completions
 // (both with streaming), /v1/embeddings (embedding bundles), /v1/models, /health, /tokenize,
