@@ -1,11 +1,15 @@
 // POST /v1/embeddings through the official `openai` npm client: tern-server serving the
 // embedding tests' Gemma3 and Qwen3 bundles, vectors against the independent float64
 // reference (cosine >= 0.999), usage against the Hugging Face tokenizers oracle's token
-// counts, base64 and float encodings, dimensions, and the 4xx a client gets for bad input
-// and for the wrong kind of model.
-//   node openai_embeddings_test.mjs --server BIN --embedding-dir DIR --generative BUNDLE --npm DIR [--emulator E]
+// counts, base64 and float encodings, dimensions, the stored query prompt (prompt_name: the
+// reference's prompted vector, and tern-embed --prompt's exactly), token-id input (the text's
+// ids from /tokenize, and the oracle's with their special tokens, give the text's vector
+// exactly), and the 4xx a client gets for bad input (empty ones included) and for the wrong
+// kind of model.
+//   node openai_embeddings_test.mjs --server BIN --embed BIN --embedding-dir DIR --generative BUNDLE --npm DIR
+//                                   [--emulator E]
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -18,7 +22,7 @@ function fail(why) {
   process.exit(1);
 }
 const reference = path.join(args['embedding-dir'] ?? '', 'reference.jsonl');
-for (const p of [path.join(args.npm ?? '', 'node_modules', 'openai'), reference, args.generative, args.server]) {
+for (const p of [path.join(args.npm ?? '', 'node_modules', 'openai'), reference, args.generative, args.server, args.embed]) {
   if (!p || !fs.existsSync(p)) fail(`${p} is missing (.ci/deps installs openai; ctest makes the bundles first)`);
 }
 const OpenAI = createRequire(path.resolve(args.npm, 'package.json'))('openai').default;
@@ -100,10 +104,48 @@ for (const model of ['gemma3', 'qwen3']) {
   assert.equal(cut.data[0].embedding.length, 16);
   assert.ok(Math.abs(norm(cut.data[0].embedding) - 1) < 1e-5 && cosine(cut.data[0].embedding, ref16) >= 0.999);
 
-  // Bad input: 400 (404 for another model), and the server keeps serving.
+  // prompt_name: the bundle's stored query prompt in front, as the reference computed it and
+  // exactly as tern-embed --prompt query gives it.
+  const query = refs.find((r) => r.model === model && r.prompt !== '');
+  const prompted = await client.embeddings.create({
+    model: server.name, input: query.text, prompt_name: 'query', encoding_format: 'float',
+  });
+  assert.ok(cosine(prompted.data[0].embedding, query.embedding) >= 0.999, `${model}: prompt_name query`);
+  assert.equal(prompted.usage.prompt_tokens, query.ids.length, `${model}: the prompt's tokens are counted`);
+  const cli = JSON.parse(execFileSync(...program(args.embed, [path.join(args['embedding-dir'], `${model}.tern`),
+                                                               '-p', query.text, '--prompt', 'query', '-q'])).toString());
+  assert.deepEqual(prompted.data[0].embedding.map(Math.fround), cli.embeddings[0].map(Math.fround),
+                   `${model}: prompt_name equals tern-embed --prompt`);
+  const noPrompt = await client.embeddings.create({ model: server.name, input: query.text, prompt_name: '', encoding_format: 'float' });
+  assert.ok(cosine(noPrompt.data[0].embedding, prompted.data[0].embedding) < 0.999, `${model}: "" is no prompt`);
+  await assert.rejects(client.embeddings.create({ model: server.name, input: 'x', prompt_name: 'passage' }), (e) =>
+    e.status === 400 && e.param === 'prompt_name' && /no prompt named 'passage' \(it has .*'query'/.test(e.message));
+  checks += 5;
+
+  // Token ids: the text's from /tokenize, or the oracle's with its special tokens, embed to the
+  // text's vector exactly; one list or a list of lists.
+  const ids = [];
+  for (const text of texts) {
+    const r = await fetch(`${server.base}/tokenize`, { method: 'POST', body: JSON.stringify({ content: text }) });
+    ids.push((await r.json()).tokens);
+  }
+  const byIds = await client.embeddings.create({ model: server.name, input: ids, encoding_format: 'float' });
+  const byOracle = await client.embeddings.create({ model: server.name, input: cases.map((c) => c.ids), encoding_format: 'float' });
+  const oneList = await client.embeddings.create({ model: server.name, input: ids[2], encoding_format: 'float' });
+  for (let i = 0; i < texts.length; ++i) {
+    assert.deepEqual(byIds.data[i].embedding, floats.data[i].embedding, `${model}: text ${i}'s ids`);
+    assert.deepEqual(byOracle.data[i].embedding, floats.data[i].embedding, `${model}: text ${i}'s oracle ids`);
+  }
+  assert.deepEqual(oneList.data[0].embedding, floats.data[2].embedding);
+  assert.equal(byIds.usage.prompt_tokens, floats.usage.prompt_tokens, `${model}: usage of token input`);
+  checks += 2 * texts.length + 2;
+
+  // Bad input: 400, and the server keeps serving.
   const bad = [
-    { input: [] }, { input: [[1, 2, 3]] }, { input: 42 }, { input: 'x', dimensions: 0 }, { input: 'x', dimensions: 100000 },
-    { input: 'x', encoding_format: 'int8' }, { input: 'word '.repeat(400) },
+    { input: [] }, { input: '' }, { input: [''] }, { input: ['x', ''] }, { input: [[]] }, { input: [[1], []] },
+    { input: [1, 100000000] }, { input: [[-1]] }, { input: [1, 'x'] }, { input: 42 },
+    { input: 'x', dimensions: 0 }, { input: 'x', dimensions: 100000 },
+    { input: 'x', encoding_format: 'int8' }, { input: 'word '.repeat(400) }, { input: Array(400).fill(ids[0][0]) },
   ];
   for (const body of bad) {
     assert.equal(await status(client.embeddings.create({ model: server.name, ...body })), 400, JSON.stringify(body).slice(0, 80));

@@ -239,6 +239,50 @@ TEST(ServerApi, ModelsListsTheOneModel) {
   EXPECT_EQ(m["data"][0], model_object("tiny", 5));
 }
 
+TEST(ServerApi, EmbeddingInputsInEveryFormAndTheirErrors) {
+  const EmbeddingModel model{"emb", 8, 100, {"query", "document"}};
+  ApiError e;
+  auto r = parse_embedding_request(R"({"input": ["a", "b"], "prompt_name": "query"})", model, &e);
+  ASSERT_TRUE(r) << e.message;
+  EXPECT_EQ(r->input, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(r->prompt_name, std::optional<std::string>("query"));
+  EXPECT_EQ(r->count(), 2u);
+  r = parse_embedding_request(R"({"input": [3, 4, 99], "prompt_name": ""})", model, &e);
+  ASSERT_TRUE(r) << e.message;
+  ASSERT_EQ(r->tokens.size(), 1u);
+  EXPECT_EQ(r->tokens[0], (std::vector<int32_t>{3, 4, 99}));
+  EXPECT_EQ(r->prompt_name, std::optional<std::string>(""));
+  r = parse_embedding_request(R"({"input": [[3], [4, 5]], "model": "anything"})", model, &e);
+  ASSERT_TRUE(r) << e.message;
+  EXPECT_EQ(r->count(), 2u);
+  EXPECT_FALSE(r->prompt_name.has_value());
+  EXPECT_EQ(r->model, "emb");
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({"input": ""})", "empty string"},
+      {R"({"input": []})", "empty array"},
+      {R"({"input": [[]]})", "is empty"},
+      {R"({"input": ["a", ""]})", "'input[1]' is an empty string"},
+      {R"({"input": [[1], []]})", "'input[1]' is empty"},
+      {R"({"input": [1, 100]})", "token id 100 in 'input' is outside the vocabulary (0 to 99)"},
+      {R"({"input": [[1], [2, 100]]})", "token id 100 in 'input[1]'"},
+      {R"({"input": [-1]})", "not a token id"},
+      {R"({"input": ["a", [1]]})", "is not a string"},
+      {R"({"input": [[1], "a"]})", "must be an array of token ids"},
+      {R"({"input": 42})", "must be a string"},
+      {R"({"input": "a", "prompt_name": "passage"})", "no prompt named 'passage' (it has 'query', 'document')"},
+      {R"({"input": "a", "prompt_name": 3})", "'prompt_name' must be a string"},
+  };
+  for (const auto& [body, message] : bad) {
+    EXPECT_FALSE(parse_embedding_request(body, model, &e)) << body;
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_NE(e.message.find(message), std::string::npos) << body << ": " << e.message;
+    EXPECT_EQ(e.param, body.find("prompt_name") != std::string::npos ? "prompt_name" : "input") << body;
+  }
+  const EmbeddingModel none{"emb", 8, 100, {}};
+  EXPECT_FALSE(parse_embedding_request(R"({"input": "a", "prompt_name": "query"})", none, &e));
+  EXPECT_NE(e.message.find("(it has none)"), std::string::npos) << e.message;
+}
+
 using std::chrono::milliseconds;
 
 // The API key comparison: equal only when every byte and the length match (its timing is by

@@ -100,8 +100,21 @@ bool ensure_ready(ServerState& s, httplib::Response& res) {
   return false;
 }
 
-// POST /v1/embeddings: every input through tern_embed in one call on one slot (the texts
-// share forward passes), float32 vectors as numbers or base64.
+// What /v1/embeddings checks requests against: the name, dimensions, vocabulary and the
+// prompts stored in the bundle.
+EmbeddingModel embedding_model(const ServerState& s) {
+  EmbeddingModel m{s.model_name, s.embedding.dimensions, s.info.vocab_size, {}};
+  for (size_t i = 0; i < s.embedding.n_prompts; ++i) {
+    const char* name = nullptr;
+    const char* text = nullptr;
+    if (tern_model_embedding_prompt(s.model, i, &name, &text) == TERN_OK) m.prompts.push_back(name);
+  }
+  return m;
+}
+
+// POST /v1/embeddings: every input through tern_embed (texts) or tern_embed_tokens (token
+// ids) in one call on one slot (the inputs share forward passes), float32 vectors as numbers
+// or base64.
 void handle_embeddings(ServerState& s, const httplib::Request& req, httplib::Response& res) {
   const double start = now_s();
   if (!ensure_ready(s, res)) return;
@@ -117,7 +130,7 @@ void handle_embeddings(ServerState& s, const httplib::Request& req, httplib::Res
     return refuse(ApiError{400, "the request body is not valid UTF-8", "invalid_request_error", "", ""});
   }
   ApiError error;
-  auto parsed = parse_embedding_request(req.body, s.model_name, s.embedding.dimensions, &error);
+  auto parsed = parse_embedding_request(req.body, embedding_model(s), &error);
   if (!parsed) return refuse(error);
   const EmbeddingRequest& r = *parsed;
   const uint32_t dims = r.dimensions > 0 ? r.dimensions : s.embedding.dimensions;
@@ -127,7 +140,13 @@ void handle_embeddings(ServerState& s, const httplib::Request& req, httplib::Res
     texts.push_back(t.data());
     sizes.push_back(t.size());
   }
-  std::vector<float> vectors(r.input.size() * dims);
+  std::vector<const int32_t*> lists;
+  std::vector<size_t> counts;
+  for (const std::vector<int32_t>& ids : r.tokens) {
+    lists.push_back(ids.data());
+    counts.push_back(ids.size());
+  }
+  std::vector<float> vectors(r.count() * dims);
   SlotPool::Refusal why;
   const auto slot = s.pool->acquire(std::chrono::seconds(s.opt.timeout), &why, client_gone);
   if (!slot) {
@@ -139,13 +158,19 @@ void handle_embeddings(ServerState& s, const httplib::Request& req, httplib::Res
   }
   tern_embed_params ep = tern_embed_default_params();
   ep.dimensions = r.dimensions;
+  ep.prompt_name = r.prompt_name ? r.prompt_name->c_str() : nullptr;
   tern_embed_stats stats{};
-  const tern_status st = tern_embed(s.sessions[*slot], texts.data(), sizes.data(), texts.size(), &ep, vectors.data(),
-                                    vectors.size() * sizeof(float), nullptr, &stats);
+  const size_t out_bytes = vectors.size() * sizeof(float);
+  const tern_status st = r.tokens.empty()
+                             ? tern_embed(s.sessions[*slot], texts.data(), sizes.data(), texts.size(), &ep,
+                                          vectors.data(), out_bytes, nullptr, &stats)
+                             : tern_embed_tokens(s.sessions[*slot], lists.data(), counts.data(), lists.size(), &ep,
+                                                 vectors.data(), out_bytes, nullptr, &stats);
   s.pool->release(*slot);
   if (st != TERN_OK) {
     ApiError e = status_error(st, "embedding");
-    e.param = st == TERN_PROMPT_TOO_LONG ? "input" : "";
+    const bool input = st == TERN_PROMPT_TOO_LONG || st == TERN_INVALID_TOKEN;
+    e.param = input ? "input" : "";
     if (st == TERN_PROMPT_TOO_LONG) e.code = "context_length_exceeded";
     return refuse(e);
   }

@@ -1,5 +1,6 @@
 #include "tools/server/server_api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -184,6 +185,33 @@ bool parse_fields(const json& j, GenerationRequest* r, ApiError* e) {
   return true;
 }
 
+// A token id as JSON: an integer in [0, 2^31).
+bool token_id(const json& x, int32_t* out) {
+  if (!x.is_number_integer()) return false;
+  const int64_t v = x.get<int64_t>();
+  if (v < 0 || v > std::numeric_limits<int32_t>::max()) return false;
+  *out = static_cast<int32_t>(v);
+  return true;
+}
+
+// A non-empty array of token ids into `out`; false (the message in *why) otherwise.
+bool token_list(const json& a, std::vector<int32_t>* out, std::string* why) {
+  if (!a.is_array() || a.empty()) {
+    *why = a.is_array() ? "is empty" : "must be an array of token ids";
+    return false;
+  }
+  out->reserve(a.size());
+  for (const json& x : a) {
+    int32_t id = 0;
+    if (!token_id(x, &id)) {
+      *why = "holds " + x.dump() + ", which is not a token id (an integer from 0)";
+      return false;
+    }
+    out->push_back(id);
+  }
+  return true;
+}
+
 // Message contents and stop strings reach the C API as C strings, which end at a NUL: a
 // "\u0000" would silently cut the text there (a stop string would stop on its prefix).
 bool no_nul_in_c_strings(const GenerationRequest& r, ApiError* e) {
@@ -325,42 +353,99 @@ std::string stream_usage_chunk(bool chat, const std::string& id, int64_t created
   return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
 }
 
-std::optional<EmbeddingRequest> parse_embedding_request(const std::string& body, const std::string& model_name,
-                                                        uint32_t model_dimensions, ApiError* e) {
+namespace {
+
+// The stored prompt names as a list for a message: 'query', 'document'.
+std::string quoted_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+  return out.empty() ? "none" : out;
+}
+
+// /v1/embeddings' "input" in any of its four forms into `r`.
+bool parse_embedding_input(const json& in, uint32_t vocab_size, EmbeddingRequest* r, ApiError* e) {
+  static const char* kForms =
+      "'input' must be a string, an array of strings, an array of token ids or an array of token-id arrays";
+  std::string why;
+  if (in.is_string()) {
+    r->input.push_back(in.get<std::string>());
+  } else if (in.is_array() && !in.empty() && in[0].is_number()) {
+    r->tokens.emplace_back();
+    if (!token_list(in, &r->tokens.back(), &why)) return fail(e, "'input' " + why, "input");
+  } else if (in.is_array() && !in.empty()) {
+    const bool texts = in[0].is_string();
+    for (size_t i = 0; i < in.size(); ++i) {
+      const std::string at = "'input[" + std::to_string(i) + "]'";
+      if (texts && in[i].is_string()) {
+        r->input.push_back(in[i].get<std::string>());
+      } else if (texts) {
+        return fail(e, std::string(kForms) + " (" + at + " is not a string)", "input");
+      } else {
+        r->tokens.emplace_back();
+        if (!token_list(in[i], &r->tokens.back(), &why)) return fail(e, at + " " + why, "input");
+      }
+    }
+  } else {
+    return fail(e, in.is_array() ? "'input' is an empty array" : kForms, "input");
+  }
+  for (size_t i = 0; i < r->input.size(); ++i) {
+    if (r->input[i].empty()) {
+      return fail(e,
+                  r->input.size() == 1 && in.is_string() ? "'input' is an empty string"
+                                                         : "'input[" + std::to_string(i) + "]' is an empty string",
+                  "input");
+    }
+  }
+  for (size_t i = 0; i < r->tokens.size(); ++i) {
+    for (const int32_t id : r->tokens[i]) {
+      if (static_cast<uint32_t>(id) >= vocab_size) {
+        return fail(e,
+                    "token id " + std::to_string(id) + " in 'input" +
+                        (in[0].is_array() ? "[" + std::to_string(i) + "]" : "") + "' is outside the vocabulary (0 to " +
+                        std::to_string(vocab_size - 1) + ")",
+                    "input");
+      }
+    }
+  }
+  if (r->count() > kMaxEmbeddingInputs) {
+    return fail(e,
+                "'input' has " + std::to_string(r->count()) + " inputs; at most " + std::to_string(kMaxEmbeddingInputs),
+                "input");
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<EmbeddingRequest> parse_embedding_request(const std::string& body, const EmbeddingModel& model,
+                                                        ApiError* e) {
   const json j = json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
     fail(e, j.is_discarded() ? "the request body is not valid JSON" : "the request body must be a JSON object", "");
     return std::nullopt;
   }
   EmbeddingRequest r;
-  if (!parse_model(j, model_name, &r.model, e)) return std::nullopt;
+  if (!parse_model(j, model.name, &r.model, e)) return std::nullopt;
   if (!j.contains("input")) {
-    fail(e, "'input' is required: a string or an array of strings", "input");
+    fail(e, "'input' is required: a string, an array of strings or token ids", "input");
     return std::nullopt;
   }
-  const json& in = j["input"];
-  if (in.is_string()) {
-    r.input.push_back(in.get<std::string>());
-  } else if (in.is_array() && !in.empty()) {
-    for (const json& x : in) {
-      if (!x.is_string()) {
-        fail(e,
-             x.is_number_integer() || x.is_array() ? "'input' as token ids is not supported: send the text"
-                                                   : "'input' must be a string or an array of strings",
-             "input");
-        return std::nullopt;
-      }
-      r.input.push_back(x.get<std::string>());
+  if (!parse_embedding_input(j["input"], model.vocab_size, &r, e)) return std::nullopt;
+  if (j.contains("prompt_name") && !j["prompt_name"].is_null()) {
+    const json& p = j["prompt_name"];
+    if (!p.is_string()) {
+      fail(e, "'prompt_name' must be a string: the name of a prompt stored in the model", "prompt_name");
+      return std::nullopt;
     }
-  } else {
-    fail(e, "'input' must be a string or a non-empty array of strings", "input");
-    return std::nullopt;
+    const std::string name = p.get<std::string>();
+    if (!name.empty() && std::find(model.prompts.begin(), model.prompts.end(), name) == model.prompts.end()) {
+      fail(e, "the model has no prompt named '" + name + "' (it has " + quoted_list(model.prompts) + ")",
+           "prompt_name");
+      return std::nullopt;
+    }
+    r.prompt_name = name;
   }
-  if (r.input.size() > kMaxEmbeddingInputs) {
-    fail(e, "'input' has " + std::to_string(r.input.size()) + " texts; at most " + std::to_string(kMaxEmbeddingInputs),
-         "input");
-    return std::nullopt;
-  }
+  const uint32_t model_dimensions = model.dimensions;
   if (j.contains("encoding_format") && !j["encoding_format"].is_null()) {
     const json& f = j["encoding_format"];
     if (!f.is_string() || (f != "float" && f != "base64")) {

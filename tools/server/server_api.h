@@ -116,18 +116,32 @@ inline const char* stream_done() { return "data: [DONE]\n\n"; }
 nlohmann::json model_object(const std::string& model, int64_t created);
 nlohmann::json models_body(const std::string& model, int64_t created);
 
-// POST /v1/embeddings: `input` a string or an array of strings (token-id arrays are refused),
-// `encoding_format` "float" (default) or "base64" (little-endian float32 bytes), `dimensions`
-// (the first D, re-normalized), `model` (any name), `user` (ignored).
+// What /v1/embeddings checks a request against.
+struct EmbeddingModel {
+  std::string name;
+  uint32_t dimensions = 0;
+  uint32_t vocab_size = 0;
+  std::vector<std::string> prompts;  // the names of the prompts stored in the bundle
+};
+
+// POST /v1/embeddings: `input` a string, an array of strings, an array of token ids or an
+// array of such arrays (OpenAI's four forms; none may be empty, ids below the vocabulary
+// size), `prompt_name` (a prompt stored in the bundle, as sentence-transformers names it;
+// "" none; absent or null: the bundle's default), `encoding_format` "float" (default) or
+// "base64" (little-endian float32 bytes), `dimensions` (the first D, re-normalized),
+// `model` (any name), `user` (ignored).
 struct EmbeddingRequest {
   std::string model;
-  std::vector<std::string> input;
+  std::vector<std::string> input;            // texts, or
+  std::vector<std::vector<int32_t>> tokens;  // token-id inputs
+  std::optional<std::string> prompt_name;
   bool base64 = false;
   uint32_t dimensions = 0;  // 0: the model's
+  size_t count() const { return tokens.empty() ? input.size() : tokens.size(); }
 };
 inline constexpr size_t kMaxEmbeddingInputs = 2048;  // as OpenAI's API
-std::optional<EmbeddingRequest> parse_embedding_request(const std::string& body, const std::string& model_name,
-                                                        uint32_t model_dimensions, ApiError* error);
+std::optional<EmbeddingRequest> parse_embedding_request(const std::string& body, const EmbeddingModel& model,
+                                                        ApiError* error);
 // {"object": "list", "data": [{"object": "embedding", "index", "embedding"}...], "model", "usage"}.
 nlohmann::json embeddings_body(const std::string& model, const std::vector<float>& vectors, uint32_t dimensions,
                                bool base64, uint64_t prompt_tokens);
