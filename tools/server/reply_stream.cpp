@@ -66,8 +66,14 @@ json reply_body(bool chat, const std::string& id, int64_t created, const std::st
   return body;
 }
 
-ReplyStream::ReplyStream(const GenerationRequest& r, std::string id, int64_t created, std::string model, Writer write)
-    : request_(r), id_(std::move(id)), created_(created), model_(std::move(model)), write_(std::move(write)) {}
+ReplyStream::ReplyStream(const GenerationRequest& r, std::string id, int64_t created, std::string model, Writer write,
+                         size_t index)
+    : request_(r),
+      id_(std::move(id)),
+      created_(created),
+      model_(std::move(model)),
+      write_(std::move(write)),
+      index_(index) {}
 
 json ReplyStream::take_logprobs() {
   if (!request_.logprobs) return nullptr;
@@ -78,7 +84,8 @@ json ReplyStream::take_logprobs() {
 }
 
 bool ReplyStream::content(const std::string& text) {
-  const bool ok = send(stream_chunk(request_.chat, id_, created_, model_, text, nullptr, first_, take_logprobs()));
+  const bool ok =
+      send(stream_chunk(request_.chat, id_, created_, model_, text, nullptr, first_, take_logprobs(), index_));
   first_ = false;
   return ok;
 }
@@ -102,7 +109,7 @@ bool ReplyStream::token(const TokenLogprob& t) {
 void ReplyStream::finish(const std::string& finish_reason) {
   // Tokens whose text never came (an end of the call, a stop string) ride on the last chunk.
   send(stream_chunk(request_.chat, id_, created_, model_, "", &finish_reason, first_,
-                    pending_.empty() ? json(nullptr) : take_logprobs()));
+                    pending_.empty() ? json(nullptr) : take_logprobs(), index_));
 }
 
 }  // namespace tern::server

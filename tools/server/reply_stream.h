@@ -29,11 +29,12 @@ nlohmann::json reply_body(bool chat, const std::string& id, int64_t created, con
 
 // A streamed reply: text as content deltas, or the call's id and name and then its
 // arguments as they are generated (OpenAI's chunk shapes); each token's logprobs ride on the
-// chunk that carries its text.
+// chunk that carries its text. `index`: the choice's (a completion's prompt i).
 class ReplyStream final : public GenerationEvents {
  public:
   using Writer = std::function<bool(const std::string&)>;
-  ReplyStream(const GenerationRequest& r, std::string id, int64_t created, std::string model, Writer write);
+  ReplyStream(const GenerationRequest& r, std::string id, int64_t created, std::string model, Writer write,
+              size_t index = 0);
 
   bool content(const std::string& text) override;
   bool call(const std::string& name) override;
@@ -52,6 +53,7 @@ class ReplyStream final : public GenerationEvents {
   int64_t created_;
   std::string model_;
   Writer write_;
+  size_t index_;
   bool first_ = true;
   std::vector<TokenLogprob> pending_;  // tokens whose text has not been sent yet
   size_t text_offset_ = 0;             // completions: bytes of text sent so far

@@ -323,9 +323,11 @@ json completion_body(bool chat, const std::string& id, int64_t created, const st
 }
 
 std::string stream_chunk(bool chat, const std::string& id, int64_t created, const std::string& model,
-                         const std::string& text, const std::string* finish_reason, bool first, const json& logprobs) {
-  json choice = {
-      {"index", 0}, {"finish_reason", finish_reason ? json(*finish_reason) : json(nullptr)}, {"logprobs", logprobs}};
+                         const std::string& text, const std::string* finish_reason, bool first, const json& logprobs,
+                         size_t index) {
+  json choice = {{"index", index},
+                 {"finish_reason", finish_reason ? json(*finish_reason) : json(nullptr)},
+                 {"logprobs", logprobs}};
   if (chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";

@@ -105,9 +105,10 @@ nlohmann::json completion_body(bool chat, const std::string& id, int64_t created
                                const nlohmann::json& logprobs = nullptr);
 // One server-sent event, "data: {...}\n\n": a piece of text, or (finish_reason set, text
 // empty) the last chunk; usage (when include_usage) goes into a final chunk of its own.
+// `index`: the choice (a completion's prompt) the piece belongs to.
 std::string stream_chunk(bool chat, const std::string& id, int64_t created, const std::string& model,
                          const std::string& text, const std::string* finish_reason, bool first,
-                         const nlohmann::json& logprobs = nullptr);
+                         const nlohmann::json& logprobs = nullptr, size_t index = 0);
 std::string stream_usage_chunk(bool chat, const std::string& id, int64_t created, const std::string& model,
                                const Usage& usage);
 inline const char* stream_done() { return "data: [DONE]\n\n"; }
