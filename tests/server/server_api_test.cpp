@@ -81,6 +81,32 @@ TEST(ServerApi, AnyModelNameMeansTheServedModel) {
   }
 }
 
+TEST(ServerApi, CompletionPromptsInOpenAIsFourForms) {
+  ApiError e;
+  auto r = parse_generation_request(R"({"prompt": ["It is", "", "Once"], "echo": true})", false, "tiny", &e);
+  ASSERT_TRUE(r) << e.message;
+  ASSERT_EQ(r->prompts.size(), 3u);
+  EXPECT_EQ(r->prompts[1].text, "");
+  EXPECT_EQ(r->prompts[2].text, "Once");
+  EXPECT_EQ(r->prompt, "It is");
+  EXPECT_TRUE(r->prompt_ids.empty());
+  EXPECT_TRUE(r->echo);
+  r = parse_generation_request(R"({"prompt": [1, 2, 2147483647]})", false, "tiny", &e);
+  ASSERT_TRUE(r) << e.message;
+  ASSERT_EQ(r->prompts.size(), 1u);
+  EXPECT_EQ(r->prompt_ids, (std::vector<int32_t>{1, 2, 2147483647}));
+  r = parse_generation_request(R"({"prompt": [[5], [6, 7]], "logprobs": null, "echo": true})", false, "tiny", &e);
+  ASSERT_TRUE(r) << e.message;
+  ASSERT_EQ(r->prompts.size(), 2u);
+  EXPECT_EQ(r->prompts[1].ids, (std::vector<int32_t>{6, 7}));
+  EXPECT_EQ(r->prompt_ids, (std::vector<int32_t>{5}));
+  std::string list = "[";
+  for (size_t i = 0; i <= kMaxCompletionPrompts; ++i) list += i ? ",\"a\"" : "\"a\"";
+  EXPECT_FALSE(parse_generation_request("{\"prompt\": " + list + "]}", false, "tiny", &e));
+  EXPECT_EQ(e.param, "prompt");
+  EXPECT_NE(e.message.find("at most 64"), std::string::npos) << e.message;
+}
+
 struct BadCase {
   const char* name;
   std::string body;
@@ -122,7 +148,15 @@ TEST(ServerApi, EachBadRequestGetsItsStatusAndField) {
       {"stream a string", "{\"stream\": \"yes\", " + msgs + "}", true, 400, "stream", nullptr},
       {"presence too big", "{\"presence_penalty\": 3, " + msgs + "}", true, 400, "presence_penalty", nullptr},
       {"no prompt", R"({"max_tokens": 4})", false, 400, "prompt", nullptr},
-      {"prompt a list of ids", R"({"prompt": [1, 2, 3]})", false, 400, "prompt", nullptr},
+      {"prompt an empty array", R"({"prompt": []})", false, 400, "prompt", nullptr},
+      {"prompt an empty id list", R"({"prompt": [[]]})", false, 400, "prompt", nullptr},
+      {"prompt ids and a string", R"({"prompt": [1, "a"]})", false, 400, "prompt", nullptr},
+      {"prompt a string and ids", R"({"prompt": ["a", [1]]})", false, 400, "prompt", nullptr},
+      {"prompt a negative id", R"({"prompt": [-1]})", false, 400, "prompt", nullptr},
+      {"prompt a fractional id", R"({"prompt": [[1.5]]})", false, 400, "prompt", nullptr},
+      {"prompt an object", R"({"prompt": {"text": "a"}})", false, 400, "prompt", nullptr},
+      {"echo a string", R"({"prompt": "a", "echo": "yes"})", false, 400, "echo", nullptr},
+      {"echo with logprobs", R"({"prompt": "a", "echo": true, "logprobs": 2})", false, 400, "logprobs", nullptr},
       {"a NUL in content", R"({"messages": [{"role": "user", "content": "a\u0000b"}]})", true, 400, "messages",
        nullptr},
       {"a NUL in a stop string", "{\"stop\": \"a\\u0000\", " + msgs + "}", true, 400, "stop", nullptr},
@@ -237,6 +271,20 @@ TEST(ServerApi, ModelsListsTheOneModel) {
   EXPECT_EQ(m["data"][0]["id"], "tiny");
   EXPECT_EQ(m["data"][0]["object"], "model");
   EXPECT_EQ(m["data"][0], model_object("tiny", 5));
+}
+
+TEST(ServerApi, TextChoicesCarryTheirIndex) {
+  const json t = text_completion_body("cmpl-1", 1, "tiny",
+                                      {{"a", "stop", nullptr}, {"b", "length", {{"tokens", {"b"}}}}}, Usage{4, 3, 1});
+  ASSERT_EQ(t["choices"].size(), 2u);
+  EXPECT_EQ(t["choices"][1]["index"], 1);
+  EXPECT_EQ(t["choices"][1]["text"], "b");
+  EXPECT_EQ(t["choices"][1]["finish_reason"], "length");
+  EXPECT_TRUE(t["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(t["choices"][1]["logprobs"]["tokens"][0], "b");
+  EXPECT_EQ(t["usage"]["total_tokens"], 7);
+  const json chunk = event_json(stream_chunk(false, "id", 1, "tiny", "x", nullptr, false, nullptr, 3));
+  EXPECT_EQ(chunk["choices"][0]["index"], 3);
 }
 
 TEST(ServerApi, EmbeddingInputsInEveryFormAndTheirErrors) {

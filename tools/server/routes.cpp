@@ -6,11 +6,13 @@
 #include <sys/socket.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -178,6 +180,167 @@ void handle_embeddings(ServerState& s, const httplib::Request& req, httplib::Res
   log_line(s, req, 200, static_cast<uint32_t>(stats.n_tokens), 0, now_s() - start, 0);
 }
 
+// Token ids as text (control tokens skipped); false when the C API refuses them.
+bool detokenize(const ServerState& s, const std::vector<int32_t>& ids, std::string* out, tern_status* status) {
+  std::vector<char> text(64 * ids.size() + 16);
+  size_t size = 0;
+  tern_status st;
+  // Pieces may be longer than 64 bytes (LLaMA-3 has 128-byte ones): grow until the text fits.
+  for (int grow = 0;
+       (st = tern_detokenize(s.model, ids.data(), ids.size(), text.data(), text.size(), &size)) == TERN_OUT_OF_RANGE &&
+       grow < 8;
+       ++grow) {
+    text.resize(text.size() * 2);
+  }
+  if (status != nullptr) *status = st;
+  if (st != TERN_OK) return false;
+  out->assign(text.data(), size);
+  return true;
+}
+
+// A completion prompt given as token ids, as the text the chat engine runs (it takes text):
+// the ids must be that text's tokens, with or without the BOS a completion gets in front, so
+// the engine runs exactly them; other ids (control tokens inside, a split no tokenizer makes)
+// are refused.
+bool ids_as_text(const ServerState& s, const std::vector<int32_t>& ids, std::string* text, ApiError* e) {
+  for (const int32_t id : ids) {
+    if (static_cast<uint32_t>(id) >= s.info.vocab_size) {
+      *e = ApiError{400,
+                    "token id " + std::to_string(id) + " is outside the vocabulary (0 to " +
+                        std::to_string(s.info.vocab_size - 1) + ")",
+                    "invalid_request_error", "prompt", ""};
+      return false;
+    }
+  }
+  tern_status st = TERN_OK;
+  std::vector<int32_t> back(ids.size() + 2);
+  size_t n = 0;
+  if (detokenize(s, ids, text, &st)) {
+    st = tern_tokenize(s.model, text->data(), text->size(), 1, 1, back.data(), back.size(), &n);
+  }
+  if (st != TERN_OK && st != TERN_OUT_OF_RANGE) {
+    *e = status_error(st, "prompt");
+    return false;
+  }
+  const size_t skip = st == TERN_OK && n > 0 && back[0] == s.info.bos_id && ids[0] != s.info.bos_id ? 1 : 0;
+  if (st == TERN_OK && n - skip == ids.size() && std::equal(ids.begin(), ids.end(), back.begin() + skip)) return true;
+  *e = ApiError{400,
+                "these token ids are not the tokens of a text (the text they spell tokenizes otherwise, e.g. around "
+                "a control token): send the text",
+                "invalid_request_error", "prompt", ""};
+  return false;
+}
+
+// What a request runs: a chat once; a completion once per prompt (its choice i), each as the
+// request prepare() sees, with the text "echo" puts in front of its choice. A run's prepared
+// call points into its request: runs stay where they are made (a deque).
+struct Run {
+  GenerationRequest request;
+  Prepared prepared;
+  std::string echo;
+};
+using Runs = std::deque<Run>;
+
+// Every run made ready before a slot is taken, so any prompt's 4xx is answered first.
+bool prepare_runs(ServerState& s, const GenerationRequest& r, Runs* runs, ApiError* e) {
+  const size_t n = r.chat ? 1 : r.prompts.size();
+  for (size_t i = 0; i < n; ++i) {
+    Run& run = runs->emplace_back();
+    run.request = r;
+    if (!r.chat) {
+      run.request.prompts.clear();
+      run.request.prompt = r.prompts[i].text;
+      run.request.prompt_ids = r.prompts[i].ids;
+      if (!r.prompts[i].ids.empty() && !ids_as_text(s, r.prompts[i].ids, &run.request.prompt, e)) {
+        if (n > 1) e->message = "prompt " + std::to_string(i) + ": " + e->message;
+        return false;
+      }
+      if (r.echo) run.echo = run.request.prompt;  // the prompt as given; token ids as their text
+    }
+    run.prepared = prepare(s, run.request);
+    if (!run.prepared.ok) {
+      *e = run.prepared.error;
+      if (n > 1) e->message = "prompt " + std::to_string(i) + ": " + e->message;
+      return false;
+    }
+  }
+  return true;
+}
+
+// A request's runs added up (usage, the log line), and the first that failed.
+struct Totals {
+  Usage usage;
+  double decode_seconds = 0;
+  bool ok = true;
+  ApiError error;
+  void add(const Generation& g) {
+    usage.prompt_tokens += g.prompt_tokens;
+    usage.completion_tokens += g.completion_tokens;
+    usage.cached_tokens += g.reused_tokens;
+    decode_seconds += g.decode_seconds;
+    if (!g.ok && ok) ok = false, error = g.error;
+  }
+};
+
+// A streamed reply: the slot is held until the provider has run, and freed as soon as the
+// client is found gone (a failed write stops the generation) or if the provider never runs.
+// A completion's prompts stream one after the other, each chunk with its choice's index.
+void stream_reply(ServerState& s, const httplib::Request& req, httplib::Response& res,
+                  std::shared_ptr<GenerationRequest> request, std::shared_ptr<Runs> runs, size_t slot_index,
+                  double start) {
+  const bool chat = request->chat;
+  const std::string id = new_id(chat);
+  const int64_t created = static_cast<int64_t>(std::time(nullptr));
+  auto released = std::make_shared<std::atomic<bool>>(false);
+  auto release = [&s, slot_index, released] {
+    if (!released->exchange(true)) s.pool->release(slot_index);
+  };
+  const std::string method = req.method, path = req.path;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");  // no buffering by a reverse proxy in front
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [&s, request, runs, id, created, chat, slot_index, release, start, method, path](size_t,
+                                                                                       httplib::DataSink& sink) {
+        bool gone = false;
+        auto write = [&](const std::string& event) {
+          if (gone || !sink.is_writable() || !sink.write(event.data(), event.size())) gone = true;
+          return !gone;
+        };
+        Totals t;
+        for (size_t i = 0; i < runs->size() && t.ok && !gone; ++i) {
+          const Run& run = (*runs)[i];
+          if (!run.echo.empty() &&
+              !write(stream_chunk(false, id, created, s.model_name, run.echo, nullptr, false, nullptr, i))) {
+            break;
+          }
+          ReplyStream reply(run.request, id, created, s.model_name, write, i);
+          const Generation g = generate(s, s.sessions[slot_index], run.prepared, &reply);
+          t.add(g);
+          if (g.ok && !gone) reply.finish(g.finish_reason);
+        }
+        release();
+        if (!t.ok) {
+          write("data: " + dump(error_body(t.error)) + "\n\n");
+        } else if (!gone) {
+          if (request->include_usage) write(stream_usage_chunk(chat, id, created, s.model_name, t.usage));
+          write(stream_done());
+        }
+        if (!gone) sink.done();
+        httplib::Request logged;
+        logged.method = method;
+        logged.path = path;
+        // 499: the client closed the stream before its end (nginx's name for it).
+        log_line(s, logged,
+                 gone   ? 499
+                 : t.ok ? 200
+                        : t.error.status,
+                 t.usage.prompt_tokens, t.usage.completion_tokens, now_s() - start, t.decode_seconds);
+        return !gone;
+      },
+      [release](bool) { release(); });
+}
+
 // One generation request, streamed or not.
 void handle_generation(ServerState& s, const httplib::Request& req, httplib::Response& res, bool chat) {
   const double start = now_s();
@@ -198,11 +361,12 @@ void handle_generation(ServerState& s, const httplib::Request& req, httplib::Res
   auto parsed = parse_generation_request(req.body, chat, s.model_name, &error);
   if (!parsed) return refuse(error);
   auto request = std::make_shared<GenerationRequest>(std::move(*parsed));
-  auto prepared = std::make_shared<Prepared>(prepare(s, *request));
-  if (!prepared->ok) return refuse(prepared->error);
+  auto runs = std::make_shared<Runs>();
+  if (!prepare_runs(s, *request, runs.get(), &error)) return refuse(error);
+  const Prepared& prepared = runs->front().prepared;  // the grammar: the same for every run
   SlotPool::Refusal why;
   const auto slot = s.pool->acquire(std::chrono::seconds(s.opt.timeout), &why, client_gone,
-                                    std::chrono::milliseconds(50), grammar_key(prepared->grammar));
+                                    std::chrono::milliseconds(50), grammar_key(prepared.grammar));
   if (!slot) {
     res.set_header("Retry-After", "1");
     if (why == SlotPool::Refusal::ClientGone) return refuse(ApiError{499, "the client left", "", "", ""});
@@ -216,80 +380,46 @@ void handle_generation(ServerState& s, const httplib::Request& req, httplib::Res
   // The grammar before any reply byte: a compile that fails or times out is an HTTP 400, also
   // for a stream. The watchdog thread asks this request's socket whether its client has left.
   const SlotGrammar grammar =
-      set_slot_grammar(s, slot_index, *request, *prepared, [fd = t_client_fd] { return socket_gone(fd); });
+      set_slot_grammar(s, slot_index, *request, prepared, [fd = t_client_fd] { return socket_gone(fd); });
   if (!grammar.ok) {
     s.pool->release(slot_index);
     return refuse(grammar.error);
   }
-  if (!prepared->grammar.empty()) {
+  if (!prepared.grammar.empty()) {
     char note[64];
     std::snprintf(note, sizeof note, "compiled %.0f ms", grammar.compile_ms);
     res.set_header("X-Tern-Grammar", grammar.reused ? "reused" : note);
   }
+  if (request->stream) return stream_reply(s, req, res, request, runs, slot_index, start);
+  // A client that has left stops the generation (its slot is free for the next at once).
+  StopWhenClientGone watch;
+  Generation g;
+  Totals t;
+  std::vector<TextChoice> choices;
+  for (size_t i = 0; i < runs->size() && t.ok && !watch.gone; ++i) {
+    const Run& run = (*runs)[i];
+    g = generate(s, s.sessions[slot_index], run.prepared, &watch);
+    t.add(g);
+    choices.push_back({run.echo + g.text, g.finish_reason,
+                       run.request.logprobs ? logprobs_body(false, g.logprobs) : nlohmann::json(nullptr)});
+  }
+  s.pool->release(slot_index);
   const std::string id = new_id(chat);
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
-  if (!request->stream) {
-    // A client that has left stops the generation (its slot is free for the next at once).
-    StopWhenClientGone watch;
-    Generation g = generate(s, s.sessions[slot_index], *prepared, &watch);
-    s.pool->release(slot_index);
-    if (watch.gone) {
-      reply_error(res, ApiError{499, "the client left", "", "", ""});
-      log_line(s, req, 499, g.prompt_tokens, g.completion_tokens, now_s() - start, g.decode_seconds);
-      return;
-    }
-    if (!g.ok) {
-      reply_error(res, g.error);
-    } else {
-      res.set_content(dump(reply_body(chat, id, created, s.model_name, *request, g)), "application/json");
-    }
-    log_line(s, req, g.ok ? 200 : g.error.status, g.prompt_tokens, g.completion_tokens, now_s() - start,
-             g.decode_seconds);
-    return;
+  if (watch.gone) {
+    reply_error(res, ApiError{499, "the client left", "", "", ""});
+  } else if (!t.ok) {
+    reply_error(res, t.error);
+  } else if (chat) {
+    res.set_content(dump(reply_body(chat, id, created, s.model_name, runs->front().request, g)), "application/json");
+  } else {
+    res.set_content(dump(text_completion_body(id, created, s.model_name, choices, t.usage)), "application/json");
   }
-  // Streamed: the slot is held until the provider has run, and freed as soon as the client
-  // is found gone (a failed write stops the generation) or if the provider never runs.
-  auto released = std::make_shared<std::atomic<bool>>(false);
-  auto release = [&s, slot_index, released] {
-    if (!released->exchange(true)) s.pool->release(slot_index);
-  };
-  const std::string method = req.method, path = req.path;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");  // no buffering by a reverse proxy in front
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [&s, request, prepared, id, created, chat, slot_index, release, start, method, path](size_t,
-                                                                                           httplib::DataSink& sink) {
-        bool gone = false;
-        auto write = [&](const std::string& event) {
-          if (gone || !sink.is_writable() || !sink.write(event.data(), event.size())) gone = true;
-          return !gone;
-        };
-        ReplyStream reply(*request, id, created, s.model_name, write);
-        Generation g = generate(s, s.sessions[slot_index], *prepared, &reply);
-        release();
-        int status = 200;
-        if (!g.ok) {
-          status = g.error.status;
-          write("data: " + dump(error_body(g.error)) + "\n\n");
-        } else if (!gone) {
-          reply.finish(g.finish_reason);
-          if (request->include_usage) {
-            write(stream_usage_chunk(chat, id, created, s.model_name,
-                                     Usage{g.prompt_tokens, g.completion_tokens, g.reused_tokens}));
-          }
-          write(stream_done());
-        }
-        if (!gone) sink.done();
-        httplib::Request logged;
-        logged.method = method;
-        logged.path = path;
-        // 499: the client closed the stream before its end (nginx's name for it).
-        log_line(s, logged, gone ? 499 : status, g.prompt_tokens, g.completion_tokens, now_s() - start,
-                 g.decode_seconds);
-        return !gone;
-      },
-      [release](bool) { release(); });
+  log_line(s, req,
+           watch.gone ? 499
+           : t.ok     ? 200
+                      : t.error.status,
+           t.usage.prompt_tokens, t.usage.completion_tokens, now_s() - start, t.decode_seconds);
 }
 
 // A CORS preflight (OPTIONS with Origin and Access-Control-Request-Method): 204, and for an
@@ -462,18 +592,10 @@ void add_token_routes(GatedServer& http, ServerState& s) {
       }
       ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
     }
-    std::vector<char> text(64 * ids.size() + 16);
-    size_t size = 0;
-    tern_status st;
-    // Pieces may be longer than 64 bytes (LLaMA-3 has 128-byte ones): grow until the text fits.
-    for (int grow = 0; (st = tern_detokenize(s.model, ids.data(), ids.size(), text.data(), text.size(), &size)) ==
-                           TERN_OUT_OF_RANGE &&
-                       grow < 8;
-         ++grow) {
-      text.resize(text.size() * 2);
-    }
-    if (st != TERN_OK) return reply_error(res, status_error(st, "detokenize"));
-    res.set_content(dump(json{{"content", std::string(text.data(), size)}}), "application/json");
+    std::string text;
+    tern_status st = TERN_OK;
+    if (!detokenize(s, ids, &text, &st)) return reply_error(res, status_error(st, "detokenize"));
+    res.set_content(dump(json{{"content", text}}), "application/json");
   });
 }
 

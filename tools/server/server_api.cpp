@@ -212,6 +212,56 @@ bool token_list(const json& a, std::vector<int32_t>* out, std::string* why) {
   return true;
 }
 
+// /v1/completions' "prompt": a string, an array of strings, an array of token ids, or an
+// array of token-id arrays (OpenAI's forms); "echo" and whether "logprobs" comes with it.
+bool parse_prompts(const json& j, GenerationRequest* r, ApiError* e) {
+  static const char* kForms =
+      "'prompt' must be a string, an array of strings, an array of token ids or an array of token-id arrays";
+  if (!j.contains("prompt")) return fail(e, kForms, "prompt");
+  const json& p = j["prompt"];
+  std::string why;
+  if (p.is_string()) {
+    r->prompts.push_back({p.get<std::string>(), {}});
+  } else if (p.is_array() && !p.empty() && p[0].is_number()) {
+    CompletionPrompt one;
+    if (!token_list(p, &one.ids, &why)) return fail(e, "'prompt' " + why, "prompt");
+    r->prompts.push_back(std::move(one));
+  } else if (p.is_array() && !p.empty()) {
+    if (p.size() > kMaxCompletionPrompts) {
+      return fail(
+          e, "'prompt' has " + std::to_string(p.size()) + " prompts; at most " + std::to_string(kMaxCompletionPrompts),
+          "prompt");
+    }
+    const bool texts = p[0].is_string();
+    for (size_t i = 0; i < p.size(); ++i) {
+      CompletionPrompt one;
+      if (texts && p[i].is_string()) {
+        one.text = p[i].get<std::string>();
+      } else if (texts || !token_list(p[i], &one.ids, &why)) {
+        return fail(e,
+                    texts ? std::string(kForms) + " (prompt[" + std::to_string(i) + "] is not a string)"
+                          : "'prompt[" + std::to_string(i) + "]' " + (why.empty() ? "is not an array" : why),
+                    "prompt");
+      }
+      r->prompts.push_back(std::move(one));
+    }
+  } else {
+    return fail(e, p.is_array() ? "'prompt' is an empty array" : kForms, "prompt");
+  }
+  r->prompt = r->prompts[0].text;
+  r->prompt_ids = r->prompts[0].ids;
+  if (j.contains("echo") && !j["echo"].is_null()) {
+    if (!j["echo"].is_boolean()) return fail(e, "'echo' must be a boolean", "echo");
+    r->echo = j["echo"].get<bool>();
+  }
+  if (r->echo && j.contains("logprobs") && !j["logprobs"].is_null() &&
+      !(j["logprobs"].is_boolean() && !j["logprobs"].get<bool>())) {
+    return fail(e, "'echo' with 'logprobs' is not supported: the prompt's log-probabilities are not computed",
+                "logprobs");
+  }
+  return true;
+}
+
 // Message contents and stop strings reach the C API as C strings, which end at a NUL: a
 // "\u0000" would silently cut the text there (a stop string would stop on its prefix).
 bool no_nul_in_c_strings(const GenerationRequest& r, ApiError* e) {
@@ -286,11 +336,7 @@ std::optional<GenerationRequest> parse_generation_request(const std::string& bod
       r.messages.push_back(std::move(msg));
     }
   } else {
-    if (!j.contains("prompt") || !j["prompt"].is_string()) {
-      fail(e, "'prompt' must be a string", "prompt");
-      return std::nullopt;
-    }
-    r.prompt = j["prompt"].get<std::string>();
+    if (!parse_prompts(j, &r, e)) return std::nullopt;
   }
   if (!parse_fields(j, &r, e)) return std::nullopt;
   if (!no_nul_in_c_strings(r, e)) return std::nullopt;
@@ -308,18 +354,24 @@ static json usage_body(const Usage& u) {
 json completion_body(bool chat, const std::string& id, int64_t created, const std::string& model,
                      const std::string& text, const std::string& finish_reason, const Usage& usage,
                      const json& logprobs) {
+  if (!chat) return text_completion_body(id, created, model, {TextChoice{text, finish_reason, logprobs}}, usage);
   json choice = {{"index", 0}, {"finish_reason", finish_reason}, {"logprobs", logprobs}};
-  if (chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  } else {
-    choice["text"] = text;
+  choice["message"] = {{"role", "assistant"}, {"content", text}};
+  return json{{"id", id},       {"object", "chat.completion"},      {"created", created},
+              {"model", model}, {"choices", json::array({choice})}, {"usage", usage_body(usage)}};
+}
+
+json text_completion_body(const std::string& id, int64_t created, const std::string& model,
+                          const std::vector<TextChoice>& choices, const Usage& usage) {
+  json list = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    list.push_back(json{{"index", i},
+                        {"finish_reason", choices[i].finish_reason},
+                        {"logprobs", choices[i].logprobs},
+                        {"text", choices[i].text}});
   }
-  return json{{"id", id},
-              {"object", chat ? "chat.completion" : "text_completion"},
-              {"created", created},
-              {"model", model},
-              {"choices", json::array({choice})},
-              {"usage", usage_body(usage)}};
+  return json{{"id", id},       {"object", "text_completion"}, {"created", created},
+              {"model", model}, {"choices", std::move(list)},  {"usage", usage_body(usage)}};
 }
 
 std::string stream_chunk(bool chat, const std::string& id, int64_t created, const std::string& model,

@@ -63,13 +63,26 @@ bool parse_structured_output(const std::string& body, bool chat, StructuredOutpu
 // "tool_calls" (the calls as sent; the library renders them for the model).
 bool parse_tool_message(const nlohmann::json& m, Message* msg, ApiError* e);
 
+// One prompt of a completion request: text, or a text's token ids.
+struct CompletionPrompt {
+  std::string text;
+  std::vector<int32_t> ids;  // non-empty: the prompt is given as these ids
+};
+inline constexpr size_t kMaxCompletionPrompts = 64;
+
 // What both endpoints ask for. Absent fields keep these defaults.
 struct GenerationRequest {
   bool chat = true;
   std::string model;              // the served model's name (any name the client gives means it)
   std::vector<Message> messages;  // chat
-  std::string prompt;             // completions
-  int64_t max_tokens = -1;        // -1: up to the context
+  // Completions: `prompt` a string, an array of strings, an array of token ids or an array
+  // of such arrays (OpenAI's four forms), one choice each. `prompt` holds the text prepare()
+  // runs (the first prompt's; routes.cpp runs each of `prompts` in turn, ids as their text).
+  std::string prompt;
+  std::vector<int32_t> prompt_ids;
+  std::vector<CompletionPrompt> prompts;
+  bool echo = false;        // completions: the prompt in front of each choice's text
+  int64_t max_tokens = -1;  // -1: up to the context
   float temperature = 0.8f;
   float top_p = 0.95f;
   std::optional<uint64_t> seed;
@@ -103,6 +116,14 @@ struct Usage {
 nlohmann::json completion_body(bool chat, const std::string& id, int64_t created, const std::string& model,
                                const std::string& text, const std::string& finish_reason, const Usage& usage,
                                const nlohmann::json& logprobs = nullptr);
+// A whole text completion with one choice per prompt, choice i at index i.
+struct TextChoice {
+  std::string text;
+  std::string finish_reason;
+  nlohmann::json logprobs;  // null: none asked for
+};
+nlohmann::json text_completion_body(const std::string& id, int64_t created, const std::string& model,
+                                    const std::vector<TextChoice>& choices, const Usage& usage);
 // One server-sent event, "data: {...}\n\n": a piece of text, or (finish_reason set, text
 // empty) the last chunk; usage (when include_usage) goes into a final chunk of its own.
 // `index`: the choice (a completion's prompt) the piece belongs to.
