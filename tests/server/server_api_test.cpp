@@ -5,6 +5,8 @@
 #include <utf8proc.h>
 
 #include <atomic>
+#include <cstdio>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -273,7 +275,8 @@ TEST(ServerApi, ModelsListsTheOneModel) {
   EXPECT_EQ(m["data"][0], model_object("tiny", 5));
 }
 
-TEST(ServerApi, TextChoicesCarryTheirIndex) {
+TEST(ServerApi, ChoicesCarryTheirIndexAndEveryObjectTheFingerprint) {
+  set_system_fingerprint("tern-0.0.0-0123456789ab");
   const json t = text_completion_body("cmpl-1", 1, "tiny",
                                       {{"a", "stop", nullptr}, {"b", "length", {{"tokens", {"b"}}}}}, Usage{4, 3, 1});
   ASSERT_EQ(t["choices"].size(), 2u);
@@ -283,8 +286,38 @@ TEST(ServerApi, TextChoicesCarryTheirIndex) {
   EXPECT_TRUE(t["choices"][0]["logprobs"].is_null());
   EXPECT_EQ(t["choices"][1]["logprobs"]["tokens"][0], "b");
   EXPECT_EQ(t["usage"]["total_tokens"], 7);
+  EXPECT_EQ(t["system_fingerprint"], "tern-0.0.0-0123456789ab");
+  EXPECT_EQ(completion_body(true, "c", 1, "tiny", "x", "stop", Usage{})["system_fingerprint"],
+            "tern-0.0.0-0123456789ab");
   const json chunk = event_json(stream_chunk(false, "id", 1, "tiny", "x", nullptr, false, nullptr, 3));
   EXPECT_EQ(chunk["choices"][0]["index"], 3);
+  EXPECT_EQ(chunk["system_fingerprint"], "tern-0.0.0-0123456789ab");
+  EXPECT_EQ(event_json(stream_usage_chunk(true, "id", 1, "tiny", Usage{}))["system_fingerprint"],
+            "tern-0.0.0-0123456789ab");
+  set_system_fingerprint("");
+  EXPECT_FALSE(completion_body(true, "c", 1, "tiny", "x", "stop", Usage{}).contains("system_fingerprint"));
+}
+
+// The fingerprint hashes the bundle's header (size prefix and FlatBuffer), not its weights.
+TEST(ServerApi, BundleFingerprintFollowsTheHeader) {
+  const std::string path = ::testing::TempDir() + "/fingerprint.tern";
+  auto write = [&](const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; };
+  std::string bundle = std::string("\x08\0\0\0", 4) + "HEADER!!" + "weights";
+  write(bundle);
+  const std::string a = bundle_fingerprint(path, "1.2.3");
+  EXPECT_EQ(a.rfind("tern-1.2.3-", 0), 0u) << a;
+  EXPECT_EQ(a.size(), std::string("tern-1.2.3-").size() + 12) << a;
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef", 11), std::string::npos) << a;
+  bundle.back() = '!';  // past the header: the same
+  write(bundle);
+  EXPECT_EQ(bundle_fingerprint(path, "1.2.3"), a);
+  bundle[6] = 'x';  // inside it: another
+  write(bundle);
+  EXPECT_NE(bundle_fingerprint(path, "1.2.3"), a);
+  write(std::string("\x40\0\0\0", 4) + "short");  // a header longer than the file
+  EXPECT_EQ(bundle_fingerprint(path, "1.2.3"), "tern-1.2.3");
+  EXPECT_EQ(bundle_fingerprint(path + ".missing", "1.2.3"), "tern-1.2.3");
+  std::remove(path.c_str());
 }
 
 TEST(ServerApi, EmbeddingInputsInEveryFormAndTheirErrors) {

@@ -602,6 +602,7 @@ void add_token_routes(GatedServer& http, ServerState& s) {
 }  // namespace
 
 void add_routes(GatedServer& http, ServerState& s, const ConnectionGate& gate) {
+  set_system_fingerprint(bundle_fingerprint(s.opt.bundle, tern_version()));
   add_access_handlers(http, s);
   add_status_routes(http, s, gate);
   add_generation_routes(http, s);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <limits>
 
 namespace tern::server {
@@ -351,18 +353,64 @@ static json usage_body(const Usage& u) {
               {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
+namespace {
+
+std::string& fingerprint_storage() {
+  static std::string fingerprint;
+  return fingerprint;
+}
+
+// The fields every completion object and chunk starts with.
+json completion_head(const char* object, const std::string& id, int64_t created, const std::string& model) {
+  json j = {{"id", id}, {"object", object}, {"created", created}, {"model", model}};
+  if (!system_fingerprint().empty()) j["system_fingerprint"] = system_fingerprint();
+  return j;
+}
+
+std::string event(const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
+
+}  // namespace
+
+void set_system_fingerprint(std::string fingerprint) { fingerprint_storage() = std::move(fingerprint); }
+const std::string& system_fingerprint() { return fingerprint_storage(); }
+
+std::string bundle_fingerprint(const std::string& bundle_path, const std::string& version) {
+  const std::string plain = "tern-" + version;
+  std::ifstream in(bundle_path, std::ios::binary);
+  unsigned char size_bytes[4];
+  if (!in.read(reinterpret_cast<char*>(size_bytes), 4)) return plain;
+  const uint32_t n = uint32_t{size_bytes[0]} | uint32_t{size_bytes[1]} << 8 | uint32_t{size_bytes[2]} << 16 |
+                     uint32_t{size_bytes[3]} << 24;
+  if (n > (256u << 20)) return plain;  // not a bundle's header: it holds metadata only
+  std::vector<char> header(n);
+  if (!in.read(header.data(), n)) return plain;
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the size prefix and the FlatBuffer
+  auto add = [&h](const unsigned char* p, size_t count) {
+    for (size_t i = 0; i < count; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  };
+  add(size_bytes, 4);
+  add(reinterpret_cast<const unsigned char*>(header.data()), n);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return plain + "-" + std::string(hex, 12);
+}
+
 json completion_body(bool chat, const std::string& id, int64_t created, const std::string& model,
                      const std::string& text, const std::string& finish_reason, const Usage& usage,
                      const json& logprobs) {
   if (!chat) return text_completion_body(id, created, model, {TextChoice{text, finish_reason, logprobs}}, usage);
-  json choice = {{"index", 0}, {"finish_reason", finish_reason}, {"logprobs", logprobs}};
-  choice["message"] = {{"role", "assistant"}, {"content", text}};
-  return json{{"id", id},       {"object", "chat.completion"},      {"created", created},
-              {"model", model}, {"choices", json::array({choice})}, {"usage", usage_body(usage)}};
+  json body = completion_head("chat.completion", id, created, model);
+  body["choices"] = json::array({json{{"index", 0},
+                                      {"finish_reason", finish_reason},
+                                      {"logprobs", logprobs},
+                                      {"message", {{"role", "assistant"}, {"content", text}}}}});
+  body["usage"] = usage_body(usage);
+  return body;
 }
 
 json text_completion_body(const std::string& id, int64_t created, const std::string& model,
                           const std::vector<TextChoice>& choices, const Usage& usage) {
+  json body = completion_head("text_completion", id, created, model);
   json list = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     list.push_back(json{{"index", i},
@@ -370,8 +418,9 @@ json text_completion_body(const std::string& id, int64_t created, const std::str
                         {"logprobs", choices[i].logprobs},
                         {"text", choices[i].text}});
   }
-  return json{{"id", id},       {"object", "text_completion"}, {"created", created},
-              {"model", model}, {"choices", std::move(list)},  {"usage", usage_body(usage)}};
+  body["choices"] = std::move(list);
+  body["usage"] = usage_body(usage);
+  return body;
 }
 
 std::string stream_chunk(bool chat, const std::string& id, int64_t created, const std::string& model,
@@ -388,23 +437,17 @@ std::string stream_chunk(bool chat, const std::string& id, int64_t created, cons
   } else {
     choice["text"] = text;
   }
-  const json j = {{"id", id},
-                  {"object", chat ? "chat.completion.chunk" : "text_completion"},
-                  {"created", created},
-                  {"model", model},
-                  {"choices", json::array({choice})}};
-  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+  json j = completion_head(chat ? "chat.completion.chunk" : "text_completion", id, created, model);
+  j["choices"] = json::array({choice});
+  return event(j);
 }
 
 std::string stream_usage_chunk(bool chat, const std::string& id, int64_t created, const std::string& model,
                                const Usage& usage) {
-  const json j = {{"id", id},
-                  {"object", chat ? "chat.completion.chunk" : "text_completion"},
-                  {"created", created},
-                  {"model", model},
-                  {"choices", json::array()},
-                  {"usage", usage_body(usage)}};
-  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+  json j = completion_head(chat ? "chat.completion.chunk" : "text_completion", id, created, model);
+  j["choices"] = json::array();
+  j["usage"] = usage_body(usage);
+  return event(j);
 }
 
 namespace {

@@ -112,6 +112,16 @@ struct Usage {
   uint32_t cached_tokens = 0;  // prompt tokens the slot already held (not run again)
 };
 
+// "system_fingerprint" on every completion object and chunk: which build served which
+// bundle (bundle_fingerprint). Set once before serving; empty (the default): left out.
+void set_system_fingerprint(std::string fingerprint);
+const std::string& system_fingerprint();
+// "tern-<version>-<12 hex digits>": the digits hash the bundle's header (its size prefix and
+// FlatBuffer: config, tensor table, tokenizer and the recorded checksums of the weights), so
+// two bundles differ in them unless their bytes are the same. Reads the header only;
+// "tern-<version>" when the file cannot be read.
+std::string bundle_fingerprint(const std::string& bundle_path, const std::string& version);
+
 // A whole (non-streamed) answer; `logprobs` is the choice's (null: none asked for).
 nlohmann::json completion_body(bool chat, const std::string& id, int64_t created, const std::string& model,
                                const std::string& text, const std::string& finish_reason, const Usage& usage,
