@@ -223,13 +223,13 @@ std::string tool_call_chunk(const std::string& id, int64_t created, const std::s
   call["function"] = fn;
   json delta = {{"tool_calls", json::array({call})}};
   if (first) delta["role"] = "assistant", delta["content"] = nullptr;
-  const json j = {
-      {"id", id},
-      {"object", "chat.completion.chunk"},
-      {"created", created},
-      {"model", model},
-      {"choices",
-       json::array({json{{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}, {"logprobs", nullptr}}})}};
+  json j = {{"id", id},
+            {"object", "chat.completion.chunk"},
+            {"created", created},
+            {"model", model},
+            {"choices",
+             json::array({json{{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}, {"logprobs", nullptr}}})}};
+  if (!system_fingerprint().empty()) j["system_fingerprint"] = system_fingerprint();
   return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
 }
 
