@@ -578,7 +578,7 @@ typedef enum tern_finish_reason {
 
 typedef struct tern_chat_request {
   /* A chat (messages non-NULL) or a completion (prompt: raw text, after a BOS when the model
-   * adds one; special-token text becomes control tokens). */
+   * adds one; special-token text becomes control tokens; or prompt_tokens below). */
   const tern_chat_turn* messages;
   size_t n_messages;
   const char* prompt;
@@ -599,6 +599,10 @@ typedef struct tern_chat_request {
   size_t n_stop_strings;
   int logprobs;          /* nonzero: a TERN_CHAT_TOKEN event per generated token */
   uint32_t top_logprobs; /* with logprobs: the N most likely alternatives (at most 20) */
+  /* A completion's prompt as token ids instead of text: run as given (no BOS added), each
+   * id checked against the vocabulary (TERN_INVALID_TOKEN). Not with `prompt`. */
+  const int32_t* prompt_tokens;
+  size_t n_prompt_tokens;
 } tern_chat_request;
 
 typedef enum tern_chat_event_type {

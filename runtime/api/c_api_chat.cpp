@@ -52,6 +52,8 @@ chat::Request request_from(const tern_chat_request& c) {
   r.n_stop_strings = c.n_stop_strings;
   r.logprobs = c.logprobs != 0;
   r.top_logprobs = c.top_logprobs;
+  r.prompt_tokens = c.prompt_tokens;
+  r.n_prompt_tokens = c.n_prompt_tokens;
   return r;
 }
 

@@ -106,9 +106,17 @@ Error complete(Session& s, const Request& r, EventCallback callback, void* user,
   TERN_RETURN_IF_ERROR(set_reply_grammar(s, r));
 
   const uint64_t t0 = monotonic_ns();
-  TERN_ASSIGN_OR_RETURN(const size_t n, encode_request_prompt(s, r));
+  const int32_t* tokens = r.prompt_tokens;
+  size_t n = r.n_prompt_tokens;
+  if (tokens == nullptr) {
+    TERN_ASSIGN_OR_RETURN(n, encode_request_prompt(s, r));
+    tokens = s.prompt_tokens();
+  }
   TERN_CHECK_OR_RETURN(n > 0, Error::InvalidArgument, "the prompt is empty: nothing to condition on");
-  TERN_ASSIGN_OR_RETURN(const uint32_t cached, s.prefill_reusing(s.prompt_tokens(), n));
+  TERN_CHECK_OR_RETURN(s.evicting() || n < s.context_tokens(), Error::PromptTooLong,
+                       "the prompt is %zu tokens; the %u-token context holds %u and the reply", n, s.context_tokens(),
+                       s.context_tokens() - 1);
+  TERN_ASSIGN_OR_RETURN(const uint32_t cached, s.prefill_reusing(tokens, n));
   out.prompt_tokens = static_cast<uint32_t>(n);
   out.cached_tokens = cached;
   out.prefill_seconds = seconds_between(t0, monotonic_ns());
@@ -156,6 +164,8 @@ Error prompt_text(const Model& model, const Request& r, char* buf, size_t capaci
   TERN_CHECK_OR_RETURN(model.tokenizer() != nullptr, Error::InvalidState, "the model has no tokenizer");
   TERN_RETURN_IF_ERROR(validate(r, model.chat_format()));
   if (r.chat()) return render_prompt(model.chat_format(), model.tokenizer(), r, buf, capacity, size);
+  TERN_CHECK_OR_RETURN(r.prompt != nullptr, Error::InvalidArgument,
+                       "a prompt given as token ids has no text: tern_detokenize them");
   *size = r.prompt_size;
   TERN_CHECK_OR_RETURN(r.prompt_size < capacity, Error::OutOfRange, "the prompt is %zu bytes; the buffer holds %zu",
                        r.prompt_size, capacity);

@@ -77,10 +77,13 @@ Error validate_tools(const Request& r) {
 
 Error validate(const Request& r, const ChatFormatView& format) {
   if (r.chat()) {
+    TERN_CHECK_OR_RETURN(r.prompt == nullptr && r.prompt_tokens == nullptr, Error::InvalidArgument,
+                         "a chat (messages) has no prompt or prompt_tokens");
     TERN_RETURN_IF_ERROR(validate_messages(r, format));
   } else {
-    TERN_CHECK_OR_RETURN(r.prompt != nullptr, Error::InvalidArgument,
-                         "a request needs messages (a chat) or a prompt (a completion)");
+    TERN_CHECK_OR_RETURN((r.prompt != nullptr) != (r.prompt_tokens != nullptr), Error::InvalidArgument,
+                         "a request needs messages (a chat), or a prompt or prompt_tokens (a completion), and only "
+                         "one of them");
   }
   TERN_RETURN_IF_ERROR(validate_tools(r));
   const int format_id = static_cast<int>(r.response_format);

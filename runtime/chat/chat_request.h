@@ -58,6 +58,8 @@ struct Request {
   size_t n_stop_strings = 0;
   bool logprobs = false;
   uint32_t top_logprobs = 0;
+  const int32_t* prompt_tokens = nullptr;  // a completion's prompt as ids, run as given
+  size_t n_prompt_tokens = 0;
 
   bool chat() const { return messages != nullptr; }
   // Tools the reply may call (offered and not turned off by tool_choice none).

@@ -343,6 +343,25 @@ TEST(ChatCompletion, JsonSchemaRepliesValidateAndCompletionsNeedNoChat) {
   ASSERT_EQ(completion.status, TERN_OK) << tern_last_error_message();
   EXPECT_EQ(completion.result.finish_reason, TERN_FINISH_LENGTH);
   EXPECT_EQ(completion.result.completion_tokens, 5u);
+
+  // The same prompt as its token ids (the BOS included, as the text gets it) runs the same.
+  std::vector<int32_t> ids(64);
+  size_t n = 0;
+  ASSERT_EQ(tern_tokenize(m.model, c.prompt, c.prompt_size, 1, 1, ids.data(), ids.size(), &n), TERN_OK);
+  tern_chat_request by_ids = c;
+  by_ids.prompt = nullptr;
+  by_ids.prompt_size = 0;
+  by_ids.prompt_tokens = ids.data();
+  by_ids.n_prompt_tokens = n;
+  tern_session_reset(m.session);
+  const Reply again = run(m.session, by_ids);
+  ASSERT_EQ(again.status, TERN_OK) << tern_last_error_message();
+  EXPECT_EQ(again.content, completion.content);
+  EXPECT_EQ(again.result.prompt_tokens, completion.result.prompt_tokens);
+  ids[0] = 1 << 30;
+  EXPECT_EQ(run(m.session, by_ids).status, TERN_INVALID_TOKEN);
+  by_ids.prompt = c.prompt;  // both: refused
+  EXPECT_EQ(run(m.session, by_ids).status, TERN_INVALID_ARGUMENT);
 }
 
 // Each generated token's log-probability comes before its text: greedy picks the most likely
@@ -412,7 +431,7 @@ TEST(ChatCompletion, BadRequestsAreRefusedByName) {
   many.top_logprobs = 21;
   refused(many, TERN_INVALID_ARGUMENT, "top_logprobs");
   tern_chat_request empty = tern_chat_default_request();
-  refused(empty, TERN_INVALID_ARGUMENT, "messages (a chat) or a prompt");
+  refused(empty, TERN_INVALID_ARGUMENT, "messages (a chat), or a prompt");
   EXPECT_EQ(tern_chat_complete(nullptr, &many, nullptr, nullptr, nullptr), TERN_INVALID_ARGUMENT);
 }
 
