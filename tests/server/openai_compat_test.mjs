@@ -193,15 +193,18 @@ async function completions() {
   const lists = await client.completions.create({ model: 'm', prompt: ids.slice(1), max_tokens: 12, temperature: 0 });
   assert.deepEqual(lists.choices.map((c) => c.text), expected.slice(1));
   assert.equal(lists.usage.prompt_tokens, ids[1].length + ids[2].length);
+  // Ids run as given, as llama.cpp's server runs them: no BOS is added in front.
   const bare = await client.completions.create({ model: 'm', prompt: ids[0].slice(1), max_tokens: 12, temperature: 0 });
-  assert.equal(bare.choices[0].text, expected[0], 'ids without the BOS get it, as a text prompt does');
-  // Ids their text does not give back (a control token inside) are refused, naming the prompt.
+  assert.equal(bare.usage.prompt_tokens, ids[0].length - 1, 'ids run as given, no BOS added');
+  // A control token inside runs as given too; an id outside the vocabulary is a 400 naming the prompt.
   const props = await (await fetch(`${server.base}/props`)).json();
   const control = props.eot_id >= 0 ? props.eot_id : props.eos_id;
-  const odd = await apiStatus(client.completions.create({ model: 'm', prompt: [...ids[0], control, ...ids[1].slice(1)], max_tokens: 2 }));
+  const inside = await client.completions.create({ model: 'm', prompt: [...ids[0], control, ...ids[1].slice(1)], max_tokens: 2 });
+  assert.equal(inside.usage.prompt_tokens, ids[0].length + ids[1].length);
+  const odd = await apiStatus(client.completions.create({ model: 'm', prompt: [...ids[0], props.vocab_size], max_tokens: 2 }));
   assert.equal(odd.status, 400);
   assert.equal(odd.param, 'prompt');
-  assert.match(odd.message, /not the tokens of a text/);
+  assert.match(odd.message, /outside the vocabulary/);
   checks += 3 * prompts.length + 10;
 
   // Streamed: chunks carry their choice's index; each choice joins to its text and ends once.

@@ -48,6 +48,9 @@ ChatCall::ChatCall(const GenerationRequest& r) : request_(tern_chat_default_requ
     }
     request_.messages = turns_.data();
     request_.n_messages = turns_.size();
+  } else if (!r.prompt_ids.empty()) {  // token ids, run as given
+    request_.prompt_tokens = r.prompt_ids.data();
+    request_.n_prompt_tokens = r.prompt_ids.size();
   } else {
     request_.prompt = r.prompt.c_str();
     request_.prompt_size = r.prompt.size();

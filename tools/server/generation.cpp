@@ -116,7 +116,13 @@ bool request_grammar(ServerState& s, const GenerationRequest& r, const ChatCall&
 }
 
 // The prompt's tokens as the library will run them (its length is checked before a slot is taken).
-bool prompt_tokens(ServerState& s, const GenerationRequest& r, const ChatCall& call, uint32_t* n, ApiError* e) {
+bool prompt_tokens(ServerState& s, const GenerationRequest& r, const ChatCall& call, std::vector<int32_t>* ids,
+                   ApiError* e) {
+  const tern_chat_request& c = call.request();
+  if (c.prompt_tokens != nullptr) {
+    ids->assign(c.prompt_tokens, c.prompt_tokens + c.n_prompt_tokens);
+    return true;
+  }
   size_t size = 0;
   tern_status st = tern_chat_prompt(s.model, &call.request(), nullptr, 0, &size);
   std::vector<char> text(size + 1);
@@ -128,14 +134,14 @@ bool prompt_tokens(ServerState& s, const GenerationRequest& r, const ChatCall& c
     e->param = r.chat ? "messages" : "prompt";
     return false;
   }
-  std::vector<int32_t> ids(size + 2);
+  ids->resize(size + 2);
   size_t count = 0;
-  st = tern_tokenize(s.model, text.data(), size, r.chat ? 0 : 1, 1, ids.data(), ids.size(), &count);
+  st = tern_tokenize(s.model, text.data(), size, r.chat ? 0 : 1, 1, ids->data(), ids->size(), &count);
   if (st != TERN_OK) {
     *e = status_error(st, "tokenize");
     return false;
   }
-  *n = static_cast<uint32_t>(count);
+  ids->resize(count);
   return true;
 }
 
@@ -145,9 +151,8 @@ Prepared prepare(ServerState& s, const GenerationRequest& r) {
   Prepared p;
   p.call = std::make_shared<ChatCall>(r);
   if (!request_grammar(s, r, *p.call, &p.grammar, &p.error)) return p;
-  uint32_t n = 0;
-  if (!prompt_tokens(s, r, *p.call, &n, &p.error)) return p;
-  p.prompt_tokens = n;
+  if (!prompt_tokens(s, r, *p.call, &p.ids, &p.error)) return p;
+  const auto n = static_cast<uint32_t>(p.ids.size());
   const uint32_t ctx = s.info.context_tokens;
   const char* param = r.chat ? "messages" : "prompt";
   if (n == 0) {
@@ -173,6 +178,17 @@ Prepared prepare(ServerState& s, const GenerationRequest& r) {
   p.call->set_max_tokens(static_cast<uint32_t>(std::min<int64_t>(max_tokens, UINT32_MAX)));
   p.ok = true;
   return p;
+}
+
+size_t shared_prefix(tern_session* session, const std::vector<int32_t>& ids) {
+  uint32_t position = 0;
+  if (tern_session_position(session, &position) != TERN_OK || position == 0) return 0;
+  std::vector<int32_t> held(position);
+  size_t n = 0;
+  if (tern_session_history(session, held.data(), held.size(), &n) != TERN_OK || n != position) return 0;
+  size_t k = 0;
+  while (k < n && k < ids.size() && held[k] == ids[k]) ++k;
+  return k;
 }
 
 namespace {

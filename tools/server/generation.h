@@ -27,7 +27,7 @@ ApiError status_error(tern_status st, const char* what);
 struct Prepared {
   std::shared_ptr<ChatCall> call;  // points into the request, which must outlive it
   std::string grammar;             // what the reply must follow (response_format, tools); empty: nothing
-  uint32_t prompt_tokens = 0;
+  std::vector<int32_t> ids;        // the prompt's tokens, as the engine will run them
   bool ok = false;
   ApiError error;
 };
@@ -53,6 +53,9 @@ struct Generation {
 };
 
 Prepared prepare(ServerState& s, const GenerationRequest& r);
+
+// How many of `ids` begin what `session` holds (0 when it holds something else).
+size_t shared_prefix(tern_session* session, const std::vector<int32_t>& ids);
 
 // The request's grammar (none: the slot's last one is removed) set on its slot's session,
 // before the reply starts: reused when the slot holds it compiled, else compiled under the

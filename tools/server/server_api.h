@@ -77,7 +77,8 @@ struct GenerationRequest {
   std::vector<Message> messages;  // chat
   // Completions: `prompt` a string, an array of strings, an array of token ids or an array
   // of such arrays (OpenAI's four forms), one choice each. `prompt` holds the text prepare()
-  // runs (the first prompt's; routes.cpp runs each of `prompts` in turn, ids as their text).
+  // runs (the first prompt's; routes.cpp runs each of `prompts` in turn), or `prompt_ids` when
+  // it is given as token ids (run as given; `prompt` is then their text, for "echo").
   std::string prompt;
   std::vector<int32_t> prompt_ids;
   std::vector<CompletionPrompt> prompts;
