@@ -238,6 +238,8 @@ class ChatRequest(Structure):
         ("n_stop_strings", c_size_t),
         ("logprobs", c_int),
         ("top_logprobs", c_uint32),
+        ("prompt_tokens", POINTER(c_int32)),
+        ("n_prompt_tokens", c_size_t),
     ]
 
 

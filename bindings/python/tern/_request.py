@@ -5,7 +5,7 @@ field is a RequestError whose message begins with the field's OpenAI name."""
 import json
 import os
 import re
-from ctypes import c_char_p
+from ctypes import c_char_p, c_int32
 
 from ._capi import ChatTool, ChatTurn, LogitBias, Status, TernError, ToolCall, api
 
@@ -200,6 +200,15 @@ class Request:
         data = self._text(prompt)
         self.c.prompt = data
         self.c.prompt_size = len(data)
+
+    def prompt_tokens(self, tokens, vocab_size):
+        """A completion's prompt as token ids, run as given (no BOS added)."""
+        if not tokens or any(isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab_size for t in tokens):
+            raise RequestError("prompt: token ids from 0 to %d" % (vocab_size - 1))
+        ids = (c_int32 * len(tokens))(*tokens)
+        self.keep.append(ids)
+        self.c.prompt_tokens = ids
+        self.c.n_prompt_tokens = len(tokens)
 
     def sampling(self, seed, **values):
         s = self.c.sampler

@@ -200,22 +200,29 @@ class Llama:
                           echo=False, stop=None, frequency_penalty=0.0, presence_penalty=0.0, repeat_penalty=1.0,
                           top_k=40, stream=False, seed=None, model=None, logprobs=None, logit_bias=None, grammar=None,
                           response_format=None, stream_options=None):
-        """The text after `prompt` (raw text; a BOS in front when the model adds one) as
-        OpenAI's text_completion dict, or with stream=True an iterator of chunks.
+        """The text after `prompt` (raw text, a BOS in front when the model adds one; or a
+        list of token ids, run as given) as OpenAI's text_completion dict, or with stream=True an iterator of chunks.
         max_tokens None or <= 0: the rest of the context. echo: the prompt in front of the
         text. logprobs=N: choices[0].logprobs with tokens, token_logprobs, top_logprobs (the
         N most likely, at most 20) and text_offset. Sampling, seed, stop, logit_bias,
         grammar and response_format as for create_chat_completion."""
         if suffix is not None:
             raise RequestError("suffix: not supported (no fill-in-the-middle format)")
-        if not isinstance(prompt, str):
-            raise RequestError("prompt: a string, not %s" % type(prompt).__name__)
+        tokens = None
+        if isinstance(prompt, (list, tuple)):
+            tokens, prompt = list(prompt), None
+        elif not isinstance(prompt, str):
+            raise RequestError("prompt: a string or a list of token ids, not %s" % type(prompt).__name__)
         if echo and logprobs is not None:
             raise RequestError("echo with logprobs: the prompt's log-probabilities are not computed")
         if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int)):
             raise RequestError("logprobs: the number of alternatives per token (0 to 20), not %r" % (logprobs,))
         call = Request()
-        call.prompt(prompt)
+        if tokens is not None:
+            call.prompt_tokens(tokens, self._info["vocab_size"])
+            prompt = self.detokenize(tokens).decode("utf-8", "replace")  # for echo and the slot's key
+        else:
+            call.prompt(prompt)
         call.key = ("prompt", "", prompt)
         call.response_format(response_format, grammar)
         call.sampling(self._seed(seed), temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,

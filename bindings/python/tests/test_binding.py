@@ -350,7 +350,7 @@ C_TYPES = {
     "tern_tool_choice": ctypes.c_int, "tern_response_format": ctypes.c_int, "tern_chat_event_type": ctypes.c_int,
     "tern_finish_reason": ctypes.c_int, "const tern_tool_call *": ctypes.POINTER(_capi.ToolCall),
     "const tern_chat_turn *": ctypes.POINTER(_capi.ChatTurn), "const tern_chat_tool *": ctypes.POINTER(_capi.ChatTool),
-    "const tern_logit_bias *": ctypes.POINTER(_capi.LogitBias),
+    "const tern_logit_bias *": ctypes.POINTER(_capi.LogitBias), "const int32_t *": ctypes.POINTER(ctypes.c_int32),
     "const tern_token_logprob *": ctypes.POINTER(_capi.TokenLogprob),
 }
 

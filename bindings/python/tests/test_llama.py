@@ -308,6 +308,8 @@ def test_completions_are_tern_runs_text(austen_bundle, tern_run):
         assert "".join(lp["tokens"]) == scored["text"] and len(lp["token_logprobs"]) == 8
         assert lp["text_offset"][0] == len(PROMPT) and all(len(t) == 2 for t in lp["top_logprobs"])
         assert all(max(t.values()) == p for t, p in zip(lp["top_logprobs"], lp["token_logprobs"]))
+        # The prompt as its token ids (llm.tokenize adds the BOS, as a text prompt gets it): the same text.
+        assert llm.create_completion(llm.tokenize(PROMPT.encode()), max_tokens=24, temperature=0)["choices"][0]["text"] == expected
 
 
 def test_one_slot_serves_sessions_calls_and_embeddings_in_one_thread(austen_bundle, embedding_bundle):
