@@ -10,29 +10,13 @@
 
 #include "runtime/base/arena.h"
 #include "runtime/engine/sampler.h"
+#include "tests/support/sampler_fixture.h"
 
 namespace tern {
 namespace {
 
-struct Fixture {
-  std::vector<uint8_t> memory = std::vector<uint8_t>(1 << 16);
-  ArenaAllocator arena{memory.data(), memory.size()};
-  Sampler sampler;
-  Fixture(uint32_t vocab, const SamplerParams& p) {
-    EXPECT_EQ(sampler.init(vocab, arena), Error::Ok);
-    EXPECT_EQ(sampler.configure(p), Error::Ok);
-  }
-};
-
-SamplerParams plain(float temperature) {
-  SamplerParams p;
-  p.temperature = temperature;
-  p.top_k = 0;
-  p.top_p = 1.0f;
-  p.min_p = 0.0f;
-  p.repeat_penalty = 1.0f;
-  return p;
-}
+using testing::plain;
+using testing::SamplerFixture;
 
 // log softmax(logits / t) in float64; -inf stays -inf.
 std::vector<double> log_softmax(const std::vector<double>& logits, double t) {
@@ -76,7 +60,7 @@ TEST(SamplerLogprobs, TemperatureOneAndGreedyGiveTheLogSoftmax) {
                                      std::log(0.05f) + 3.0f};
   const std::vector<double> expected = {std::log(0.5), std::log(0.3), std::log(0.15), std::log(0.05)};
   for (float t : {1.0f, 0.0f}) {
-    Fixture f(4, plain(t));
+    SamplerFixture f(4, plain(t));
     expect_log_probabilities(f.sampler, logits, nullptr, 0, expected, 2, 3);
     expect_log_probabilities(f.sampler, logits, nullptr, 0, expected, 3, 0);
   }
@@ -87,7 +71,7 @@ TEST(SamplerLogprobs, TemperatureSharpensTheDistribution) {
   const std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)};
   const std::vector<double> expected = {std::log(0.25 / 0.365), std::log(0.09 / 0.365), std::log(0.0225 / 0.365),
                                         std::log(0.0025 / 0.365)};
-  Fixture f(4, plain(0.5f));
+  SamplerFixture f(4, plain(0.5f));
   expect_log_probabilities(f.sampler, logits, nullptr, 0, expected, 1, 4);
 }
 
@@ -97,7 +81,7 @@ TEST(SamplerLogprobs, PenaltiesApplyAsWhenSampling) {
   p.presence_penalty = 0.3f;
   p.frequency_penalty = 0.2f;
   p.repeat_last_n = 3;
-  Fixture f(5, p);
+  SamplerFixture f(5, p);
   const std::vector<float> logits = {2.0f, 1.0f, -1.0f, 0.5f, 0.0f};
   const int32_t history[] = {4, 0, 2, 2};  // the window is {0, 2, 2}: token 4 is older
   // 0: 2 / 1.5 - 0.2 - 0.3; 2: -1 * 1.5 - 2 * 0.2 - 0.3.
@@ -110,7 +94,7 @@ TEST(SamplerLogprobs, PenaltiesApplyAsWhenSampling) {
 }
 
 TEST(SamplerLogprobs, BannedTokensAreMinusInfinityAndNeverListed) {
-  Fixture f(5, plain(1.0f));
+  SamplerFixture f(5, plain(1.0f));
   const std::vector<float> logits = {1.0f, -INFINITY, 0.5f, -INFINITY, -2.0f};
   const std::vector<double> expected = log_softmax({1.0, -INFINITY, 0.5, -INFINITY, -2.0}, 1.0);
   expect_log_probabilities(f.sampler, logits, nullptr, 0, expected, 1, 5);  // 3 listed
@@ -123,7 +107,7 @@ TEST(SamplerLogprobs, BannedTokensAreMinusInfinityAndNeverListed) {
 }
 
 TEST(SamplerLogprobs, TiesGoToTheLowerId) {
-  Fixture f(6, plain(1.0f));
+  SamplerFixture f(6, plain(1.0f));
   const std::vector<float> logits = {0.0f, 1.0f, 1.0f, 0.5f, 1.0f, 1.0f};
   const std::vector<double> expected = log_softmax({0.0, 1.0, 1.0, 0.5, 1.0, 1.0}, 1.0);
   expect_log_probabilities(f.sampler, logits, nullptr, 0, expected, 5, 3);  // 1, 2, 4
@@ -134,7 +118,7 @@ TEST(SamplerLogprobs, AtMostTwentyOverAWholeVocabularyWithoutTheTailCuts) {
   p.top_k = 5;  // top-k, top-p and min-p shape the draw, not the log-probabilities
   p.top_p = 0.5f;
   p.min_p = 0.2f;
-  Fixture f(3000, p);
+  SamplerFixture f(3000, p);
   std::mt19937 rng(36);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::vector<float> logits(3000);
@@ -150,8 +134,8 @@ TEST(SamplerLogprobs, AtMostTwentyOverAWholeVocabularyWithoutTheTailCuts) {
 }
 
 TEST(SamplerLogprobs, DrawsNothingFromTheRng) {
-  Fixture a(50, plain(1.0f));
-  Fixture b(50, plain(1.0f));
+  SamplerFixture a(50, plain(1.0f));
+  SamplerFixture b(50, plain(1.0f));
   std::vector<float> logits(50);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(static_cast<float>(i));
   TokenLogprob top[kMaxTopLogprobs];

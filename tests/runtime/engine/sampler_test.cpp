@@ -7,29 +7,13 @@
 
 #include "runtime/base/arena.h"
 #include "runtime/engine/sampler.h"
+#include "tests/support/sampler_fixture.h"
 
 namespace tern {
 namespace {
 
-struct SamplerFixture {
-  std::vector<uint8_t> memory = std::vector<uint8_t>(1 << 16);
-  ArenaAllocator arena{memory.data(), memory.size()};
-  Sampler sampler;
-  explicit SamplerFixture(uint32_t vocab, const SamplerParams& p) {
-    EXPECT_EQ(sampler.init(vocab, arena), Error::Ok);
-    EXPECT_EQ(sampler.configure(p), Error::Ok);
-  }
-};
-
-SamplerParams plain(float temperature) {
-  SamplerParams p;
-  p.temperature = temperature;
-  p.top_k = 0;
-  p.top_p = 1.0f;
-  p.min_p = 0.0f;
-  p.repeat_penalty = 1.0f;
-  return p;
-}
+using testing::plain;
+using testing::SamplerFixture;
 
 std::vector<double> frequencies(SamplerFixture& f, const std::vector<float>& logits, int draws) {
   std::vector<double> counts(logits.size());
