@@ -164,12 +164,9 @@ class Llama:
         call.tools(tools, tool_choice)
         call.response_format(response_format, grammar)
         call.key = ("chat", canonical_json((tools, tool_choice)), tuple(canonical_json(m) for m in messages))
-        call.sampling(self._seed(seed), temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
-                      repeat_penalty=repeat_penalty, presence_penalty=presence_penalty,
-                      frequency_penalty=frequency_penalty)
-        call.logit_bias(logit_bias, self._info["vocab_size"])
-        call.max_tokens(max_tokens)
-        call.stop(stop)
+        self._sample(call, seed, dict(temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
+                                      repeat_penalty=repeat_penalty, presence_penalty=presence_penalty,
+                                      frequency_penalty=frequency_penalty), logit_bias, max_tokens, stop)
         if top_logprobs is not None and not logprobs:
             raise RequestError("top_logprobs needs logprobs: true")
         call.logprobs(bool(logprobs), top_logprobs or 0, "top_logprobs")
@@ -225,12 +222,9 @@ class Llama:
             call.prompt(prompt)
         call.key = ("prompt", "", prompt)
         call.response_format(response_format, grammar)
-        call.sampling(self._seed(seed), temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
-                      repeat_penalty=repeat_penalty, presence_penalty=presence_penalty,
-                      frequency_penalty=frequency_penalty)
-        call.logit_bias(logit_bias, self._info["vocab_size"])
-        call.max_tokens(max_tokens)
-        call.stop(stop)
+        self._sample(call, seed, dict(temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
+                                      repeat_penalty=repeat_penalty, presence_penalty=presence_penalty,
+                                      frequency_penalty=frequency_penalty), logit_bias, max_tokens, stop)
         call.logprobs(logprobs is not None, logprobs or 0, "logprobs")
         include_usage = _include_usage(stream_options, stream)
         head = {"id": "cmpl-" + uuid.uuid4().hex, "created": int(time.time()), "model": model or self.model_path}
@@ -303,6 +297,13 @@ class Llama:
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
             raise RequestError("seed: an integer in [0, 2**64), not %r" % (seed,))
         return seed
+
+    def _sample(self, call, seed, settings, logit_bias, max_tokens, stop):
+        """A call's sampler (this call only), logit bias, length and stop strings."""
+        call.sampling(self._seed(seed), **settings)
+        call.logit_bias(logit_bias, self._info["vocab_size"])
+        call.max_tokens(max_tokens)
+        call.stop(stop)
 
     def _run(self, call):
         """Runs the request on a free slot in this thread: (events, tern_chat_result dict)."""
