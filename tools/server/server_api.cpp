@@ -1,10 +1,14 @@
 #include "tools/server/server_api.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <limits>
+
+#include "tools/server/grammar_cache.h"
 
 namespace tern::server {
 
@@ -376,22 +380,21 @@ const std::string& system_fingerprint() { return fingerprint_storage(); }
 
 std::string bundle_fingerprint(const std::string& bundle_path, const std::string& version) {
   const std::string plain = "tern-" + version;
+  // Only a regular file is read: opening a FIFO would block the server before it listens (the
+  // loader refuses special files with a message of its own).
+  struct stat st {};
+  if (::stat(bundle_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return plain;
   std::ifstream in(bundle_path, std::ios::binary);
-  unsigned char size_bytes[4];
-  if (!in.read(reinterpret_cast<char*>(size_bytes), 4)) return plain;
+  std::string header(4, '\0');
+  if (!in.read(header.data(), 4)) return plain;
+  const auto* size_bytes = reinterpret_cast<const unsigned char*>(header.data());
   const uint32_t n = uint32_t{size_bytes[0]} | uint32_t{size_bytes[1]} << 8 | uint32_t{size_bytes[2]} << 16 |
                      uint32_t{size_bytes[3]} << 24;
   if (n > (256u << 20)) return plain;  // not a bundle's header: it holds metadata only
-  std::vector<char> header(n);
-  if (!in.read(header.data(), n)) return plain;
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the size prefix and the FlatBuffer
-  auto add = [&h](const unsigned char* p, size_t count) {
-    for (size_t i = 0; i < count; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  };
-  add(size_bytes, 4);
-  add(reinterpret_cast<const unsigned char*>(header.data()), n);
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  header.resize(4 + static_cast<size_t>(n));
+  if (!in.read(header.data() + 4, n)) return plain;
+  char hex[17];  // FNV-1a over the size prefix and the FlatBuffer
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64(header)));
   return plain + "-" + std::string(hex, 12);
 }
 
