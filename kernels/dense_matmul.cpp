@@ -124,15 +124,34 @@ const IsaKernel<DenseGemvKernel>& active_dense_gemv() {
   return row;
 }
 
-void dense_gemv_with(DenseGemvKernel kernel, const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool) {
-  auto rows_task = [&](size_t start, size_t count) {
-    if (!kernel(m, x, y, start, start + count)) dense_gemv_scalar_rows(m, x, y, start, count);
-  };
+// Rows go out in tiles of 256: a q4 tile of a 2,560-wide lm_head is 320 KB, so when several
+// tokens run over it (dense_gemv_i8_tokens) the later ones find it in L2.
+constexpr size_t kRowTile = 256;
+
+// fn(start, count) over the matrix's rows, on the pool's threads when it has several.
+template <typename F>
+void for_row_tiles(const DenseMatrix& m, const ThreadPool* pool, F& fn) {
   if (pool != nullptr && pool->num_threads() > 1) {
-    pool->parallel_for_tiles(m.rows, 256, rows_task);
+    pool->parallel_for_tiles(m.rows, kRowTile, fn);
   } else {
-    rows_task(0, m.rows);
+    fn(0, m.rows);
   }
+}
+
+void dense_gemv_tokens_with(DenseGemvKernel kernel, const DenseMatrix& m, const float* x, size_t x_stride, size_t n,
+                            float* const* y, const ThreadPool* pool) {
+  auto rows_task = [&](size_t start, size_t count) {
+    for (size_t t = 0; t < n; ++t) {
+      if (!kernel(m, x + t * x_stride, y[t], start, start + count)) {
+        dense_gemv_scalar_rows(m, x + t * x_stride, y[t], start, count);
+      }
+    }
+  };
+  for_row_tiles(m, pool, rows_task);
+}
+
+void dense_gemv_with(DenseGemvKernel kernel, const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool) {
+  dense_gemv_tokens_with(kernel, m, x, 0, 1, &y, pool);
 }
 
 }  // namespace
@@ -209,20 +228,51 @@ void quantize_activations_i8(const DenseMatrix& m, const float* x, int8_t* q, fl
   }
 }
 
+// One token's activations quantized for the i8 kernels, inside dense_gemv_tokens_work_bytes.
+struct TokenWork {
+  int8_t* q;
+  float* scales;
+  int32_t* sums;
+};
+
+constexpr size_t kMinGroup = 32;  // q8's vector; q4 groups are multiples of 64
+
+size_t token_work_bytes(size_t cols) {
+  const size_t groups = (cols + kMinGroup - 1) / kMinGroup;
+  return (cols + 7) / 8 * 8 + groups * (sizeof(float) + sizeof(int32_t));
+}
+
+TokenWork token_work(void* work, size_t cols, size_t t) {
+  uint8_t* base = static_cast<uint8_t*>(work) + t * token_work_bytes(cols);
+  const size_t groups = (cols + kMinGroup - 1) / kMinGroup;
+  TokenWork w;
+  w.q = reinterpret_cast<int8_t*>(base);
+  w.scales = reinterpret_cast<float*>(base + (cols + 7) / 8 * 8);
+  w.sums = reinterpret_cast<int32_t*>(w.scales + groups);
+  return w;
+}
+
+// Quantizes the n tokens into `work`, then runs every tile of rows for each of them.
+void dense_gemv_i8_tokens_with(DenseGemvI8Kernel kernel, const DenseMatrix& m, const float* x, size_t x_stride,
+                               size_t n, float* const* y, void* work, const ThreadPool* pool) {
+  for (size_t t = 0; t < n; ++t) {
+    const TokenWork w = token_work(work, m.cols, t);
+    quantize_activations_i8(m, x + t * x_stride, w.q, w.scales, w.sums);
+  }
+  auto rows_task = [&](size_t start, size_t count) {
+    for (size_t t = 0; t < n; ++t) {
+      const TokenWork w = token_work(work, m.cols, t);
+      kernel(m, DenseActivationsI8{w.q, w.scales, w.sums}, y[t], start, start + count);
+    }
+  };
+  for_row_tiles(m, pool, rows_task);
+}
+
+// One token: its activations on the stack (no work buffer to pass).
 void dense_gemv_i8_with(DenseGemvI8Kernel kernel, const DenseMatrix& m, const float* x, float* y,
                         const ThreadPool* pool) {
-  constexpr size_t kMinGroup = 32;
-  int8_t q[kDenseI8MaxCols];
-  float scales[kDenseI8MaxCols / kMinGroup];
-  int32_t sums[kDenseI8MaxCols / kMinGroup];
-  quantize_activations_i8(m, x, q, scales, sums);
-  const DenseActivationsI8 xa{q, scales, sums};
-  auto rows_task = [&](size_t start, size_t count) { kernel(m, xa, y, start, start + count); };
-  if (pool != nullptr && pool->num_threads() > 1) {
-    pool->parallel_for_tiles(m.rows, 256, rows_task);
-  } else {
-    rows_task(0, m.rows);
-  }
+  alignas(8) uint8_t work[kDenseI8MaxCols + kDenseI8MaxCols / kMinGroup * (sizeof(float) + sizeof(int32_t))];
+  dense_gemv_i8_tokens_with(kernel, m, x, 0, 1, &y, work, pool);
 }
 
 }  // namespace
@@ -244,6 +294,28 @@ Error dense_gemv_i8_isa(Isa isa, const DenseMatrix& m, const float* x, float* y,
   }
   if (!dense_gemv_i8_applies(m)) return dense_gemv_f32_isa(isa, m, x, y, pool);
   dense_gemv_i8_with(isa_select(kDenseGemvI8Kernels, isa_level_flags(isa)).kernel, m, x, y, pool);
+  return Error::Ok;
+}
+
+size_t dense_gemv_tokens_work_bytes(size_t cols, size_t n) { return n * token_work_bytes(cols); }
+
+void dense_gemv_i8_tokens(const DenseMatrix& m, const float* x, size_t x_stride, size_t n, float* const* y, void* work,
+                          const ThreadPool* pool) {
+  if (!dense_gemv_i8_applies(m)) return dense_gemv_tokens_with(active_dense_gemv().kernel, m, x, x_stride, n, y, pool);
+  dense_gemv_i8_tokens_with(active_dense_gemv_i8().kernel, m, x, x_stride, n, y, work, pool);
+}
+
+Error dense_gemv_i8_tokens_isa(Isa isa, const DenseMatrix& m, const float* x, size_t x_stride, size_t n,
+                               float* const* y, void* work, const ThreadPool* pool) {
+  if (!isa_supported(isa, cpu_features())) {
+    return fail(Error::UnsupportedCpu, "no %s dense kernels can run here", to_string(isa));
+  }
+  if (!dense_gemv_i8_applies(m)) {
+    dense_gemv_tokens_with(isa_select(kDenseGemvKernels, isa_level_flags(isa)).kernel, m, x, x_stride, n, y, pool);
+  } else {
+    dense_gemv_i8_tokens_with(isa_select(kDenseGemvI8Kernels, isa_level_flags(isa)).kernel, m, x, x_stride, n, y, work,
+                              pool);
+  }
   return Error::Ok;
 }
 

@@ -62,4 +62,15 @@ bool dense_gemv_i8_applies(const DenseMatrix& m);
 void dense_gemv_i8(const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool);
 Error dense_gemv_i8_isa(Isa isa, const DenseMatrix& m, const float* x, float* y, const ThreadPool* pool);
 
+// The lm_head for n tokens at once: y[t] (vocab floats) gets exactly what dense_gemv_i8(m,
+// x + t * x_stride, y[t]) gives, bit for bit, but the matrix streams from memory once: each
+// tile of rows runs for every token while it is in cache (sessions decoded together,
+// speculative verification). `work` holds the tokens' quantized activations,
+// dense_gemv_tokens_work_bytes(m.cols, n) bytes aligned to 8 (unused for f32/f16/bf16).
+size_t dense_gemv_tokens_work_bytes(size_t cols, size_t n);
+void dense_gemv_i8_tokens(const DenseMatrix& m, const float* x, size_t x_stride, size_t n, float* const* y, void* work,
+                          const ThreadPool* pool);
+Error dense_gemv_i8_tokens_isa(Isa isa, const DenseMatrix& m, const float* x, size_t x_stride, size_t n,
+                               float* const* y, void* work, const ThreadPool* pool);
+
 }  // namespace tern

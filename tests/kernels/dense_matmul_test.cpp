@@ -198,6 +198,52 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, DenseGemvI8Test,
                                   std::to_string(c.group);
                          });
 
+// Several tokens at once (dense_gemv_i8_tokens): each token's outputs equal its own GEMV's bit
+// for bit, on every ISA and type (f32/f16/bf16 and groups the i8 path does not take included),
+// with one and two threads, and with row counts across the 256-row tiles.
+class DenseGemvTokensTest : public ::testing::TestWithParam<std::tuple<Isa, DenseCase>> {};
+
+TEST_P(DenseGemvTokensTest, EachTokenEqualsItsOwnGemv) {
+  const auto [isa, c] = GetParam();
+  if (!isa_supported(isa, cpu_features())) GTEST_SKIP() << to_string(isa) << " not supported here";
+  DenseProblem p = make_dense(c, static_cast<uint32_t>(c.rows * 71 + c.cols));
+  auto pool = ThreadPool::create(2);
+  ASSERT_TRUE(pool.ok());
+  constexpr size_t kTokens = 5, kStride = 2600;  // rows of x wider than cols, as the forward scratch's
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(kTokens * kStride);
+  for (auto& v : x) v = dist(rng);
+  std::vector<std::vector<float>> y(kTokens, std::vector<float>(c.rows, -1.0f));
+  float* outputs[kTokens];
+  for (size_t t = 0; t < kTokens; ++t) outputs[t] = y[t].data();
+  std::vector<uint8_t> work(dense_gemv_tokens_work_bytes(c.cols, kTokens));
+  const ThreadPool* const pools[] = {nullptr, &*pool};
+  for (const ThreadPool* threads : pools) {
+    ASSERT_EQ(dense_gemv_i8_tokens_isa(isa, p.m, x.data(), kStride, kTokens, outputs, work.data(), threads), Error::Ok);
+    for (size_t t = 0; t < kTokens; ++t) {
+      std::vector<float> alone(c.rows, -2.0f);
+      ASSERT_EQ(dense_gemv_i8_isa(isa, p.m, x.data() + t * kStride, alone.data(), nullptr), Error::Ok);
+      ASSERT_EQ(0, std::memcmp(alone.data(), y[t].data(), c.rows * sizeof(float))) << "token " << t;
+    }
+  }
+}
+
+const DenseCase kTokenCases[] = {
+    {DenseType::Q4, 600, 2560, 64}, {DenseType::Q4, 3, 256, 128},  {DenseType::Q8, 513, 256, 64},
+    {DenseType::Q8, 6, 36, 12},     {DenseType::F16, 300, 333, 0}, {DenseType::F32, 9, 100, 0},
+    {DenseType::BF16, 7, 129, 0},
+};
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, DenseGemvTokensTest,
+                         ::testing::Combine(::testing::ValuesIn(kAllIsas), ::testing::ValuesIn(kTokenCases)),
+                         [](const auto& info) {
+                           const DenseCase c = std::get<1>(info.param);
+                           return std::string(to_string(std::get<0>(info.param))) + "_" + to_string(c.type) + "_" +
+                                  std::to_string(c.rows) + "x" + std::to_string(c.cols) + "_g" +
+                                  std::to_string(c.group);
+                         });
+
 // The selected kernels, split over two threads, agree with the single-threaded scalar run.
 TEST(DenseGemv, ThreadedSelectedIsaMatchesScalar) {
   auto pool = ThreadPool::create(2);
