@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "runtime/base/rope.h"
@@ -149,8 +150,6 @@ Widths widths_of(const ModelConfig& c) {
   return d;
 }
 
-bool aborted(const std::atomic<int>* abort) { return abort != nullptr && abort->load(std::memory_order_relaxed) != 0; }
-
 }  // namespace
 
 void rms_norm(const float* x, const float* weight, size_t n, float eps, float* out) {
@@ -200,6 +199,9 @@ Error carve_forward_scratch(const ModelConfig& c, uint32_t batch, size_t scores_
   TERN_RETURN_IF_ERROR(carve.take(&s->sink_cos, c.head_dim / 2));
   TERN_RETURN_IF_ERROR(carve.take(&s->sink_sin, c.head_dim / 2));
   TERN_RETURN_IF_ERROR(carve.take(&s->logits, c.embedding ? 0 : c.vocab));  // embedding models have no logits
+  uint8_t* head_work = nullptr;
+  TERN_RETURN_IF_ERROR(carve.take(&head_work, c.embedding ? 0 : dense_gemv_tokens_work_bytes(hidden, batch)));
+  s->head_work = head_work;
   const FamilyTraits* traits = family_traits(c.family);
   const bool local_rope = c.sliding_layers != 0;
   TERN_RETURN_IF_ERROR(carve.take(&s->xh, traits != nullptr && traits->projection_norms ? batch * hidden : 0));
@@ -212,17 +214,27 @@ Error carve_forward_scratch(const ModelConfig& c, uint32_t batch, size_t scores_
 
 namespace {
 
-// The tokens' embedding rows into the residual stream and their positions' RoPE angles.
-void embed_tokens(const Model& model, ForwardScratch& s, const int32_t* tokens, uint32_t n, uint32_t pos0) {
+// A sequence's rows in the pass: where they start, and its cache and scratch.
+struct Rows {
+  KvCache* kv;
+  const ForwardScratch* own;
+  uint32_t r0, n, pos0;
+};
+
+Rows rows_of(const ForwardSequence& q) { return Rows{q.kv, q.own, q.row, q.n, q.pos0}; }
+
+// A sequence's tokens' embedding rows into the residual stream and their positions' RoPE angles.
+void embed_tokens(const Model& model, ForwardScratch& s, const int32_t* tokens, const Rows& q) {
   const ModelConfig& c = model.config();
   const size_t hidden = c.hidden, half = c.head_dim / 2;
-  for (uint32_t t = 0; t < n; ++t) {
+  for (uint32_t i = 0; i < q.n; ++i) {
+    const uint32_t t = q.r0 + i;
     float* row = s.x + t * hidden;
-    dense_row_f32(model.weights().tok_embeddings, static_cast<size_t>(tokens[t]), row);
+    dense_row_f32(model.weights().tok_embeddings, static_cast<size_t>(tokens[i]), row);
     if (c.embedding_scale != 1.0f) {
-      for (size_t i = 0; i < hidden; ++i) row[i] *= c.embedding_scale;
+      for (size_t j = 0; j < hidden; ++j) row[j] *= c.embedding_scale;
     }
-    const uint32_t position = pos0 + t - (s.segment_start != nullptr ? s.segment_start[t] : 0);
+    const uint32_t position = q.pos0 + i - (s.segment_start != nullptr ? s.segment_start[t] : 0);
     rope_angles(model.rope_inv_freq(), half, position, s.rope_cos + t * half, s.rope_sin + t * half);
     if (c.sliding_layers != 0) {
       rope_angles(model.rope_local_inv_freq(), half, position, s.rope_local_cos + t * half,
@@ -257,16 +269,17 @@ void project_qkv(const Model& model, ForwardScratch& s, uint32_t l, uint32_t n, 
   }
 }
 
-// Rotates layer l's queries and keys to their positions and writes the keys and values to the cache.
-Error rope_and_cache(const Model& model, KvCache& kv, ForwardScratch& s, uint32_t l, uint32_t n, uint32_t pos0,
-                     const Widths& d) {
+// Rotates layer l's queries and keys of a sequence's rows to their positions and writes the
+// keys and values to its cache.
+Error rope_and_cache(const Model& model, ForwardScratch& s, uint32_t l, const Rows& q, const Widths& d) {
   const ModelConfig& c = model.config();
   const bool adjacent = c.rope_style == RopeStyle::AdjacentPairs;
   const bool sliding = layer_is_sliding(c, l);
   const size_t hd = d.hd, half = d.half, qd = d.qd, kvd = d.kvd;
   const float* layer_cos = sliding ? s.rope_local_cos : s.rope_cos;
   const float* layer_sin = sliding ? s.rope_local_sin : s.rope_sin;
-  for (uint32_t t = 0; t < n; ++t) {
+  for (uint32_t i = 0; i < q.n; ++i) {
+    const uint32_t t = q.r0 + i;
     const float* cs = layer_cos + t * half;
     const float* sn = layer_sin + t * half;
     for (uint32_t h = 0; h < c.heads; ++h) {
@@ -276,25 +289,25 @@ Error rope_and_cache(const Model& model, KvCache& kv, ForwardScratch& s, uint32_
     for (uint32_t h = 0; h < c.kv_heads; ++h) {
       float* head = s.k + t * kvd + h * hd;
       adjacent ? rope_adjacent_pairs(head, hd, cs, sn) : rope_rotate_half(head, hd, cs, sn);
-      TERN_RETURN_IF_ERROR(kv.write(l, h, pos0 + t, head, s.v + t * kvd + h * hd));
+      TERN_RETURN_IF_ERROR(q.kv->write(l, h, q.pos0 + i, head, s.v + t * kvd + h * hd));
     }
   }
   return Error::Ok;
 }
 
-// Layer l's attention of the n queries over the cache into s.att. `partial_attention`: rows
-// attend from a later first position (packed texts, sliding windows).
-void attend(const Model& model, KvCache& kv, ForwardScratch& s, uint32_t l, uint32_t n, uint32_t pos0,
-            bool partial_attention, const Widths& d) {
+// Layer l's attention of a sequence's queries over its cache into its rows of s.att.
+// `partial_attention`: rows attend from a later first position (packed texts, sliding windows).
+void attend(const Model& model, ForwardScratch& s, uint32_t l, const Rows& q, bool partial_attention, const Widths& d) {
   const ModelConfig& c = model.config();
   const bool sliding = layer_is_sliding(c, l);
   const Rope rope{model.rope_inv_freq(), c.rope_style == RopeStyle::AdjacentPairs};
+  uint32_t* attend_from = s.attend_from + q.r0;
   if (partial_attention) {
-    for (uint32_t t = 0; t < n; ++t) {
-      const uint32_t p = pos0 + t;
-      uint32_t from = s.segment_start != nullptr ? s.segment_start[t] : 0;
+    for (uint32_t i = 0; i < q.n; ++i) {
+      const uint32_t p = q.pos0 + i;
+      uint32_t from = s.segment_start != nullptr ? s.segment_start[q.r0 + i] : 0;
       if (sliding && p + 1 > c.sliding_window) from = std::max(from, p + 1 - c.sliding_window);
-      s.attend_from[t] = from;
+      attend_from[i] = from;
     }
   }
   // StreamingLLM's "positions within the cache": after E non-sink positions were dropped,
@@ -302,44 +315,65 @@ void attend(const Model& model, KvCache& kv, ForwardScratch& s, uint32_t l, uint
   // RoPE at their original positions, so rotating the (already rotated) query by -E
   // positions gives exactly that; every other kept key keeps its true distance p - j,
   // which the eviction bounds by the capacity.
-  const uint32_t evicted = s.reposition_sinks ? kv.evicted_positions(l) : 0;
+  const bool reposition = q.own->reposition_sinks;
+  const uint32_t evicted = reposition ? q.kv->evicted_positions(l) : 0;
+  float* queries = s.q + static_cast<size_t>(q.r0) * d.qd;
+  float* q_sinks = s.q_sinks + static_cast<size_t>(q.r0) * d.qd;
   if (evicted > 0) {
-    std::memcpy(s.q_sinks, s.q, static_cast<size_t>(n) * d.qd * sizeof(float));
-    rope.rotate_back(s.q_sinks, n * c.heads, c.head_dim, evicted, s.sink_cos, s.sink_sin);
+    std::memcpy(q_sinks, queries, static_cast<size_t>(q.n) * d.qd * sizeof(float));
+    rope.rotate_back(q_sinks, q.n * c.heads, c.head_dim, evicted, s.sink_cos, s.sink_sin);
   }
+  float* out = s.att + static_cast<size_t>(q.r0) * d.qd;
   KvAttention attention;
-  attention.q = s.q;
-  attention.q_sinks = evicted > 0 ? s.q_sinks : nullptr;
-  attention.out = s.att;
-  attention.n = n;
-  attention.pos0 = pos0;
+  attention.q = queries;
+  attention.q_sinks = evicted > 0 ? q_sinks : nullptr;
+  attention.out = out;
+  attention.n = q.n;
+  attention.pos0 = q.pos0;
   attention.heads = c.heads;
   attention.scale = c.attention_scale > 0.0f ? c.attention_scale : 1.0f / std::sqrt(static_cast<float>(d.hd));
-  attention.scores = s.scores;
-  attention.scores_per_head = s.scores_per_head;
+  attention.scores = q.own->scores;
+  attention.scores_per_head = q.own->scores_per_head;
   attention.observer = s.observer;
-  attention.rope = s.reposition_sinks ? &rope : nullptr;
-  attention.first = partial_attention ? s.attend_from : nullptr;
-  kv.attend(l, attention, model.pool());
+  attention.rope = reposition ? &rope : nullptr;
+  attention.first = partial_attention ? attend_from : nullptr;
+  q.kv->attend(l, attention, model.pool());
   if (s.observer != nullptr && s.observer->on_output != nullptr) {
-    s.observer->on_output(s.observer->user, l, pos0, n, s.att);
+    s.observer->on_output(s.observer->user, l, q.pos0, q.n, out);
   }
 }
 
-// Layer l's attention block: the residual stream gains the projected attention output.
-Error attention_block(const Model& model, KvCache& kv, ForwardScratch& s, uint32_t l, uint32_t n, uint32_t pos0,
-                      bool partial_attention, const Widths& d) {
+bool aborted(const std::atomic<int>* abort) { return abort != nullptr && abort->load(std::memory_order_relaxed) != 0; }
+
+// A sequence's result, with the message fail() just recorded when it failed.
+void set_status(ForwardSequence& q, Error e) {
+  q.status = e;
+  if (e != Error::Ok) std::snprintf(q.message, sizeof q.message, "%s", last_error_message());
+}
+
+// Layer l's attention block over every running sequence: the residual stream gains the
+// projected attention output. A sequence whose cache write fails, or whose abort flag is set,
+// stops here (its rows still pass through the shared matmuls, unread).
+void attention_block(const Model& model, ForwardScratch& s, uint32_t l, ForwardSequence* seqs, size_t count, uint32_t n,
+                     bool partial_attention, const Widths& d) {
   const ModelConfig& c = model.config();
   const LayerRuntime& lr = model.layer_runtime(l);
   const size_t hidden = d.hidden, qd = d.qd;
   project_qkv(model, s, l, n, d);
-  TERN_RETURN_IF_ERROR(rope_and_cache(model, kv, s, l, n, pos0, d));
-  attend(model, kv, s, l, n, pos0, partial_attention, d);
+  for (size_t i = 0; i < count; ++i) {
+    ForwardSequence& q = seqs[i];
+    if (q.status != Error::Ok) continue;
+    if (aborted(q.abort)) {
+      set_status(q, fail(Error::Aborted, "aborted at layer %u", l));
+      continue;
+    }
+    set_status(q, rope_and_cache(model, s, l, rows_of(q), d));
+    if (q.status == Error::Ok) attend(model, s, l, rows_of(q), partial_attention, d);
+  }
   normalize_and_quantize(s, s.att, qd, n, qd, d.wide, norm_kind(c, lr.attn_sub_norm), lr.attn_sub_norm, c.norm_eps);
   ternary_matmul(model.layer(l).wo, activations(s, n, qd, d.wide), s.proj, hidden, model.pool());
   if (family_traits(c.family)->post_norms) norm_rows(s.proj, n, hidden, hidden, lr.post_attn_norm, c.norm_eps);
   for (size_t i = 0; i < n * hidden; ++i) s.x[i] += s.proj[i];
-  return Error::Ok;
 }
 
 // Layer l's feed-forward block: the residual stream gains down(act(gate) * up).
@@ -381,48 +415,118 @@ void ffn_block(const Model& model, ForwardScratch& s, uint32_t l, uint32_t n, co
   for (size_t i = 0; i < n * hidden; ++i) s.x[i] += s.proj[i];
 }
 
-}  // namespace
-
-Error forward(const Model& model, KvCache& kv, ForwardScratch& s, const int32_t* tokens, uint32_t n, uint32_t pos0,
-              bool want_logits, const std::atomic<int>* abort) {
+// A sequence's checks before it runs (the messages forward() has always given).
+Error check_sequence(const Model& model, const ForwardScratch& shared, const ForwardSequence& q, size_t count) {
   const ModelConfig& c = model.config();
-  TERN_CHECK_OR_RETURN(n > 0 && n <= s.batch, Error::InvalidArgument, "forward of %u tokens (batch %u)", n, s.batch);
-  TERN_CHECK_OR_RETURN(s.scores_per_head >= kv.attention_scores_per_head(c.heads / c.kv_heads), Error::InvalidArgument,
-                       "forward scratch holds %zu attention scores per KV head, the cache needs %zu", s.scores_per_head,
-                       kv.attention_scores_per_head(c.heads / c.kv_heads));
-  TERN_CHECK_OR_RETURN(static_cast<uint64_t>(pos0) + n <= UINT32_MAX, Error::ContextFull, "position %u overflows",
-                       pos0);
+  const KvCache& kv = *q.kv;
+  const ForwardScratch& own = *q.own;
+  TERN_CHECK_OR_RETURN(q.n > 0 && q.n <= shared.batch, Error::InvalidArgument, "forward of %u tokens (batch %u)", q.n,
+                       shared.batch);
+  TERN_CHECK_OR_RETURN(own.scores_per_head >= kv.attention_scores_per_head(c.heads / c.kv_heads),
+                       Error::InvalidArgument,
+                       "forward scratch holds %zu attention scores per KV head, the cache needs %zu",
+                       own.scores_per_head, kv.attention_scores_per_head(c.heads / c.kv_heads));
+  TERN_CHECK_OR_RETURN(static_cast<uint64_t>(q.pos0) + q.n <= UINT32_MAX, Error::ContextFull, "position %u overflows",
+                       q.pos0);
   if (!kv.evicting()) {
-    TERN_CHECK_OR_RETURN(pos0 + n <= kv.capacity_tokens(), Error::ContextFull,
-                         "positions %u..%u exceed the KV cache's %u%s", pos0, pos0 + n - 1, kv.capacity_tokens(),
+    TERN_CHECK_OR_RETURN(q.pos0 + q.n <= kv.capacity_tokens(), Error::ContextFull,
+                         "positions %u..%u exceed the KV cache's %u%s", q.pos0, q.pos0 + q.n - 1, kv.capacity_tokens(),
                          kv.compressed() != nullptr ? " (eviction off)" : "");
   }
   // Attention from a later first position (packed texts, sliding windows) reads the dense
   // cache in place; the compressed cache keeps no such order.
-  const bool partial_attention = s.segment_start != nullptr || c.sliding_layers != 0;
+  const bool partial_attention = shared.segment_start != nullptr || c.sliding_layers != 0;
   TERN_CHECK_OR_RETURN(!partial_attention || kv.compressed() == nullptr, Error::NotSupported,
                        "sliding-window layers and packed texts need a dense KV cache (kv mode f32 or fp16)");
-  for (uint32_t t = 0; t < n; ++t) {
-    TERN_CHECK_OR_RETURN(tokens[t] >= 0 && static_cast<uint32_t>(tokens[t]) < c.vocab, Error::InvalidToken,
-                         "token %d outside the vocabulary of %u", tokens[t], c.vocab);
-    TERN_CHECK_OR_RETURN(s.segment_start == nullptr || s.segment_start[t] <= pos0 + t, Error::InvalidArgument,
-                         "token %u's text starts after it (%u > %u)", t, s.segment_start[t], pos0 + t);
+  TERN_CHECK_OR_RETURN(count == 1 || (shared.segment_start == nullptr && shared.observer == nullptr),
+                       Error::InvalidArgument, "packed texts and attention observers run one sequence at a time");
+  TERN_CHECK_OR_RETURN((!q.want_logits && q.row_logits == nullptr) || own.logits != nullptr, Error::NotSupported,
+                       "an embedding model has no logits");
+  for (uint32_t t = 0; t < q.n; ++t) {
+    TERN_CHECK_OR_RETURN(q.tokens[t] >= 0 && static_cast<uint32_t>(q.tokens[t]) < c.vocab, Error::InvalidToken,
+                         "token %d outside the vocabulary of %u", q.tokens[t], c.vocab);
+    TERN_CHECK_OR_RETURN(shared.segment_start == nullptr || shared.segment_start[t] <= q.pos0 + t,
+                         Error::InvalidArgument, "token %u's text starts after it (%u > %u)", t,
+                         shared.segment_start[t], q.pos0 + t);
   }
-  const Widths d = widths_of(c);
-  embed_tokens(model, s, tokens, n, pos0);
-  for (uint32_t l = 0; l < c.layers; ++l) {
-    if (aborted(abort)) return fail(Error::Aborted, "aborted at layer %u", l);
-    TERN_RETURN_IF_ERROR(attention_block(model, kv, s, l, n, pos0, partial_attention, d));
-    ffn_block(model, s, l, n, d);
-  }
-  if (want_logits) forward_row_logits(model, s, n - 1, s.logits);
   return Error::Ok;
 }
 
-void forward_row_logits(const Model& model, ForwardScratch& s, uint32_t row, float* out) {
+// The logits of every sequence that wants them, from its last row (or from every row): all
+// those rows' final norms, then one lm_head pass for them (dense_gemv_i8_tokens reads the
+// matrix once).
+void sequence_logits(const Model& model, ForwardScratch& s, const ForwardSequence* seqs, size_t count,
+                     const Widths& d) {
   const ModelConfig& c = model.config();
-  rms_norm(s.x + static_cast<size_t>(row) * c.hidden, model.final_norm(), c.hidden, c.norm_eps, s.xn);
-  dense_gemv_i8(model.weights().lm_head, s.xn, out, model.pool());  // f32 unless the lm_head is q8/q4
+  constexpr size_t kMaxAtOnce = 16;  // output pointers on the stack; more rows take several passes
+  float* outputs[kMaxAtOnce];
+  size_t rows = 0;
+  auto flush = [&] {
+    if (rows > 0) dense_gemv_i8_tokens(model.weights().lm_head, s.xn, d.wide, rows, outputs, s.head_work, model.pool());
+    rows = 0;
+  };
+  auto add = [&](size_t row, float* out) {
+    rms_norm(s.x + row * c.hidden, model.final_norm(), c.hidden, c.norm_eps, s.xn + rows * d.wide);
+    outputs[rows++] = out;
+    if (rows == kMaxAtOnce) flush();
+  };
+  for (size_t i = 0; i < count; ++i) {
+    const ForwardSequence& q = seqs[i];
+    if (q.status != Error::Ok) continue;
+    if (q.row_logits != nullptr) {
+      for (uint32_t r = 0; r < q.n; ++r) add(q.row + r, q.row_logits + static_cast<size_t>(r) * c.vocab);
+    } else if (q.want_logits) {
+      add(q.row + q.n - 1, q.own->logits);
+    }
+  }
+  flush();
+}
+
+}  // namespace
+
+Error forward_sequences(const Model& model, ForwardScratch& s, ForwardSequence* seqs, size_t count) {
+  const ModelConfig& c = model.config();
+  uint32_t n = 0;
+  size_t running = 0;
+  for (size_t i = 0; i < count; ++i) {
+    ForwardSequence& q = seqs[i];
+    set_status(q, check_sequence(model, s, q, count));
+    if (q.status != Error::Ok) continue;
+    TERN_CHECK_OR_RETURN(n + q.n <= s.batch, Error::InvalidArgument, "forward of %u tokens (batch %u)", n + q.n,
+                         s.batch);
+    q.row = n;
+    n += q.n;
+    ++running;
+  }
+  if (running == 0) return Error::Ok;
+  const bool partial_attention = s.segment_start != nullptr || c.sliding_layers != 0;
+  const Widths d = widths_of(c);
+  for (size_t i = 0; i < count; ++i) {
+    if (seqs[i].status == Error::Ok) embed_tokens(model, s, seqs[i].tokens, rows_of(seqs[i]));
+  }
+  for (uint32_t l = 0; l < c.layers; ++l) {
+    attention_block(model, s, l, seqs, count, n, partial_attention, d);
+    bool any = false;
+    for (size_t i = 0; i < count; ++i) any = any || seqs[i].status == Error::Ok;
+    if (!any) return Error::Ok;
+    ffn_block(model, s, l, n, d);
+  }
+  sequence_logits(model, s, seqs, count, d);
+  return Error::Ok;
+}
+
+Error forward(const Model& model, KvCache& kv, ForwardScratch& scratch, const int32_t* tokens, uint32_t n,
+              uint32_t pos0, bool want_logits, const std::atomic<int>* abort) {
+  ForwardSequence q;
+  q.kv = &kv;
+  q.own = &scratch;
+  q.tokens = tokens;
+  q.n = n;
+  q.pos0 = pos0;
+  q.want_logits = want_logits;
+  q.abort = abort;
+  TERN_RETURN_IF_ERROR(forward_sequences(model, scratch, &q, 1));
+  return q.status == Error::Ok ? Error::Ok : fail(q.status, "%s", q.message);
 }
 
 }  // namespace tern

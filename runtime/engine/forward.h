@@ -42,7 +42,8 @@ struct ForwardScratch {
   float* q_sinks = nullptr;   // [batch][heads*head_dim] queries re-positioned for the sinks
   float* sink_cos = nullptr;  // [head_dim/2] rotation by -evicted positions
   float* sink_sin = nullptr;
-  float* logits = nullptr;  // [vocab]
+  float* logits = nullptr;    // [vocab]
+  void* head_work = nullptr;  // the lm_head's quantized activations for up to `batch` rows (dense_gemv_i8_tokens)
   // The embedding families (projection norms, sliding windows) and packed texts.
   float* xh = nullptr;              // [batch][hidden] attn_norm / ffn_norm output the projection norms read
   float* xh_inv_rms = nullptr;      // [batch] 1 / rms of its rows
@@ -61,19 +62,45 @@ struct ForwardScratch {
 Error carve_forward_scratch(const ModelConfig& config, uint32_t batch, size_t scores_per_head, ArenaAllocator* arena,
                             ForwardScratch* scratch, size_t* bytes);
 
+// One session's tokens in a forward pass that may run several sessions' tokens together
+// (forward_sequences): its KV cache, its own scratch (whose attention scores it uses and
+// whose logits it gets) and its abort flag. Its rows are the pass's rows from `row`.
+struct ForwardSequence {
+  KvCache* kv = nullptr;
+  ForwardScratch* own = nullptr;
+  const int32_t* tokens = nullptr;
+  uint32_t n = 0;
+  uint32_t pos0 = 0;
+  bool want_logits = false;     // the last row's logits into own->logits
+  float* row_logits = nullptr;  // else, when set: every row's logits, [n][vocab] (verification)
+  const std::atomic<int>* abort = nullptr;
+  Error status = Error::Ok;  // out: this sequence's result
+  char message[256] = {};    // out: its error's message (the pass may run on another thread)
+  uint32_t row = 0;          // out: its first row in `shared`
+  // ForwardQueue's bookkeeping while the sequence waits to run.
+  ForwardSequence* next_queued = nullptr;
+  uint32_t rows_done = 0;
+  size_t* ticket = nullptr;  // its run() call's count of sequences still to run
+};
+
+// Runs every sequence's tokens (positions pos0..pos0+n-1 of its cache) in one pass through
+// the layers: each weight matrix is read once for all of them, and each sequence attends
+// only through its own cache. Its rows get exactly the values forward() would give it alone.
+// `shared` holds the rows (Σ n <= shared.batch, else InvalidArgument for the whole pass); a
+// sequence that is invalid or fails (a full cache, a bad token, its abort flag) gets its
+// error in `status` and the others go on. Packed texts (segment_start) and attention
+// observers take one sequence whose `own` is `shared`.
+Error forward_sequences(const Model& model, ForwardScratch& shared, ForwardSequence* sequences, size_t count);
+
 // Runs tokens[0..n) at positions pos0..pos0+n-1 (n <= scratch.batch), writing their
 // keys/values into `kv` and attending through it, one call per layer; logits of the last
 // token go to scratch.logits when want_logits. Without eviction pos0 + n must be within the
 // cache's capacity; with it, positions grow without bound (the oldest middle blocks are
 // dropped; the batch's earlier tokens then see the cache as it is after the whole batch
-// was written). Aborted if *abort becomes nonzero (checked per layer).
+// was written). Aborted if *abort becomes nonzero (checked per layer). forward_sequences
+// with one sequence.
 Error forward(const Model& model, KvCache& kv, ForwardScratch& scratch, const int32_t* tokens, uint32_t n,
               uint32_t pos0, bool want_logits, const std::atomic<int>* abort);
-
-// The logits after row `row` of the last forward() batch (its residual stream is still in
-// scratch.x), into out[vocab]: what forward() computes for the batch's last row, for any row
-// (speculative verification computes them one at a time and stops at the first rejection).
-void forward_row_logits(const Model& model, ForwardScratch& scratch, uint32_t row, float* out);
 
 // Building blocks, exposed for tests against naive references.
 void rms_norm(const float* x, const float* weight, size_t n, float eps, float* out);
