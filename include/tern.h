@@ -333,6 +333,24 @@ TERN_API tern_status tern_session_position(const tern_session* session, uint32_t
 TERN_API tern_status tern_prefill(tern_session* session, const int32_t* tokens, size_t count);
 /* Runs one token. TERN_CONTEXT_FULL when no position is free (never with eviction on). */
 TERN_API tern_status tern_decode(tern_session* session, int32_t token);
+
+/* Sessions of one model decoded together. Every weight matrix is read once per pass for all the
+ * tokens in it, so N streams cost far less than N times one; each session's logits are exactly
+ * those it would get alone. Sessions driven from different threads at the same time (tern_decode,
+ * tern_prefill, tern_generate, tern_chat_complete) are merged this way on their own; this call
+ * steps a set of sessions from one thread: entries[i].session runs its n_tokens tokens after its
+ * position, as tern_prefill() would (1 for a decode step; a prompt's tokens join in pieces beside
+ * decoding ones). Then each has its logits: tern_sample() each and call again. entries[i].status
+ * gets each result (one failing does not stop the others); the return is TERN_OK when all ran,
+ * else the first failure. TERN_INVALID_ARGUMENT, nothing run, for sessions of different models, a
+ * session listed twice or a NULL session. No allocation. */
+typedef struct tern_batch_entry {
+  tern_session* session;
+  const int32_t* tokens;
+  size_t n_tokens;
+  tern_status status; /* out */
+} tern_batch_entry;
+TERN_API tern_status tern_decode_batch(tern_batch_entry* entries, size_t count);
 /* Logits of the last token run (vocab_size floats), valid until the next prefill/decode/reset. */
 TERN_API tern_status tern_get_logits(const tern_session* session, const float** out_logits, size_t* out_vocab_size);
 TERN_API tern_status tern_sample(tern_session* session, int32_t* out_token);

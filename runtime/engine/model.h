@@ -12,6 +12,7 @@
 #include "platform/error.h"
 #include "platform/thread_pool.h"
 #include "runtime/base/arena.h"
+#include "runtime/engine/forward_queue.h"
 #include "runtime/engine/memory_plan.h"
 #include "runtime/engine/sampler.h"
 #include "runtime/kv/kv_cache_spec.h"
@@ -131,6 +132,8 @@ class Model {
   Result<bool> copy_shared_grammar(Session& to, const char* text, size_t size);
   void grammar_compiled(Session& session, bool ok);
   uint32_t sessions_in_use() const;
+  // Where sessions' forward passes go: passes asked for at the same time run as one.
+  ForwardQueue& forward_queue() const { return forward_queue_; }
   // Every byte in use in the arena: the model's part plus every slot's, by purpose.
   size_t arena_used_bytes() const;
   size_t arena_used_bytes(ArenaPurpose purpose) const;
@@ -171,6 +174,7 @@ class Model {
   uint64_t bundle_identity_ = 0;
   uint64_t kv_layout_identity_ = 0;
   std::unique_ptr<KvHeadBits[]> kv_bits_;  // per-head widths of adaptive modes (allocated at load)
+  mutable ForwardQueue forward_queue_{*this};
 };
 
 // Checks a weight set against its config: shapes, layouts, presence of what the family needs.

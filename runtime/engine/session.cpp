@@ -75,12 +75,11 @@ Error Session::drop_failed_batch(uint32_t first, Error e) {
   return e;
 }
 
-Error Session::prefill(const int32_t* tokens, size_t count) {
+Error Session::check_prefill(const int32_t* tokens, size_t count) const {
   TERN_CHECK_OR_RETURN(!model_->config().embedding, Error::NotSupported,
                        "an embedding model has no next-token logits: embed texts instead");
   TERN_CHECK_OR_RETURN(tokens != nullptr || count == 0, Error::InvalidArgument, "prefill with null tokens");
   TERN_RETURN_IF_ERROR(check_consistent());
-  if (count == 0) return Error::Ok;
   if (!evicting_ && count > context_ - position_) {
     return fail(Error::PromptTooLong, "%zu tokens do not fit: %u of the %u-token context are free (KV eviction is off)",
                 count, context_ - position_, context_);
@@ -93,16 +92,34 @@ Error Session::prefill(const int32_t* tokens, size_t count) {
     TERN_CHECK_OR_RETURN(tokens[i] >= 0 && static_cast<uint32_t>(tokens[i]) < vocab, Error::InvalidToken,
                          "token %d at index %zu is outside the vocabulary of %u", tokens[i], i, vocab);
   }
-  size_t done = 0;
-  while (done < count) {
-    const uint32_t n = static_cast<uint32_t>(count - done < scratch_.batch ? count - done : scratch_.batch);
-    const bool last = done + n == count;
-    const Error e = forward(*model_, *kv_, scratch_, tokens + done, n, position_, last, &abort_);
-    if (e != Error::Ok) return drop_failed_batch(position_, e);
-    append_history(tokens + done, n);
-    position_ += n;
+  return Error::Ok;
+}
+
+Error Session::prefill(const int32_t* tokens, size_t count) {
+  TERN_RETURN_IF_ERROR(check_prefill(tokens, count));
+  if (count == 0) return Error::Ok;
+  // Through the model's queue: passes other sessions ask for meanwhile run with this one.
+  ForwardSequence q;
+  q.kv = kv_;
+  q.own = &scratch_;
+  q.tokens = tokens;
+  q.n = static_cast<uint32_t>(count);
+  q.pos0 = position_;
+  q.want_logits = true;
+  q.abort = &abort_;
+  model_->forward_queue().run(&q, 1);
+  return finish_prefill(q);
+}
+
+Error Session::finish_prefill(const ForwardSequence& q) {
+  // The rows that ran before a failure stay; the piece that failed is dropped.
+  for (uint32_t done = 0; done < q.rows_done;) {
+    const uint32_t n = q.rows_done - done < scratch_.batch ? q.rows_done - done : scratch_.batch;
+    append_history(q.tokens + done, n);
     done += n;
   }
+  position_ += q.rows_done;
+  if (q.status != Error::Ok) return drop_failed_batch(position_, fail(q.status, "%s", q.message));
   has_logits_ = true;
   return Error::Ok;
 }

@@ -79,6 +79,14 @@ class Session {
   // cache as it is after the whole batch was written, so up to batch-1 fewer old positions
   // than token-by-token decoding would keep).
   Error prefill(const int32_t* tokens, size_t count);
+  // Several sessions of one model at once: sessions[i] runs tokens[i][0..counts[i]) as
+  // prefill() would, and all of them go through the layers together, so every weight is read
+  // once per pass for all (the outputs are exactly those of running each alone). statuses[i]
+  // gets each session's result (a failed one does not stop the others); the return is Ok when
+  // all ran, else the first failure. InvalidArgument (nothing run, in every status) for
+  // sessions of different models, a session listed twice, or a null pointer.
+  static Error prefill_together(Session* const* sessions, const int32_t* const* tokens, const size_t* counts,
+                                size_t count, Error* statuses);
   // One token (the decode GEMV path). ContextFull when the context is used up (never with
   // eviction: positions then grow past the capacity, up to 2^32 - 1).
   Error decode(int32_t token);
@@ -242,6 +250,11 @@ class Session {
   // it stay valid, the batch is dropped (a compressed cache forgets the positions it wrote, or
   // the session must be reset) and there are no logits.
   Error drop_failed_batch(uint32_t first, Error e);
+  // prefill()'s checks (the arguments, the room left), nothing changed.
+  Error check_prefill(const int32_t* tokens, size_t count) const;
+  // After a prefill's sequence ran (ForwardQueue::run): its rows in the history and position,
+  // and its status (a failed piece dropped).
+  Error finish_prefill(const ForwardSequence& q);
 
   Error refill_logits();  // logits after position_ - 1, from a rolled-back or re-run cache
   // `logits` with the logit bias, the hook and the grammar's mask at `state` (null: its
