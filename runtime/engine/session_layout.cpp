@@ -44,6 +44,7 @@ Error layout_decoding(const SessionShape& shape, ArenaAllocator* arena, Sampler*
     // draft model (which draft source a session uses is decided after load).
     TERN_RETURN_IF_ERROR(scratch.take(&s.verify_tokens, static_cast<size_t>(s.draft_room) + 1));
     TERN_RETURN_IF_ERROR(scratch.take(&s.draft_probs, static_cast<size_t>(s.draft_room) * c.vocab));
+    TERN_RETURN_IF_ERROR(scratch.take(&s.verify_logits, (static_cast<size_t>(s.draft_room) + 1) * c.vocab));
   }
   s.chat_text_bytes = chat_text_bytes(shape.context);
   TERN_RETURN_IF_ERROR(scratch.take(&s.chat_text, s.chat_text_bytes));

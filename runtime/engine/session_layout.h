@@ -41,6 +41,7 @@ struct SessionBuffers {
   LogitBias* bias = nullptr;         // [kMaxLogitBias]
   int32_t* verify_tokens = nullptr;  // [draft_room + 1]: the decoded token, then the drafts
   float* draft_probs = nullptr;      // [draft_room][vocab]: a draft model's distributions when sampling
+  float* verify_logits = nullptr;    // [draft_room + 1][vocab]: every verified row's logits, from one lm_head pass
   void* grammar = nullptr;           // [grammar_bytes] (ModelParams::grammar_bytes)
   size_t grammar_bytes = 0;
   // The chat engine's memory (runtime/chat): the prompt rendered as text, or a request's

@@ -106,18 +106,28 @@ Result<uint32_t> Session::verify_batch(int32_t token, const int32_t* drafts, uin
     if (!(sampling && q_rows != nullptr)) k = allowed;
   }
   auto row_state = [&](uint32_t i) { return constrained ? &grammar_.draft_state(i) : nullptr; };
-  const Error e = forward(*model_, *kv_, scratch_, buffers_.verify_tokens, k + 1, p0, false, &abort_);
-  if (e != Error::Ok) return drop_failed_batch(p0, e);
-  // Row i's logits follow buffers_.verify_tokens[i]. Rows are scored one at a time up to the first
-  // rejection, so the lm_head (the largest matrix) runs once per token kept, as decoding them
-  // one by one would, plus once for the row that decides the next token; the last scored
-  // row's logits are the session's. Greedy: draft i + 1 stands if it is the row's choice.
-  // Sampling: speculative_accept on the row's distribution p (the sampler's, after the logit
-  // bias) and the draft's q; a rejection draws the next token, which generate() emits.
+  // One pass through the model's queue (other sessions' steps may share it), with every
+  // row's logits from one lm_head pass: reading that matrix once costs less than stopping at
+  // the first rejection would save. Row i's logits follow buffers_.verify_tokens[i].
+  ForwardSequence pass;
+  pass.kv = kv_;
+  pass.own = &scratch_;
+  pass.tokens = buffers_.verify_tokens;
+  pass.n = k + 1;
+  pass.pos0 = p0;
+  pass.row_logits = buffers_.verify_logits;
+  pass.abort = &abort_;
+  model_->forward_queue().run(&pass, 1);
+  if (pass.status != Error::Ok) return drop_failed_batch(p0, fail(pass.status, "%s", pass.message));
+  // Greedy: draft i + 1 stands if it is row i's choice. Sampling: speculative_accept on the
+  // row's distribution p (the sampler's, after the logit bias) and the draft's q; a rejection
+  // draws the next token, which generate() emits. The last row looked at gives the session's
+  // logits.
   const uint32_t sample_vocab = sampler_.vocab();
   uint32_t accepted = 0;
   for (;;) {
-    forward_row_logits(*model_, scratch_, accepted, scratch_.logits);
+    const float* row = buffers_.verify_logits + static_cast<size_t>(accepted) * vocab;
+    std::memcpy(scratch_.logits, row, vocab * sizeof(float));
     if (accepted == k) break;
     const int32_t draft = buffers_.verify_tokens[1 + accepted];
     if (sampling) {

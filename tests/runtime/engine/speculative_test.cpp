@@ -506,13 +506,16 @@ TEST(Speculative, BadDraftSizesAreRefused) {
   uint32_t vocab = 0;
   measure(4, &with, &vocab);
   measure(0, &without, &vocab);
-  // Plus one distribution per draft (a draft model's, for speculative sampling).
+  // Plus one distribution per draft (a draft model's, for speculative sampling) and the
+  // logits of every verified row (the token and its drafts, from one lm_head pass).
   const size_t ids = 5 * sizeof(int32_t);
   const size_t probs = size_t{4} * vocab * sizeof(float);
-  const size_t expected = (ids + 63) / 64 * 64 + 64 + (probs + 63) / 64 * 64 + 64;
+  const size_t rows = size_t{5} * vocab * sizeof(float);
+  auto padded = [](size_t b) { return (b + 63) / 64 * 64 + 64; };
+  const size_t expected = padded(ids) + padded(probs) + padded(rows);
   EXPECT_EQ(with.arena_bytes - without.arena_bytes, expected);
   EXPECT_LE(with.arena_scratch_bytes - without.arena_scratch_bytes, expected);
-  EXPECT_GE(with.arena_scratch_bytes - without.arena_scratch_bytes, ids + probs);
+  EXPECT_GE(with.arena_scratch_bytes - without.arena_scratch_bytes, ids + probs + rows);
 }
 
 }  // namespace
