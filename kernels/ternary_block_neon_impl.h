@@ -15,6 +15,19 @@ namespace tern {
 namespace ternary_neon {
 namespace {
 
+// v unchanged, as bytes the compiler cannot see through (an empty asm statement: no
+// instruction). Clang 14 rewrites vget_high_s8 of a vector reinterpreted from int32 lanes (a
+// duplicated 4-byte activation group) as an extract of 2 int32 lanes, which its SMULL2 /
+// SMLAL2 patterns do not match: each vmull_high_s8 / vmlal_high_s8 then costs an EXT on
+// either operand. Clang 19 matches them either way, and the statement costs it nothing. GCC
+// matches them too but schedules its loops worse around the statement, so it does not get it.
+inline int8x16_t opaque_bytes(int8x16_t v) {
+#if defined(__clang__)
+  __asm__("" : "+w"(v));
+#endif
+  return v;
+}
+
 // The layouts' plane decoders: decode(register, w) gives the kCount planes of one 4-row
 // register of a Tiles tile.
 
@@ -78,8 +91,8 @@ struct Smull {
   static Acts<N> acts(const int8_t* row) {
     Acts<N> a;
     const int8x16_t v = vld1q_s8(row);
-    for (int j = 0; j < 4; ++j) a.group[j] = dup_group(v, j);
-    if constexpr (N > 4) a.group[4] = fifth_group(row);
+    for (int j = 0; j < 4; ++j) a.group[j] = opaque_bytes(dup_group(v, j));
+    if constexpr (N > 4) a.group[4] = opaque_bytes(fifth_group(row));
     return a;
   }
   template <int N>
@@ -124,9 +137,11 @@ struct Sdot {
 };
 
 // The block loop: per tile, each token's activations are prepared once (Dot::acts) and each
-// 4-row register's planes decoded once for every token.
+// 4-row register's planes decoded once for every token. Out of line, one symbol per token
+// count, so kernels/tools/extract_loop.py finds each loop by name (one call per row block).
 template <typename P, typename Dot, size_t NT>
-void block_n(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride, int32_t* out) {
+__attribute__((noinline)) void block_n(const uint8_t* block, size_t cols, const int8_t* q, size_t q_stride,
+                                       int32_t* out) {
   using Tiles = typename P::Tiles;
   int32x4_t acc[NT][4];
   for (size_t t = 0; t < NT; ++t)

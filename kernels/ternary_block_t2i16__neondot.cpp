@@ -14,8 +14,8 @@ namespace {
 // (16 against 20 llvm-mca cycles on the Cortex-A76 model). Planes 0 and 3 share an accumulator
 // (x1); planes 1 and 2 each have one (x4, x16), whose sums are exact multiples of 4 and 16 and
 // come back down by an arithmetic shift. |x16| <= 16 * 2 * 128 * 4 per tile fits int32 for
-// K < 16 million.
-void block_t2i16_sdot_1(const uint8_t* block, size_t cols, const int8_t* q, int32_t* out) {
+// K < 16 million. Out of line, so the loop is found by its symbol (kernels/tools/extract_loop.py).
+__attribute__((noinline)) void block_t2i16_sdot_1(const uint8_t* block, size_t cols, const int8_t* q, int32_t* out) {
   int32x4_t x1[4], x4[4], x16[4];
   for (size_t m = 0; m < 4; ++m) x1[m] = x4[m] = x16[m] = vdupq_n_s32(0);
   const uint8x16_t m03 = vdupq_n_u8(0x03), m0c = vdupq_n_u8(0x0c), m30 = vdupq_n_u8(0x30);
