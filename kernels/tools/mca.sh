@@ -1,36 +1,45 @@
-#!/bin/sh
-# Estimates Arm cycles per weight of the one-token (decode) ternary loops with llvm-mca, for
-# both compilers (GCC builds the shipped arm64 tree), for both layouts: t2i16 (256 weights per
-# 64-byte tile) and base-3 t3i16 (320 weights per tile). kernels/tools/mca_peers.sh puts the
-# t2i16 loops beside the peers'.
+#!/usr/bin/env bash
+# Estimates Arm cycles per weight of Tern's one-token (decode) ternary loops with llvm-mca, for
+# each compiler (GCC 12 builds the shipped arm64 tree, clang the Android and Apple ones) and
+# both layouts: t2i16 (256 weights per 64-byte tile) and base-3 t3i16 (320 weights per tile).
+# Each loop is cut out of its own function (kernels/tools/extract_loop.py) and timed the same
+# way as kernels/tools/mca_peers.sh, which puts the t2i16 loops beside the peers'.
 #   kernels/tools/mca.sh [out_dir]
-set -eu
+set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-/tmp/tern-mca}
 mkdir -p "$out"
-common="-O3 -std=c++17 -fno-exceptions -fno-rtti -I$root"
-clang_sys="--target=aarch64-linux-gnu -isystem /usr/aarch64-linux-gnu/include \
-  -isystem /usr/aarch64-linux-gnu/include/c++/12 -isystem /usr/aarch64-linux-gnu/include/c++/12/aarch64-linux-gnu"
-# layout kernel | multiplies in the loop | weights and weight bytes per loop iteration
-# (the t2i16 neon loop runs one 4-row register of a tile per iteration: 8 SMLAL, 64 weights)
-for spec in "t2i16 neon 8 64 16" "t2i16 neondot 16 256 64" "t3i16 neon 40 320 64" "t3i16 neondot 20 320 64"; do
-  set -- $spec
-  layout=$1 kernel=$2 muls=$3 weights=$4 bytes=$5
-  flags=""; cpus="cortex-a72 cortex-a76"
-  if [ $kernel = neondot ]; then flags="-march=armv8.2-a+dotprod"; cpus="cortex-a76"; fi
-  src="$root/kernels/ternary_block_${layout}__$kernel.cpp"
-  aarch64-linux-gnu-g++ $common $flags -S "$src" -o "$out/$layout.$kernel.gcc.s"
-  # shellcheck disable=SC2086
-  clang-14 $clang_sys $common $flags -S "$src" -o "$out/$layout.$kernel.clang.s"
-  for cc in gcc clang; do
-    if ! python3 "$root/kernels/tools/extract_loop.py" "$out/$layout.$kernel.$cc.s" $muls > "$out/$layout.$kernel.$cc.loop.s"; then
-      echo "$layout $kernel $cc: no loop with $muls multiplies found"; continue
-    fi
+# shellcheck source=kernels/tools/mca_lib.sh
+. "$root/kernels/tools/mca_lib.sh"
+flags="-std=c++17 -fno-exceptions -fno-rtti -I$root"
+dot="-march=armv8.2-a+dotprod"
+# layout kernel | function | llvm-mca cores (Cortex-A72 has no dotprod; A55 and A76 have it,
+# the A76 through LLVM's Neoverse-N1 model)
+specs=(
+  "t2i16 neon|block_t2i16_smull_1|cortex-a72"
+  "t2i16 neondot|block_t2i16_sdot_1|cortex-a55 neoverse-n1"
+  "t3i16 neon|block_n.*T3iPlanes.*SmullELm1E|cortex-a72"
+  "t3i16 neondot|block_n.*T3iPlanes.*SdotELm1E|cortex-a55 neoverse-n1"
+)
+printf '%-14s %-8s %-12s %5s %4s %7s %8s %7s %12s\n' kernel compiler core instr mul weights cycles bound cycles/weight
+for spec in "${specs[@]}"; do
+  IFS='|' read -r name func cpus <<< "$spec"
+  read -r layout kernel <<< "$name"
+  extra=""
+  [ "$kernel" = neondot ] && extra=$dot
+  for cc in $COMPILERS; do
+    s=$out/$layout.$kernel.$cc.s
+    # shellcheck disable=SC2086
+    compile "$cc" "$root/kernels/ternary_block_${layout}__$kernel.cpp" "$s" $flags $extra ||
+      { echo "$name $cc: does not compile ($s.err)"; continue; }
     for cpu in $cpus; do
-      printf '%s %s %s %s: ' $layout $kernel $cc $cpu
-      llvm-mca -mtriple=aarch64 -mcpu=$cpu -iterations=200 "$out/$layout.$kernel.$cc.loop.s" 2>/dev/null |
-        awk -v w=$weights -v b=$bytes '/^Instructions:/ {i=$2/200} /^Total Cycles:/ {c=$3/200}
-          END {printf "%d instructions, %.1f cycles per %d weights, %.3f cycles per weight byte, %.4f cycles per weight\n", i, c, w, c/b, c/w}'
+      if ! row=$(loop_row "$cc" "$cpu" "$s" "$func" 'smull2?|smlal2?|sdot'); then
+        echo "$name $cc $cpu: no loop in $func"
+        continue
+      fi
+      read -r instr mul weights cycles bound <<< "$row"
+      printf '%-14s %-8s %-12s %5d %4d %7d %8.2f %7.2f %12.4f\n' "$name" "$cc" "$cpu" "$instr" "$mul" "$weights" \
+        "$cycles" "$bound" "$(awk -v c="$cycles" -v w="$weights" 'BEGIN {print c / w}')"
     done
   done
 done

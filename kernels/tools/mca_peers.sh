@@ -1,93 +1,136 @@
 #!/usr/bin/env bash
 # Cycles per weight of the one-token (decode) inner loops on Arm, Tern's beside the peers',
-# from the same llvm-mca model: Tern's t2i16 kernels, bitnet.cpp's I2_S (its 1x1 vec_dot, what
-# its GEMV runs for one token) and TL1 (the preset table-lookup kernel), ik_llama.cpp's IQ2_BN
-# (the run-time-repacked IQ2_BN_R4 loop -rtr 1 runs, and the plain one). The peers' loops are
-# compiled from their own checkouts here, at run time, with GCC 12 and clang 14 (bitnet.cpp
-# builds with clang, the others with the system GCC); nothing of theirs is kept in this
-# repository. Cortex-A72 runs the kernels without dotprod, Cortex-A76 those with it.
+# per core and per compiler, every loop cut the same way (kernels/tools/extract_loop.py: the
+# innermost loop with the most SMULL/SMLAL(2)/SDOT in the named function, as that compiler
+# unrolled it; its weights are the 8-bit products of those instructions) and timed by the
+# same llvm-mca model (kernels/tools/mca_lib.sh: LLVM 19, steady state).
 #
 #   kernels/tools/mca_peers.sh PEERS [out_dir]
-#     PEERS: folder with bitnet/ (microsoft/BitNet) and ik_llama.cpp/ checkouts (bench/build_peers.sh)
+#     PEERS: folder with bitnet/ (microsoft/BitNet, with its 3rdparty/llama.cpp for the ggml
+#     headers), ik_llama.cpp/ and llama.cpp/ source trees; the peers' files are compiled from
+#     there, at run time, and nothing of theirs is kept in this repository.
 #
-# Prints one line per loop, compiler and core, then the best per core. Caveat (as in
-# kernels/README.md): LLVM 14's llvm-mca models Cortex-A72 and A76 with the Cortex-A57 schedule.
+# Loops: Tern's t2i16 one-token loops (neon, neondot), bitnet.cpp's I2_S
+# ggml_vec_dot_i2_i8_s_1x1 (what its GEMV runs for one token), ik_llama.cpp's IQ2_BN_R4
+# (mul_mat_iq2_bn_r4_q8_k16<1>, what -rtr 1 runs; its iqk kernels need dotprod) and
+# llama.cpp's TQ2_0 (ggml_vec_dot_tq2_0_q8_K). Cores (llvm-mca -mcpu): Cortex-A72
+# (cortex-a72; no dotprod, the plain-NEON loops), Cortex-A55 (cortex-a55) and Cortex-A76
+# (neoverse-n1: LLVM has no A76 model of its own; the N1 is an A76 derivative), both with
+# dotprod, so the dotprod loops. GCC 12 fails on bitnet.cpp's file (an internal compiler error
+# in quantize_i2_s's loop vectorization), so bitnet.cpp's GCC cells are built with
+# -fno-tree-loop-vectorize, which leaves its intrinsic loops to the intrinsics.
+#
+# Prints one row per loop, core and compiler, then per core a table of cycles per weight by
+# compiler with the core's multiply floor (mca_lib.sh's mul_floor) and, per compiler, Tern's
+# loop against the best peer's.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 peers=$(realpath "${1:?usage: mca_peers.sh PEERS [out_dir]}")
 out=${2:-/tmp/tern-mca-peers}
 mkdir -p "$out"
-MCA=${MCA:-llvm-mca}
-common="-O3 -fno-exceptions"
-clang_sys="--target=aarch64-linux-gnu -isystem /usr/aarch64-linux-gnu/include \
-  -isystem /usr/aarch64-linux-gnu/include/c++/12 -isystem /usr/aarch64-linux-gnu/include/c++/12/aarch64-linux-gnu"
+# shellcheck source=kernels/tools/mca_lib.sh
+. "$root/kernels/tools/mca_lib.sh"
+
 dot="-march=armv8.2-a+dotprod"
+cxx="-std=c++17 -fno-exceptions"
 bitnet_inc="-I$peers/bitnet/include -I$peers/bitnet/3rdparty/llama.cpp/ggml/include -I$peers/bitnet/3rdparty/llama.cpp/ggml/src"
 ik_inc="-I$peers/ik_llama.cpp/ggml/src -I$peers/ik_llama.cpp/ggml/include -I$peers/ik_llama.cpp/ggml/src/iqk"
-# TL1's kernels are generated per model; the preset for bitnet_b1_58-3B stands in (the loop
-# body does not depend on the shapes), compiled on its own (ggml-bitnet-lut.cpp needs the rest
-# of ggml's CPU backend).
-mkdir -p "$out/tl1"
-cp "$peers/bitnet/preset_kernels/bitnet_b1_58-3B/bitnet-lut-kernels-tl1.h" "$out/tl1/bitnet-lut-kernels.h"
-printf '#include <arm_neon.h>\n#include <cstdlib>\n#include <cstring>\n#include "bitnet-lut-kernels.h"\n' > "$out/tl1/tl1.cpp"
+llama_inc="-I$peers/llama.cpp/ggml/include -I$peers/llama.cpp/ggml/src -I$peers/llama.cpp/ggml/src/ggml-cpu"
+bitnet_src=$peers/bitnet/src/ggml-bitnet-mad.cpp
+tern_neon=$root/kernels/ternary_block_t2i16__neon.cpp
+tern_dot=$root/kernels/ternary_block_t2i16__neondot.cpp
+ik_src=$peers/ik_llama.cpp/ggml/src/iqk/iqk_gemm_1bit.cpp
+llama_src=$peers/llama.cpp/ggml/src/ggml-cpu/arch/arm/quants.c
 
-summary=$out/summary.tsv
-: > "$summary"
-
-# name; core; compilers; source; extra flags; function regex; counted ops (regex); their count
-# per iteration (0: as the compiler unrolled it); weights per counted op. Tern's one-token tile
-# loop has a fixed count (256 weights); a peer's loop is unrolled as its compiler chose, so its
-# weights per iteration are its op count times the weights each op covers: 8 per SMULL/SMLAL(2),
-# 16 per SDOT or per TBL of 16 bytes. bitnet.cpp builds with clang only (GCC 12 fails on its
-# TL1 header and crashes on ggml-bitnet-mad.cpp); ik_llama.cpp's iqk kernels need dotprod (on
-# a Cortex-A72 it has no NEON IQ2_BN loop).
+# name; cores; source; flags; flags added for GCC; function regex
 kernels=(
-  "tern t2i16 neon;cortex-a72;gcc clang;$root/kernels/ternary_block_t2i16__neon.cpp;-std=c++17 -fno-rtti -I$root;.;smull|smlal;8;8"
-  "bitnet.cpp i2_s 1x1;cortex-a72;clang;$peers/bitnet/src/ggml-bitnet-mad.cpp;-std=c++17 $bitnet_inc;ggml_vec_dot_i2_i8_s_1x1;smull|smlal;0;8"
-  "bitnet.cpp tl1;cortex-a72;clang;$out/tl1/tl1.cpp;-std=c++17 -DGGML_BITNET_ARM_TL1 -I$out/tl1 $bitnet_inc;tbl_impl;tbl;0;16"
-  "tern t2i16 neondot;cortex-a76;gcc clang;$root/kernels/ternary_block_t2i16__neondot.cpp;$dot -std=c++17 -fno-rtti -I$root;.;sdot;16;16"
-  "bitnet.cpp i2_s 1x1;cortex-a76;clang;$peers/bitnet/src/ggml-bitnet-mad.cpp;$dot -std=c++17 $bitnet_inc;ggml_vec_dot_i2_i8_s_1x1;sdot;0;16"
-  "bitnet.cpp tl1;cortex-a76;clang;$out/tl1/tl1.cpp;$dot -std=c++17 -DGGML_BITNET_ARM_TL1 -I$out/tl1 $bitnet_inc;tbl_impl;tbl;0;16"
-  "ik_llama.cpp iq2_bn_r4 (-rtr);cortex-a76;gcc clang;$peers/ik_llama.cpp/ggml/src/iqk/iqk_gemm_1bit.cpp;$dot -std=c++17 -flax-vector-conversions $ik_inc;mul_mat_iq2_bn_r4_q8_k16ILi1E;sdot;0;16"
-  "ik_llama.cpp iq2_bn;cortex-a76;gcc clang;$peers/ik_llama.cpp/ggml/src/iqk/iqk_gemm_1bit.cpp;$dot -std=c++17 -flax-vector-conversions $ik_inc;mul_mat_iq2bn_q8_K64ILi1E;sdot;0;16"
+  "Tern t2i16;A72;$tern_neon;$cxx -fno-rtti -I$root;;block_t2i16_smull_1"
+  "Tern t2i16;A55 A76;$tern_dot;$dot $cxx -fno-rtti -I$root;;block_t2i16_sdot_1"
+  "bitnet.cpp I2_S 1x1;A72;$bitnet_src;$cxx $bitnet_inc;-fno-tree-loop-vectorize;ggml_vec_dot_i2_i8_s_1x1"
+  "bitnet.cpp I2_S 1x1;A55 A76;$bitnet_src;$dot $cxx $bitnet_inc;-fno-tree-loop-vectorize;ggml_vec_dot_i2_i8_s_1x1"
+  "ik_llama.cpp IQ2_BN_R4;A55 A76;$ik_src;$dot $cxx -flax-vector-conversions $ik_inc;;mul_mat_iq2_bn_r4_q8_k16ILi1E"
+  "llama.cpp TQ2_0;A72;$llama_src;-std=c11 $llama_inc;;ggml_vec_dot_tq2_0_q8_K"
+  "llama.cpp TQ2_0;A55 A76;$llama_src;$dot -std=c11 $llama_inc;;ggml_vec_dot_tq2_0_q8_K"
 )
-# More kernels (e.g. a Tern kernel being tried) in EXTRA_KERNELS, same format, one per line.
+# More kernels (e.g. a Tern loop being tried) in EXTRA_KERNELS, same format, one per line.
 if [ -n "${EXTRA_KERNELS:-}" ]; then
   while IFS= read -r k; do [ -n "$k" ] && kernels+=("$k"); done <<< "$EXTRA_KERNELS"
 fi
+declare -A mcpu=([A55]=cortex-a55 [A72]=cortex-a72 [A76]=neoverse-n1)
 
+summary=$out/summary.tsv
+: > "$summary"
+printf '%-4s %-24s %-8s %5s %4s %7s %8s %7s %12s\n' core loop compiler instr mul weights cycles bound cycles/weight
 i=0
 for k in "${kernels[@]}"; do
-  IFS=';' read -r name cpu compilers src flags func ops want per <<< "$k"
+  IFS=';' read -r name cores src flags gcc_flags func <<< "$k"
   i=$((i + 1))
   if [ ! -f "$src" ]; then
     echo "$name: no source at $src, skipped"
     continue
   fi
-  for cc in $compilers; do
+  for cc in $COMPILERS; do
     s=$out/$i.$cc.s
+    extra=""
+    [ "$cc" = gcc ] && extra=$gcc_flags
     # shellcheck disable=SC2086
-    if [ $cc = gcc ]; then
-      aarch64-linux-gnu-g++ $common $flags -S "$src" -o "$s" 2> "$s.err" || { echo "$name $cc: does not compile ($s.err)"; continue; }
-    else
-      clang-14 $clang_sys $common $flags -S "$src" -o "$s" 2> "$s.err" || { echo "$name $cc: does not compile ($s.err)"; continue; }
-    fi
-    if ! count=$(python3 "$root/kernels/tools/extract_loop.py" "$s" "$want" "$ops" "$func" 2>&1 > "$s.loop"); then
-      echo "$name $cc: no loop with $ops in $func"
+    if ! compile "$cc" "$src" "$s" $flags $extra; then
+      echo "$name $cc: does not compile ($s.err)"
       continue
     fi
-    [ "$want" != 0 ] && count=$want
-    weights=$((count * per))
-    "$MCA" -mtriple=aarch64 -mcpu="$cpu" -iterations=200 "$s.loop" 2>/dev/null |
-      awk -v n="$name" -v cc=$cc -v cpu="$cpu" -v w=$weights -v s="$summary" '
-        /^Instructions:/ {i=$2/200} /^Total Cycles:/ {c=$3/200}
-        END {printf "%-32s %-5s %-10s %4d instr, %6.1f cycles per iteration of %4d weights: %.4f cycles/weight\n", n, cc, cpu, i, c, w, c/w;
-             printf "%s\t%s\t%s\t%.4f\n", cpu, n, cc, c/w >> s}'
+    for core in $cores; do
+      if ! row=$(loop_row "$cc" "${mcpu[$core]}" "$s" "$func" 'smull2?|smlal2?|sdot'); then
+        echo "$name $cc $core: no loop in $func"
+        continue
+      fi
+      read -r instr mul weights cycles bound <<< "$row"
+      cpw=$(awk -v c="$cycles" -v w="$weights" 'BEGIN {printf "%.4f", c / w}')
+      printf '%-4s %-24s %-8s %5d %4d %7d %8.2f %7.2f %12s\n' "$core" "$name" "$cc" "$instr" "$mul" "$weights" \
+        "$cycles" "$bound" "$cpw"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$core" "$name" "$cc" "$cpw" "$cycles" "$weights" >> "$summary"
+    done
   done
 done
 
-echo
-echo "best per core (cycles per weight, lower is better):"
-sort -t$'\t' -k1,1 -k4,4g "$summary" | awk -F'\t' '
-  { key=$1 SUBSEP $2; if (!(key in best)) { best[key]=$4; cc[key]=$3; order[++n]=key } }
-  END { for (j=1; j<=n; j++) { split(order[j], p, SUBSEP); printf "  %-10s %-32s %.4f (%s)\n", p[1], p[2], best[order[j]], cc[order[j]] } }'
+# Per core: cycles per weight by compiler (cycles per iteration / weights per iteration), the
+# multiply floor, and Tern against the best peer per compiler.
+declare -A floor_forms=([A55]="smlal smlal2 sdot sdot8" [A72]="smlal smlal2" [A76]="smlal smlal2 sdot sdot8")
+for core in A55 A72 A76; do
+  # shellcheck disable=SC2086
+  floor=$(mul_floor "${mcpu[$core]}" ${floor_forms[$core]})
+  echo
+  echo "$core (llvm-mca -mcpu=${mcpu[$core]}), cycles per weight (cycles / weights per loop iteration); multiply floor $floor"
+  awk -F'\t' -v core="$core" -v floor="$floor" -v ccs="$COMPILERS" '
+    $1 == core { v[$2, $3] = $4; d[$2, $3] = $5 " / " $6; if (!($2 in seen)) { seen[$2] = 1; order[++n] = $2 } }
+    END {
+      m = split(ccs, cc, " ")
+      head = "| loop |"; sep = "| --- |"
+      for (j = 1; j <= m; j++) { head = head " " cc[j] " |"; sep = sep " ---: |" }
+      print head; print sep
+      for (r = 1; r <= n; r++) {
+        line = "| " order[r] " |"
+        for (j = 1; j <= m; j++) {
+          key = order[r] SUBSEP cc[j]
+          line = line ((key in v) ? sprintf(" %.3f (%s) |", v[key], d[key]) : " – |")
+        }
+        print line
+      }
+      line = "| Tern / best peer |"
+      for (j = 1; j <= m; j++) {
+        best = 0
+        for (r = 1; r <= n; r++) {
+          key = order[r] SUBSEP cc[j]
+          if (order[r] !~ /^Tern/ && (key in v) && (best == 0 || v[key] < best)) best = v[key]
+        }
+        tk = "Tern t2i16" SUBSEP cc[j]
+        line = line ((best > 0 && (tk in v)) ? sprintf(" %.2fx |", best / v[tk]) : " – |")
+      }
+      print line
+      line = "| Tern / floor |"
+      for (j = 1; j <= m; j++) {
+        tk = "Tern t2i16" SUBSEP cc[j]
+        line = line ((tk in v) ? sprintf(" %.2f |", v[tk] / floor) : " – |")
+      }
+      print line
+    }' "$summary"
+done
