@@ -21,14 +21,26 @@ __attribute__((noinline)) void block_t2i16_sdot_1(const uint8_t* block, size_t c
   const uint8x16_t m03 = vdupq_n_u8(0x03), m0c = vdupq_n_u8(0x0c), m30 = vdupq_n_u8(0x30);
   for_each_tile<T2iTiles, 1>(block, cols, q, kT2iBlockCols, [&](const uint8_t* w, const int8_t* qp, size_t) {
     const int8x16_t a = vld1q_s8(qp);
+    // All 16 planes first, then the SDOTs plane by plane: an in-order core (Cortex-A55) then
+    // does not wait on each plane's AND right before its SDOT (clang's loop, llvm-mca A55
+    // model: 59 -> 52 cycles a tile; GCC's and the out-of-order cores' unchanged).
+    int8x16_t w8[4][4];
 #pragma GCC unroll 4
     for (size_t m = 0; m < 4; ++m) {
       const uint8x16_t p = vld1q_u8(w + 16 * m);
-      x1[m] = vdotq_laneq_s32(x1[m], vreinterpretq_s8_u8(vandq_u8(p, m03)), a, 0);
-      x4[m] = vdotq_laneq_s32(x4[m], vreinterpretq_s8_u8(vandq_u8(p, m0c)), a, 1);
-      x16[m] = vdotq_laneq_s32(x16[m], vreinterpretq_s8_u8(vandq_u8(p, m30)), a, 2);
-      x1[m] = vdotq_laneq_s32(x1[m], vreinterpretq_s8_u8(vshrq_n_u8(p, 6)), a, 3);
+      w8[m][0] = vreinterpretq_s8_u8(vandq_u8(p, m03));
+      w8[m][1] = vreinterpretq_s8_u8(vandq_u8(p, m0c));
+      w8[m][2] = vreinterpretq_s8_u8(vandq_u8(p, m30));
+      w8[m][3] = vreinterpretq_s8_u8(vshrq_n_u8(p, 6));
     }
+#pragma GCC unroll 4
+    for (size_t m = 0; m < 4; ++m) x1[m] = vdotq_laneq_s32(x1[m], w8[m][0], a, 0);
+#pragma GCC unroll 4
+    for (size_t m = 0; m < 4; ++m) x4[m] = vdotq_laneq_s32(x4[m], w8[m][1], a, 1);
+#pragma GCC unroll 4
+    for (size_t m = 0; m < 4; ++m) x16[m] = vdotq_laneq_s32(x16[m], w8[m][2], a, 2);
+#pragma GCC unroll 4
+    for (size_t m = 0; m < 4; ++m) x1[m] = vdotq_laneq_s32(x1[m], w8[m][3], a, 3);
   });
   for (size_t m = 0; m < 4; ++m)
     vst1q_s32(out + 4 * m, vaddq_s32(x1[m], vaddq_s32(vshrq_n_s32(x4[m], 2), vshrq_n_s32(x16[m], 4))));
