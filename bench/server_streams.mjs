@@ -33,7 +33,7 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) 
 const proc = spawn(args.server, [args.bundle, '--port', '0', '--sessions', String(maxStreams), '--queue',
                                  String(maxStreams), '--threads', String(args.threads ?? 2), '--ctx',
                                  String(args.ctx ?? 1024)],
-                   { stdio: ['ignore', 'pipe', 'inherit'] });
+                   { stdio: ['ignore', 'pipe', 'ignore'] });
 process.on('exit', () => proc.exitCode === null && proc.kill('SIGKILL'));
 const port = await new Promise((resolve, reject) => {
   let out = '';

@@ -169,6 +169,11 @@ class LogitBias(Structure):
     _fields_ = [("token", c_int32), ("bias", c_float)]
 
 
+class BatchEntry(Structure):
+    _fields_ = [("session", POINTER(SessionHandle)), ("tokens", POINTER(c_int32)), ("n_tokens", c_size_t),
+                ("status", c_int)]
+
+
 class EmbedParams(Structure):
     _fields_ = [
         ("dimensions", c_uint32),
@@ -292,6 +297,7 @@ STRUCTS = {
     "tern_plan_row": PlanRow,
     "tern_chat_message": ChatMessage,
     "tern_logit_bias": LogitBias,
+    "tern_batch_entry": BatchEntry,
     "tern_embed_params": EmbedParams,
     "tern_embed_stats": EmbedStats,
     "tern_embedding_info": EmbeddingInfo,
@@ -343,6 +349,7 @@ FUNCTIONS = {
     "tern_session_position": (status_t, Session_p, POINTER(c_uint32)),
     "tern_prefill": (status_t, Session_p, i32_p, c_size_t),
     "tern_decode": (status_t, Session_p, c_int32),
+    "tern_decode_batch": (status_t, POINTER(BatchEntry), c_size_t),
     "tern_get_logits": (status_t, Session_p, POINTER(POINTER(c_float)), size_p),
     "tern_sample": (status_t, Session_p, i32_p),
     "tern_sample_logprobs": (status_t, Session_p, c_uint32, i32_p, c_void_p, c_void_p, size_p),

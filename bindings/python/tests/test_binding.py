@@ -346,6 +346,7 @@ C_TYPES = {
     "const char *": ctypes.c_char_p, "char[32]": ctypes.c_char * 32, "tern_kv_type": ctypes.c_int,
     "tern_status": ctypes.c_int, "tern_stop_reason": ctypes.c_int, "tern_embed_format": ctypes.c_int,
     "tern_pooling": ctypes.c_int, "tern_model *": ctypes.POINTER(_capi.ModelHandle),
+    "tern_session *": ctypes.POINTER(_capi.SessionHandle),
     "const char *const *": ctypes.POINTER(ctypes.c_char_p), "struct tern_sampler_params": _capi.SamplerParams,
     "tern_tool_choice": ctypes.c_int, "tern_response_format": ctypes.c_int, "tern_chat_event_type": ctypes.c_int,
     "tern_finish_reason": ctypes.c_int, "const tern_tool_call *": ctypes.POINTER(_capi.ToolCall),
