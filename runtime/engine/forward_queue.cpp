@@ -1,5 +1,6 @@
 #include "runtime/engine/forward_queue.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "runtime/engine/model.h"
@@ -85,8 +86,12 @@ void ForwardQueue::run_pass(std::unique_lock<std::mutex>& lock, ForwardScratch& 
   for (ForwardSequence* q = head_; q != nullptr && count < kMaxPassSequences; q = q->next_queued) {
     if (remaining(*q) <= kDecodeRows && rows + remaining(*q) <= shared.batch) take(*q, remaining(*q));
   }
-  for (ForwardSequence* q = head_; q != nullptr && count < kMaxPassSequences; q = q->next_queued) {
-    if (remaining(*q) <= kDecodeRows) continue;
+  const size_t decoders = count;
+  auto taken = [&](const ForwardSequence* q) { return std::find(origin, origin + decoders, q) != origin + decoders; };
+  // The rest (prompts, and steps that did not fit whole) in pieces.
+  for (ForwardSequence* q = head_; q != nullptr && count < kMaxPassSequences && rows < shared.batch;
+       q = q->next_queued) {
+    if (taken(q)) continue;
     uint32_t n = remaining(*q);
     const uint32_t cap = decoding ? kPrefillRowsBesideDecoding : shared.batch - rows;
     if (n > cap) n = cap;

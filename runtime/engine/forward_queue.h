@@ -2,7 +2,8 @@
 // time (server slots, an app's threads, tern_decode_batch) are merged into one pass, so each
 // weight matrix is read once per step for all of them (forward_sequences). Every sequence's
 // rows get exactly the values a pass of its own would give, so merging changes no output,
-// only the time. Nothing is allocated: requests live on their callers' stacks.
+// only the time (an evicting cache's prompt past its capacity excepted: the size of its
+// pieces decides which old positions are dropped). Nothing is allocated: requests live on their callers' stacks.
 #pragma once
 
 #include <chrono>

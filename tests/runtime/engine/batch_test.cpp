@@ -30,12 +30,16 @@ struct Case {
   const char* bundle;
   const char* kv_mode;
   bool evict;
+  uint32_t batch_tokens = 0;  // 0: the default; small ones split prompts and steps into pieces
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.bundle << " " << c.kv_mode << (c.evict ? " evict" : ""); }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.bundle << " " << c.kv_mode << (c.evict ? " evict" : "") << " batch " << c.batch_tokens;
+}
 
 std::string name_of(const ::testing::TestParamInfo<Case>& info) {
-  std::string n = std::string(info.param.bundle) + "_" + info.param.kv_mode + (info.param.evict ? "_evict" : "");
+  std::string n = std::string(info.param.bundle) + "_" + info.param.kv_mode + (info.param.evict ? "_evict" : "") +
+                  (info.param.batch_tokens != 0 ? "_batch" + std::to_string(info.param.batch_tokens) : "");
   for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   return n;
 }
@@ -55,6 +59,7 @@ class Batch : public ::testing::TestWithParam<Case> {
     mp.n_sessions = kStreams;
     mp.kv_mode = GetParam().kv_mode;
     mp.kv_eviction = GetParam().evict ? 1 : 0;
+    if (GetParam().batch_tokens != 0) mp.n_batch = GetParam().batch_tokens;
     ASSERT_EQ(tern_model_load(tern::testing::bundle_path(GetParam().bundle).c_str(), &mp, &model_), TERN_OK)
         << tern_last_error_message();
     tern_model_info info;
@@ -176,7 +181,8 @@ INSTANTIATE_TEST_SUITE_P(Modes, Batch,
                          ::testing::Values(Case{"tiny-austen-packed.tern", "f32", false},
                                            Case{"tiny-austen-2b4t-chat.tern", "fp16", false},
                                            Case{"tiny-austen-calibrated.tern", "adaptive:3", false},
-                                           Case{"tiny-austen-packed.tern", "q4", true}),
+                                           Case{"tiny-austen-packed.tern", "q4", true},
+                                           Case{"tiny-austen-packed.tern", "fp16", false, 3}),
                          name_of);
 
 // Bad arguments: nothing runs, each session keeps its state; a bad entry fails alone.
