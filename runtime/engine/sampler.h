@@ -2,6 +2,13 @@
 // greedy (temperature 0) or temperature -> top-k -> softmax -> min-p -> top-p -> a draw from
 // a seeded RNG. Also the log-probabilities of that distribution (OpenAI's logprobs).
 // All working memory comes from the arena at setup; sampling itself never allocates.
+//
+// Cost on a 128k vocabulary: no step sorts or exponentiates the whole vocabulary unless the
+// distribution needs it. Top-k is one filtering pass that keeps a running k-th best; min-p is
+// a logit threshold (max + temperature * ln min_p); top-p without top-k takes one vectorized
+// softmax pass for its denominator, then finds the nucleus by thresholds on the stored
+// weights and a weighted selection among the few tokens above them. With top-k <= 1024 the
+// survivors are sorted and drawn exactly as a sort of the whole vocabulary would draw them.
 #pragma once
 
 #include <cstddef>
@@ -81,23 +88,40 @@ class Sampler {
   // logit is -inf or it is outside the vocabulary) and writes the min(top_n, kMaxTopLogprobs)
   // most likely tokens with a finite log-probability into `top` (may be null when top_n is 0),
   // most likely first, ties by the lower id; *n_top (may be null) gets how many. A max-shifted
-  // log-sum-exp in float with a double sum, one pass over the vocabulary for the maximum and
-  // a heap of top_n in `top`, one for the sum. Uses no RNG draw and no memory beyond init's.
+  // log-sum-exp in float, summed in blocks of float lanes added in double: one pass over the
+  // vocabulary for the maximum, one filtering pass for the top_n, one vectorized pass for the
+  // sum. Uses no RNG draw and no memory beyond init's.
   float log_probabilities(const float* logits, const int32_t* history, size_t history_len, int32_t chosen,
                           TokenLogprob* top, uint32_t top_n, uint32_t* n_top);
   uint32_t vocab() const { return vocab_; }
 
  private:
   struct Candidate {
-    float logit;
+    float logit;  // the penalized logit; a survivor's weight once keep_survivors() returns
     int32_t id;
   };
-  void load_candidates(const float* logits, const int32_t* history, size_t history_len);
-  int32_t argmax() const;
-  size_t keep_survivors();  // temperature > 0: candidates_[0, n) then hold probabilities
+  // The penalized logits: `logits` itself without penalties, else a copy in work_.
+  const float* penalized(const float* logits, const int32_t* history, size_t history_len);
+  // The k best finite logits of w, by logit then the lower id, into candidates_ in no order.
+  size_t best_candidates(const float* w, size_t k);
+  // temperature > 0: the survivors into candidates_[0, n) with their weights (of any scale)
+  // in .logit; returns n. 0: every token survives, its weight in exps_ and their sum in
+  // *whole_mass. -1: no token has a finite logit.
+  ptrdiff_t keep_survivors(const float* w, double* whole_mass);
+  size_t keep_sorted(size_t n);  // top-k <= kSortedTopK: sorted, as a full sort would
+  size_t keep_list(size_t n);    // a longer top-k list, in no order
+  ptrdiff_t keep_from_vocabulary(const float* w, float max, double* whole_mass);  // top-k off
+  // The shortest prefix, by logit then the lower id, of candidates_[0, n) whose weights
+  // (work_[i] for candidates_[i]) reach `target`, moved to the front in no order; all n when
+  // none does.
+  size_t nucleus(size_t n, double target);
+  int32_t draw_whole(double mass);  // a draw from exps_ over the whole vocabulary
   uint32_t vocab_ = 0;
   Candidate* candidates_ = nullptr;
   int32_t* counts_ = nullptr;  // occurrences per id in the penalty window, zero between calls
+  float* work_ = nullptr;      // the penalized logits, then the candidates' weights
+  float* exps_ = nullptr;      // e^((logit - max) / temperature) per id, where a step needs them
+  uint8_t weights_level_ = 0;  // sampler_passes::weights_level(), read at init
   SamplerParams params_;
   Rng rng_;
 };
