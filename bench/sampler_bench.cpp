@@ -6,6 +6,13 @@
 // vocabulary, whose top-p 0.95 nucleus holds thousands of tokens; 1 "peaked", a trained model's
 // shape: a Zipf-like head (logit 18 - 2.2 ln rank) over a N(-2, 2) body, where a few dozen
 // tokens hold nearly all the mass. 64 random tokens of history.
+//
+// Built as tern-sampler-peer-bench (CMake -DTERN_LLAMA_DIR=<llama.cpp checkout with a static
+// build in build/>), it also times llama.cpp's sampler chain on the same logits and history
+// with the same parameters (BM_LlamaChain): penalties, top-k, top-p, min-p, temperature,
+// dist, in llama.cpp's default order, or greedy; each call first fills the candidate array
+// from the logits, as common_sampler does per token. Run both with
+// --benchmark_enable_random_interleaving=true --benchmark_repetitions=N.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -18,6 +25,10 @@
 
 #include "runtime/base/arena.h"
 #include "runtime/engine/sampler.h"
+
+#if defined(TERN_SAMPLER_PEERS)
+#include "llama.h"
+#endif
 
 namespace {
 
@@ -120,6 +131,50 @@ BENCHMARK(BM_LogProbabilities)
     ->ArgNames({"top_n", "shape"})
     ->ArgsProduct({{0, 20}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
+
+#if defined(TERN_SAMPLER_PEERS)
+struct LlamaSetup {
+  std::vector<float> logits;
+  std::vector<llama_token_data> cur = std::vector<llama_token_data>(kVocab);
+  llama_sampler* chain = nullptr;
+  LlamaSetup(const tern::SamplerParams& p, int64_t shape) : logits(make_logits(shape)) {
+    llama_sampler_chain_params cp = llama_sampler_chain_default_params();
+    cp.no_perf = true;
+    chain = llama_sampler_chain_init(cp);
+    if (p.temperature == 0.0f) {
+      llama_sampler_chain_add(chain, llama_sampler_init_greedy());
+      return;
+    }
+    if (p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+      llama_sampler_chain_add(chain, llama_sampler_init_penalties(kVocab, p.repeat_last_n, p.repeat_penalty,
+                                                                  p.frequency_penalty, p.presence_penalty));
+    }
+    if (p.top_k > 0) llama_sampler_chain_add(chain, llama_sampler_init_top_k(p.top_k));
+    if (p.top_p < 1.0f) llama_sampler_chain_add(chain, llama_sampler_init_top_p(p.top_p, 1));
+    if (p.min_p > 0.0f) llama_sampler_chain_add(chain, llama_sampler_init_min_p(p.min_p, 1));
+    llama_sampler_chain_add(chain, llama_sampler_init_temp(p.temperature));
+    llama_sampler_chain_add(chain, llama_sampler_init_dist(static_cast<uint32_t>(p.seed)));
+    std::mt19937 rng(37);  // the same history as Setup's
+    std::uniform_int_distribution<int32_t> id(0, kVocab - 1);
+    for (int i = 0; i < 64; ++i) llama_sampler_accept(chain, id(rng));
+  }
+  ~LlamaSetup() { llama_sampler_free(chain); }
+};
+
+void BM_LlamaChain(benchmark::State& state) {
+  LlamaSetup s(params_for(state.range(0)), state.range(1));
+  for (auto _ : state) {
+    for (uint32_t i = 0; i < kVocab; ++i) s.cur[i] = llama_token_data{static_cast<llama_token>(i), s.logits[i], 0.0f};
+    llama_token_data_array a{s.cur.data(), kVocab, -1, false};
+    llama_sampler_apply(s.chain, &a);
+    benchmark::DoNotOptimize(a.data[a.selected].id);
+  }
+}
+BENCHMARK(BM_LlamaChain)
+    ->ArgNames({"setting", "shape"})
+    ->ArgsProduct({{kDefault, kPenalties, kTopPOnly, kMinPOnly, kTemperature, kGreedy}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
+#endif
 
 }  // namespace
 
