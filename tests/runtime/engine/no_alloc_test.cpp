@@ -54,7 +54,7 @@ void run_without_allocating(const char* bundle, const char* source, uint32_t thr
   ASSERT_EQ(tern_model_load(path.c_str(), &mp, &model), TERN_OK) << tern_last_error_message();
   tern_session_params sp = tern_session_default_params();
   sp.sampler.temperature = 0.9f;
-  sp.sampler.top_k = 0;  // full-vocabulary sort
+  sp.sampler.top_k = 0;  // full-vocabulary pass
   sp.sampler.repeat_penalty = 1.1f;
   tern_session* session = nullptr;
   ASSERT_EQ(tern_session_create(model, &sp, &session), TERN_OK) << tern_last_error_message();
