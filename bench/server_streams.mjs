@@ -2,17 +2,18 @@
 // each stream count the same streamed chat requests sent together through the official openai
 // client, every one generating exactly --tokens tokens (an end token is banned by logit_bias,
 // so no stream stops early). Prints, per stream count, the tokens per second of all streams
-// together (from the first request sent to the last token received), each stream's own decode
-// rate (after its first token), time to first token, and the ratio to one stream. Runs every
+// together (from the first request sent to the last token received), each stream's own rate
+// (from its request to its last token), time to first token, and the ratio to one stream. Runs every
 // count --rounds times, interleaved, and reports medians.
 //   node bench/server_streams.mjs --server BIN --bundle FILE --npm DIR
 //        [--streams 1,2,4] [--tokens 64] [--threads 2] [--rounds 3] [--ctx 1024] [--prompt TEXT]
 // e.g. node bench/server_streams.mjs --server build/release/tools/server/tern-server \
 //        --bundle build/release/test-bundles/tiny-austen-2b4t-chat.tern --npm build/npm
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+
+import { startTernServer } from '../tests/server/server_process.mjs';
 
 const args = {};
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
@@ -30,26 +31,13 @@ const maxStreams = Math.max(...counts);
 const prompt = args.prompt ?? 'Write a long letter from Elizabeth to her sister about the ball at Netherfield.';
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
 
-const proc = spawn(args.server, [args.bundle, '--port', '0', '--sessions', String(maxStreams), '--queue',
-                                 String(maxStreams), '--threads', String(args.threads ?? 2), '--ctx',
-                                 String(args.ctx ?? 1024)],
-                   { stdio: ['ignore', 'pipe', 'ignore'] });
-process.on('exit', () => proc.exitCode === null && proc.kill('SIGKILL'));
-const port = await new Promise((resolve, reject) => {
-  let out = '';
-  proc.stdout.on('data', (d) => {
-    out += d;
-    if (out.includes('\n')) resolve(Number(out.trim()));
-  });
-  proc.on('exit', (code) => reject(new Error(`tern-server exited (${code})`)));
-});
-const base = `http://127.0.0.1:${port}`;
-for (let i = 0; ; ++i) {
-  const h = await (await fetch(`${base}/health`)).json().catch(() => ({}));
-  if (h.status === 'ok') break;
-  if (i > 500) throw new Error('tern-server did not become ready');
-  await new Promise((r) => setTimeout(r, 20));
-}
+const started = [];
+const server = await startTernServer(args.server, [args.bundle, '--port', '0', '--sessions', String(maxStreams),
+                                                   '--queue', String(maxStreams), '--threads',
+                                                   String(args.threads ?? 2), '--ctx', String(args.ctx ?? 1024)],
+                                     started);
+process.on('exit', () => server.proc.exitCode === null && server.proc.kill('SIGKILL'));
+const base = server.base;
 const props = await (await fetch(`${base}/props`)).json().catch(() => ({}));
 const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'none', maxRetries: 0, timeout: 600000 });
 const model = 'any';
@@ -69,7 +57,7 @@ async function stream(i, t0) {
     last = performance.now();
     if (pieces++ === 0) first = last;
   }
-  return { ttft: first - t0, decode: (last - first) / 1000, end: last };
+  return { ttft: first - t0, end: last };
 }
 
 async function run(n) {
@@ -78,7 +66,7 @@ async function run(n) {
   const wall = (Math.max(...r.map((x) => x.end)) - t0) / 1000;
   return {
     together: (n * tokens) / wall,
-    perStream: median(r.map((x) => (tokens - 1) / x.decode)),
+    perStream: median(r.map((x) => tokens / ((x.end - t0) / 1000))),
     ttft: median(r.map((x) => x.ttft)),
   };
 }
@@ -100,4 +88,4 @@ for (const n of counts) {
               `${median(results[n].map((x) => x.perStream)).toFixed(1)} | ` +
               `${median(results[n].map((x) => x.ttft)).toFixed(0)} ms |`);
 }
-proc.kill('SIGTERM');
+server.proc.kill('SIGTERM');

@@ -99,16 +99,21 @@ Error Session::prefill(const int32_t* tokens, size_t count) {
   TERN_RETURN_IF_ERROR(check_prefill(tokens, count));
   if (count == 0) return Error::Ok;
   // Through the model's queue: passes other sessions ask for meanwhile run with this one.
+  ForwardSequence q = sequence(tokens, static_cast<uint32_t>(count));
+  q.want_logits = true;
+  model_->forward_queue().run(&q, 1);
+  return finish_prefill(q);
+}
+
+ForwardSequence Session::sequence(const int32_t* tokens, uint32_t n) {
   ForwardSequence q;
   q.kv = kv_;
   q.own = &scratch_;
   q.tokens = tokens;
-  q.n = static_cast<uint32_t>(count);
+  q.n = n;
   q.pos0 = position_;
-  q.want_logits = true;
   q.abort = &abort_;
-  model_->forward_queue().run(&q, 1);
-  return finish_prefill(q);
+  return q;
 }
 
 Error Session::finish_prefill(const ForwardSequence& q) {

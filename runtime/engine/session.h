@@ -250,6 +250,8 @@ class Session {
   // it stay valid, the batch is dropped (a compressed cache forgets the positions it wrote, or
   // the session must be reset) and there are no logits.
   Error drop_failed_batch(uint32_t first, Error e);
+  // The session's tokens[0..n) after its position, as a forward pass takes them (no logits asked).
+  ForwardSequence sequence(const int32_t* tokens, uint32_t n);
   // prefill()'s checks (the arguments, the room left), nothing changed.
   Error check_prefill(const int32_t* tokens, size_t count) const;
   // After a prefill's sequence ran (ForwardQueue::run): its rows in the history and position,

@@ -109,14 +109,8 @@ Result<uint32_t> Session::verify_batch(int32_t token, const int32_t* drafts, uin
   // One pass through the model's queue (other sessions' steps may share it), with every
   // row's logits from one lm_head pass: reading that matrix once costs less than stopping at
   // the first rejection would save. Row i's logits follow buffers_.verify_tokens[i].
-  ForwardSequence pass;
-  pass.kv = kv_;
-  pass.own = &scratch_;
-  pass.tokens = buffers_.verify_tokens;
-  pass.n = k + 1;
-  pass.pos0 = p0;
+  ForwardSequence pass = sequence(buffers_.verify_tokens, k + 1);  // at p0, the position
   pass.row_logits = buffers_.verify_logits;
-  pass.abort = &abort_;
   model_->forward_queue().run(&pass, 1);
   if (pass.status != Error::Ok) return drop_failed_batch(p0, fail(pass.status, "%s", pass.message));
   // Greedy: draft i + 1 stands if it is row i's choice. Sampling: speculative_accept on the

@@ -55,14 +55,8 @@ Error Session::prefill_together(Session* const* sessions, const int32_t* const* 
         record(i, e);
         continue;
       }
-      ForwardSequence& q = seqs[n];
-      q.kv = s.kv_;
-      q.own = &s.scratch_;
-      q.tokens = tokens[i];
-      q.n = static_cast<uint32_t>(counts[i]);
-      q.pos0 = s.position_;
-      q.want_logits = true;
-      q.abort = &s.abort_;
+      seqs[n] = s.sequence(tokens[i], static_cast<uint32_t>(counts[i]));
+      seqs[n].want_logits = true;
       index[n++] = i;
     }
     sessions[0]->model().forward_queue().run(seqs, n);
