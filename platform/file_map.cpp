@@ -6,8 +6,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+
+// Linux's madvise values, for C libraries older than the kernel.
+#if defined(__linux__)
+#ifndef MADV_HUGEPAGE
+#define MADV_HUGEPAGE 14
+#endif
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+#endif
 
 namespace tern {
 namespace {
@@ -33,7 +47,54 @@ Error open_error(const char* path, int err) {
   return fail(Error::IoError, "%s: cannot open: %s", path, std::strerror(err));
 }
 
+size_t page_bytes() {
+  const long page = sysconf(_SC_PAGESIZE);
+  return page > 0 ? static_cast<size_t>(page) : 4096;
+}
+
+size_t round_up(size_t n, size_t align) { return (n + align - 1) / align * align; }
+
+// A mapping of `size` bytes whose address is a multiple of `align` (a power of two): a larger
+// reservation, cut down to the aligned part. MAP_FAILED on failure.
+void* aligned_mapping(size_t size, size_t align, int prot, int flags) {
+  const size_t reserved = size + align;
+  void* p = mmap(nullptr, reserved, prot, flags, -1, 0);
+  if (p == MAP_FAILED) return p;
+  const auto base = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t start = (base + align - 1) & ~static_cast<uintptr_t>(align - 1);
+  if (start > base) munmap(p, start - base);
+  if (base + reserved > start + size) munmap(reinterpret_cast<void*>(start + size), base + reserved - start - size);
+  return reinterpret_cast<void*>(start);
+}
+
+// mmap of the whole file; at an address aligned to the large page when the file holds one.
+void* map_file(int fd, size_t size) {
+  const size_t large = large_page_bytes();
+  if (large == 0 || size < large) return mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const size_t length = round_up(size, page_bytes());
+  void* at = aligned_mapping(length, large, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
+  if (at == MAP_FAILED) return mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  void* p = mmap(at, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
+  if (p == MAP_FAILED) munmap(at, length);
+  return p;
+}
+
 }  // namespace
+
+const char* to_string(LargePages what) {
+  switch (what) {
+    case LargePages::NotTried: return "not tried";
+    case LargePages::Unsupported: return "unsupported";
+    case LargePages::TooSmall: return "smaller than a large page";
+    case LargePages::AsRead: return "as read";
+    case LargePages::Collapsed: return "collapsed";
+    case LargePages::Reread: return "re-read";
+    case LargePages::Unavailable: return "unavailable";
+    case LargePages::Unknown: return "unknown";
+    case LargePages::Copied: return "copied";
+  }
+  return "?";
+}
 
 Result<int> open_regular_file(const char* path, uint64_t* size) {
   if (path == nullptr || path[0] == '\0') return fail(Error::InvalidArgument, "empty file path");
@@ -74,11 +135,11 @@ Result<MappedFile> MappedFile::open(const char* path, MapMode mode) {
   }
 
   if (mode != MapMode::Read) {
-    void* p = mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    void* p = map_file(fd, file.size_);
     if (p != MAP_FAILED) {
-      ::close(fd);
       file.data_ = static_cast<const uint8_t*>(p);
       file.mapped_ = true;
+      file.fd_ = fd;
       return file;
     }
     if (mode == MapMode::Mmap) {
@@ -116,10 +177,13 @@ Result<std::string> read_whole_file(const char* path) {
   return std::string(reinterpret_cast<const char*>(file.data()), file.size());
 }
 
-MappedFile::MappedFile(MappedFile&& other) noexcept : data_(other.data_), size_(other.size_), mapped_(other.mapped_) {
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : data_(other.data_), size_(other.size_), mapped_(other.mapped_), anonymous_(other.anonymous_), fd_(other.fd_) {
   other.data_ = nullptr;
   other.size_ = 0;
   other.mapped_ = false;
+  other.anonymous_ = false;
+  other.fd_ = -1;
 }
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
@@ -128,9 +192,13 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     data_ = other.data_;
     size_ = other.size_;
     mapped_ = other.mapped_;
+    anonymous_ = other.anonymous_;
+    fd_ = other.fd_;
     other.data_ = nullptr;
     other.size_ = 0;
     other.mapped_ = false;
+    other.anonymous_ = false;
+    other.fd_ = -1;
   }
   return *this;
 }
@@ -145,13 +213,136 @@ void MappedFile::reset() {
       std::free(const_cast<uint8_t*>(data_));
     }
   }
+  release_descriptor();
   data_ = nullptr;
   size_ = 0;
   mapped_ = false;
+  anonymous_ = false;
 }
+
+void MappedFile::release_descriptor() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+PageUsage MappedFile::page_usage() const { return tern::page_usage(data_, mapped_ ? size_ : 0); }
 
 void MappedFile::advise_will_need() const {
   if (mapped_ && data_ != nullptr) madvise(const_cast<uint8_t*>(data_), size_, MADV_WILLNEED);
+}
+
+}  // namespace tern
+
+namespace tern {
+namespace {
+
+#if defined(__linux__)
+// Faults every page of [p, p + n) in, as reads (the file's pages, read from disk if need be).
+void populate(const uint8_t* p, size_t n) {
+  if (madvise(const_cast<uint8_t*>(p), n, MADV_POPULATE_READ) == 0) return;
+  // Kernels before 5.14: one read a page.
+  const size_t page = page_bytes();
+  volatile uint8_t sink = 0;
+  for (size_t off = 0; off < n; off += page) sink = sink + p[off];
+  (void)sink;
+}
+
+// Drops the mapping's pages of [off, off + n) and, where nobody else maps them, the file's
+// page cache there: the next touch reads them again.
+void drop(const uint8_t* data, int fd, size_t off, size_t n) {
+  madvise(const_cast<uint8_t*>(data) + off, n, MADV_DONTNEED);
+  posix_fadvise(fd, static_cast<off_t>(off), static_cast<off_t>(n), POSIX_FADV_DONTNEED);
+}
+#endif
+
+}  // namespace
+
+LargePages MappedFile::use_large_pages() {
+#if defined(__linux__)
+  if (!mapped_ || anonymous_ || fd_ < 0 || size_ == 0) return LargePages::NotTried;
+  const size_t large = large_page_bytes();
+  if (large == 0) return LargePages::Unsupported;
+  // Large pages map whole aligned large pages of the file: the ones inside it.
+  const size_t whole = size_ / large * large;
+  if (whole == 0) return LargePages::TooSmall;
+  if (reinterpret_cast<uintptr_t>(data_) % large != 0) return LargePages::Unavailable;
+  if (madvise(const_cast<uint8_t*>(data_), size_, MADV_HUGEPAGE) != 0) return LargePages::Unsupported;
+  populate(data_, size_);
+  PageUsage now = page_usage();
+  if (!now.known) return LargePages::Unknown;
+  if (now.large_bytes >= whole) return LargePages::AsRead;
+  // Kernels with CONFIG_READ_ONLY_THP_FOR_FS rebuild the page cache's small pages in place.
+  if (madvise(const_cast<uint8_t*>(data_), size_, MADV_COLLAPSE) == 0) {
+    now = page_usage();
+    if (now.large_bytes >= whole) return LargePages::Collapsed;
+  }
+  // Dirty pages (a file just written and not yet synced) cannot be dropped: written back first.
+  const int synced = fdatasync(fd_);
+  (void)synced;                // a file that cannot be synced keeps its dirty pages, and the count below says so
+  if (now.large_bytes == 0) {  // does the kernel give this file large pages at all?
+    drop(data_, fd_, 0, large);
+    populate(data_, large);
+    if (page_usage().large_bytes == 0) return LargePages::Unavailable;
+  }
+  drop(data_, fd_, 0, size_);
+  populate(data_, size_);
+  return LargePages::Reread;
+#else
+  return mapped_ ? LargePages::Unsupported : LargePages::NotTried;
+#endif
+}
+
+Error MappedFile::copy_to_large_pages() {
+  if (!mapped_ || fd_ < 0) {
+    return fail(Error::InvalidState, "the file is not mapped (read into memory): it cannot be copied into large pages");
+  }
+  if (anonymous_) return Error::Ok;
+#if defined(__linux__)
+  const size_t large = large_page_bytes();
+  if (large == 0) return fail(Error::NotSupported, "this kernel has no transparent huge pages to copy the file into");
+  // The copy ends where the mapping does, so its last part (less than a large page) gets small
+  // pages rather than a whole large page.
+  const size_t length = round_up(size_, page_bytes());
+  void* at = aligned_mapping(length, large, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  if (at == MAP_FAILED) {
+    return fail(Error::OutOfMemory, "cannot map %zu bytes for a copy of the file: %s", length, std::strerror(errno));
+  }
+  if (madvise(at, length, MADV_HUGEPAGE) != 0) {
+    const int err = errno;
+    munmap(at, length);
+    return fail(Error::NotSupported, "large pages for a copy of the file: madvise: %s", std::strerror(err));
+  }
+  // The file's pages read so far (its header) leave this process: the copy is all it holds.
+  madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);
+  auto* out = static_cast<uint8_t*>(at);
+  size_t done = 0;
+  while (done < size_) {
+    const size_t chunk = size_ - done < (size_t{64} << 20) ? size_ - done : size_t{64} << 20;
+    const ssize_t n = ::pread(fd_, out + done, chunk, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : 0;
+      munmap(at, length);
+      if (n == 0) return fail(Error::Truncated, "the file shrank while it was copied");
+      return fail(Error::IoError, "copying the file: read failed: %s", std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  // Read-only like the mapping, then moved onto it: the file's pages are unmapped in the same step.
+  void* moved = MAP_FAILED;
+  if (mprotect(at, length, PROT_READ) == 0) {
+    moved = mremap(at, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, const_cast<uint8_t*>(data_));
+  }
+  if (moved == MAP_FAILED) {
+    const int err = errno;
+    munmap(at, length);
+    return fail(Error::IoError, "moving the copy onto the mapping: %s", std::strerror(err));
+  }
+  anonymous_ = true;
+  return Error::Ok;
+#else
+  return fail(Error::NotSupported, "copying a file into large pages needs Linux transparent huge pages");
+#endif
 }
 
 }  // namespace tern

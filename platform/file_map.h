@@ -8,6 +8,7 @@
 #include <string>
 
 #include "platform/error.h"
+#include "platform/large_pages.h"
 
 namespace tern {
 
@@ -27,6 +28,21 @@ Result<int> open_regular_file(const char* path, uint64_t* size);
 // open_regular_file() and so with its errors.
 Result<std::string> read_whole_file(const char* path);
 
+// What MappedFile::use_large_pages() or copy_to_large_pages() found or did.
+enum class LargePages : uint8_t {
+  NotTried,     // not asked for, or nothing to map (the read fallback, an empty file)
+  Unsupported,  // no transparent huge pages here (another OS, or a kernel without them)
+  TooSmall,     // the file is smaller than one large page
+  AsRead,       // the mapping got large pages as the file was read in
+  Collapsed,    // the kernel rebuilt the page cache's small pages into large ones (MADV_COLLAPSE)
+  Reread,       // the page cache held small pages: dropped and read again into large ones
+  Unavailable,  // the kernel gives this file no large pages (one dropped and read again got none)
+  Unknown,      // asked for, but the kernel cannot say what came of it (/proc unreadable)
+  Copied,       // copied into anonymous memory in large pages
+};
+// "not tried", "unsupported", ..., "copied".
+const char* to_string(LargePages what);
+
 class MappedFile {
  public:
   static Result<MappedFile> open(const char* path, MapMode mode = MapMode::Auto);
@@ -41,8 +57,29 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   bool is_mapped() const { return mapped_; }
+  // True after copy_to_large_pages(): the bytes are an anonymous copy, not the file's pages.
+  bool is_anonymous() const { return anonymous_; }
   // Hints that the whole file will be read soon (no-op for the read fallback).
   void advise_will_need() const;
+
+  // A mapped file of at least one large page starts at an address aligned to it, so that the
+  // kernel can map it with large pages. The two calls below use the descriptor kept open
+  // until release_descriptor() (or the object dies).
+  //
+  // Large pages for the mapping without more memory (Linux): MADV_HUGEPAGE and every page read
+  // in now. When the page cache held the file in small pages (as the program that wrote it
+  // leaves it), those are written back if dirty, dropped (pages another process maps stay) and
+  // read again, which fills the page cache with large folios the kernel maps with large pages;
+  // only once one large page dropped and read again comes back large, so that a kernel or
+  // filesystem that gives the file none costs one large page read twice, not the whole file.
+  LargePages use_large_pages();
+  // Replaces the mapping by an anonymous copy of the file in large pages at the same address
+  // (pointers into it stay valid), read-only. NotSupported where there are no large pages,
+  // InvalidState for the read fallback; the mapping is unchanged on failure.
+  Error copy_to_large_pages();
+  // The mapping's pages now (page_usage()).
+  PageUsage page_usage() const;
+  void release_descriptor();
 
  private:
   void reset();
@@ -50,6 +87,8 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   bool mapped_ = false;
+  bool anonymous_ = false;
+  int fd_ = -1;  // kept while mapped, for use_large_pages() and copy_to_large_pages()
 };
 
 }  // namespace tern

@@ -1,8 +1,11 @@
 #include "platform/file_map.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -125,6 +128,120 @@ TEST(FileMap, MoveTransfersOwnership) {
   EXPECT_EQ(a.size(), 0u);
   ASSERT_EQ(b.size(), 100u);
   EXPECT_EQ(b.data()[99], bytes[99]);
+}
+
+// Large pages. What the kernel gives differs between machines (transparent huge pages on or
+// off, a filesystem with or without large folios): each case checks that what a call says it
+// did is what /proc/self/smaps shows, and that the bytes stay the file's.
+
+// A file of `n` pattern bytes left in the page cache in small pages: dropped, then read back
+// with readahead off (the kernel then caches it a page at a time, as a program writing it does).
+void cache_in_small_pages(const std::string& path, size_t n) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(fdatasync(fd), 0);
+  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+  std::vector<uint8_t> buf(size_t{1} << 20);
+  for (size_t off = 0; off < n; off += buf.size()) ASSERT_GT(pread(fd, buf.data(), buf.size(), off), 0);
+  ::close(fd);
+}
+
+bool anonymous_large_pages_on() {
+  char policy[16];
+  transparent_huge_pages_policy(policy, sizeof policy);
+  return large_page_bytes() > 0 && std::strcmp(policy, "never") != 0;
+}
+
+TEST(FileMapLargePages, MappingStartsOnALargePage) {
+  const size_t large = large_page_bytes();
+  if (large == 0) GTEST_SKIP() << "no transparent huge pages here";
+  TempFile tmp(".bin");
+  tmp.write(pattern(large + 12345));
+  auto file = MappedFile::open(tmp.path().c_str());
+  ASSERT_TRUE(file.ok()) << last_error_message();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(file->data()) % large, 0u);
+  EXPECT_EQ(std::vector<uint8_t>(file->data(), file->data() + file->size()), pattern(large + 12345));
+}
+
+TEST(FileMapLargePages, FileLeftInSmallPagesIsReadAgainInLargeOnes) {
+  const size_t large = large_page_bytes();
+  if (large == 0) GTEST_SKIP() << "no transparent huge pages here";
+  const size_t n = 2 * large + 4096 + 100;  // two whole large pages and a tail
+  TempFile tmp(".bin");
+  tmp.write(pattern(n));
+  cache_in_small_pages(tmp.path(), n);
+  auto file = MappedFile::open(tmp.path().c_str());
+  ASSERT_TRUE(file.ok()) << last_error_message();
+  const LargePages did = file->use_large_pages();
+  const PageUsage now = file->page_usage();
+  std::printf("use_large_pages: %s, %zu of %zu bytes in large pages\n", to_string(did), now.large_bytes, n);
+  ASSERT_TRUE(now.known);
+  EXPECT_GE(now.resident_bytes, n) << "use_large_pages reads the whole file in";
+  switch (did) {
+    case LargePages::AsRead:
+    case LargePages::Collapsed:
+    case LargePages::Reread: EXPECT_GE(now.large_bytes, 2 * large) << to_string(did); break;
+    case LargePages::Unavailable: EXPECT_EQ(now.large_bytes, 0u) << "the probe found none"; break;
+    default: ADD_FAILURE() << "unexpected: " << to_string(did);
+  }
+  EXPECT_FALSE(file->is_anonymous());
+  EXPECT_EQ(std::vector<uint8_t>(file->data(), file->data() + n), pattern(n));
+}
+
+TEST(FileMapLargePages, CopyKeepsTheAddressAndTheBytes) {
+  if (!anonymous_large_pages_on()) GTEST_SKIP() << "no transparent huge pages for anonymous memory here";
+  const size_t large = large_page_bytes();
+  const size_t n = 3 * large + 777;
+  TempFile tmp(".bin");
+  tmp.write(pattern(n));
+  auto file = MappedFile::open(tmp.path().c_str());
+  ASSERT_TRUE(file.ok()) << last_error_message();
+  const uint8_t* before = file->data();
+  ASSERT_EQ(file->copy_to_large_pages(), Error::Ok) << last_error_message();
+  EXPECT_TRUE(file->is_anonymous());
+  EXPECT_EQ(file->data(), before);
+  EXPECT_EQ(std::vector<uint8_t>(file->data(), file->data() + n), pattern(n));
+  const PageUsage now = file->page_usage();
+  ASSERT_TRUE(now.known);
+  // The three whole large pages; the tail is in small pages.
+  EXPECT_GE(now.large_bytes, 3 * large);
+  EXPECT_LT(now.large_bytes, 4 * large);
+  // The copy outlives the file: nothing reads the file's pages any more.
+  MappedFile moved = std::move(file).value();
+  ASSERT_EQ(::unlink(tmp.path().c_str()), 0);
+  EXPECT_EQ(moved.data()[n - 1], pattern(n)[n - 1]);
+}
+
+TEST(FileMapLargePages, ReadFallbackIsNeitherAdvisedNorCopied) {
+  TempFile tmp(".bin");
+  tmp.write(pattern(5000));
+  auto file = MappedFile::open(tmp.path().c_str(), MapMode::Read);
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(file->use_large_pages(), LargePages::NotTried);
+  EXPECT_EQ(file->copy_to_large_pages(), Error::InvalidState);
+  EXPECT_FALSE(file->page_usage().known);
+}
+
+TEST(FileMapLargePages, PageUsageReadsTheMappingsOverTheRange) {
+#if !defined(__linux__)
+  GTEST_SKIP() << "page usage is read from /proc/self/smaps";
+#endif
+  std::vector<uint8_t> heap(size_t{1} << 20, 1);  // touched: resident
+  const PageUsage used = page_usage(heap.data(), heap.size());
+  ASSERT_TRUE(used.known);
+  EXPECT_GE(used.resident_bytes, heap.size());
+  // Nothing is mapped at the first page.
+  const PageUsage none = page_usage(reinterpret_cast<const void*>(uintptr_t{4096}), 4096);
+  EXPECT_TRUE(none.known);
+  EXPECT_EQ(none.resident_bytes, 0u);
+  char policy[16];
+  transparent_huge_pages_policy(policy, sizeof policy);
+  if (large_page_bytes() > 0) {
+    EXPECT_TRUE(std::strcmp(policy, "always") == 0 || std::strcmp(policy, "madvise") == 0 ||
+                std::strcmp(policy, "never") == 0)
+        << policy;
+  }
 }
 
 }  // namespace
