@@ -3,8 +3,8 @@
  *
  * Ownership
  *   - tern_model_load() returns a model the caller frees with tern_model_free(). The model
- *     maps the bundle file read-only and keeps it mapped until freed. If the caller passes
- *     an arena buffer, it must stay valid until the model is freed.
+ *     maps the bundle file read-only (or copies it: weights_pages) and keeps it until freed.
+ *     If the caller passes an arena buffer, it must stay valid until the model is freed.
  *   - tern_session_create() returns a session that lives inside the model's arena; free it
  *     with tern_session_free() before the model. A model has at most one session at a time
  *     (TERN_INVALID_STATE otherwise); tern_session_reset() starts a new conversation.
@@ -154,6 +154,20 @@ typedef struct tern_model_params {
    * whole 64 KiB (7.9 MiB for 128,256 tokens, 2.1 MiB for 2,048); none for an embedding model.
    * 0: sessions take no grammar (TERN_INVALID_STATE). */
   uint64_t grammar_bytes;
+  /* The weights' pages. Decode reads every weight once a token: in 4 KiB pages that is a TLB
+   * miss every 4 KiB, in 2 MiB pages almost none (tern_model_weights_pages() tells which).
+   * NULL, "" or "auto" (the default): the bundle's mapping, read in at load in large pages
+   * where the kernel gives a file them (Linux: MADV_HUGEPAGE; when the page cache holds the
+   * file in small pages, as the program that wrote or downloaded it leaves it, those are
+   * dropped and the file read again, once a probe of one large page shows that this gives
+   * large ones); no memory beyond the mapping, elsewhere nothing is done. "map": the mapping
+   * alone, as before: pages read on first use, the size the page cache has. "copy": the
+   * bundle copied into anonymous memory in large pages, in place of the mapping (Linux with
+   * transparent huge pages, else TERN_NOT_SUPPORTED): large pages whatever the page cache and
+   * filesystem, for the same bytes, but those are not reclaimable like the file's pages,
+   * not shared with another process mapping the bundle, and counted as the app's own memory
+   * (tern_memory_report.weights_bytes). Anything else: TERN_INVALID_ARGUMENT. Read at load. */
+  const char* weights_pages;
 } tern_model_params;
 
 typedef struct tern_sampler_params {
@@ -216,7 +230,7 @@ typedef struct tern_memory_report {
   uint64_t planned_total_bytes; /* overhead + weights + arena */
   uint64_t minimum_budget_bytes;
   uint64_t process_overhead_bytes;
-  uint64_t weights_bytes; /* mapped bundle bytes */
+  uint64_t weights_bytes; /* mapped bundle bytes (weights_pages "copy": its anonymous copy) */
   uint64_t arena_bytes;
   uint64_t arena_used_bytes;
   uint64_t arena_weights_bytes; /* weights converted into the arena */
@@ -298,6 +312,25 @@ TERN_API tern_status tern_model_load(const char* path, const tern_model_params* 
 TERN_API void tern_model_free(tern_model* model);
 TERN_API tern_status tern_model_get_info(const tern_model* model, tern_model_info* out_info);
 TERN_API tern_status tern_memory_report_get(const tern_model* model, tern_memory_report* out_report);
+/* The weights' pages (tern_model_params.weights_pages): what loading did and what the kernel
+ * maps them with now. On Linux the counts are the kernel's (/proc/self/smaps: FilePmdMapped
+ * for the bundle's mapping, AnonHugePages for the copy); elsewhere `known` is 0. */
+typedef struct tern_weights_pages {
+  char mode[8]; /* "auto", "map" or "copy" */
+  /* What loading did: "not tried" (map), "as read" (large pages as read), "re-read" (the page
+   * cache held small pages: dropped and read again), "collapsed" (the kernel rebuilt them in
+   * place), "copied", "unavailable" (the kernel gives this file no large pages), "smaller than
+   * a large page", "unsupported" (no large pages here), "unknown" (/proc unreadable). */
+  char load[32];
+  int mapped;                /* 0: the bundle was read into memory (no mmap) */
+  int anonymous;             /* 1: the copy ("copy"), not the file's pages */
+  int known;                 /* 1: resident_bytes and large_bytes are the kernel's */
+  uint64_t bytes;            /* the bundle file (or its copy) */
+  uint64_t resident_bytes;   /* of those, in memory now */
+  uint64_t large_bytes;      /* of those, mapped with large pages now */
+  uint64_t large_page_bytes; /* the kernel's large page (2 MiB on x86-64); 0: none */
+} tern_weights_pages;
+TERN_API tern_status tern_model_weights_pages(const tern_model* model, tern_weights_pages* out_pages);
 /* Whether the memory budget `model` was loaded with is above the machine's physical memory
  * (*out_above = 1). Such a budget loads (the plan itself may be small) but bounds nothing the
  * machine can give; the load also logs a warning. *out_physical_bytes (NULL: not wanted) is
@@ -390,7 +423,7 @@ typedef struct tern_plan_row {
                                 the budget holds not even its smallest cache) */
   uint32_t context_tokens;   /* KV positions held at once */
   double kv_bytes_per_token; /* marginal, all layers and heads */
-  uint64_t weights_bytes;    /* mapped bundle */
+  uint64_t weights_bytes;    /* mapped bundle (weights_pages "copy": its anonymous copy) */
   uint64_t process_overhead_bytes;
   uint64_t arena_bytes;          /* converted weights + tokenizer + scratch + sampler + KV */
   uint64_t scratch_bytes;        /* activations, attention scores, token history */

@@ -74,7 +74,8 @@ const Session* as_session(const tern_session* s) { return reinterpret_cast<const
   X(kv_eviction, kv_eviction)                 \
   X(n_sessions, sessions)                     \
   X(n_draft, draft_tokens)                    \
-  X(grammar_bytes, grammar_bytes)
+  X(grammar_bytes, grammar_bytes)             \
+  X(weights_pages, weights_pages)
 
 // The load parameters, checked the same way for tern_model_load and tern_plan.
 tern_status to_cpp(const tern_model_params& p, const char* function, ModelParams* out) {
@@ -89,6 +90,7 @@ tern_status to_cpp(const tern_model_params& p, const char* function, ModelParams
     return status(fail(Error::InvalidArgument, "%s: grammar_bytes %llu is too large", function,
                        static_cast<unsigned long long>(p.grammar_bytes)));
   }
+  if (auto pages = parse_weights_pages(p.weights_pages); !pages.ok()) return status(pages.error());
   ModelParams mp;
 #define TERN_TO_CPP_(c_field, cpp_field) mp.cpp_field = static_cast<decltype(mp.cpp_field)>(p.c_field);
   TERN_MODEL_PARAM_FIELDS_(TERN_TO_CPP_)
@@ -264,7 +266,7 @@ tern_status tern_memory_report_get(const tern_model* model, tern_memory_report* 
   r->planned_total_bytes = plan.total_bytes;
   r->minimum_budget_bytes = plan.minimum_budget_bytes;
   r->process_overhead_bytes = plan.overhead_bytes;
-  r->weights_bytes = plan.resident_weight_bytes;
+  r->weights_bytes = plan.resident_weight_bytes + plan.anonymous_weight_bytes;
   r->arena_bytes = plan.arena_bytes;
   r->arena_used_bytes = m.arena_used_bytes();
   r->arena_weights_bytes = m.arena_used_bytes(ArenaPurpose::Weights);
@@ -620,7 +622,7 @@ tern_status tern_plan(const char* bundle_path, const tern_model_params* params, 
         if (auto least = plan_model(bundle, p); least.ok()) {
           row.minimum_budget_bytes = least->minimum_budget_bytes;
           row.kv_bytes_per_token = least->kv_bytes_per_token;
-          row.weights_bytes = least->resident_weight_bytes;
+          row.weights_bytes = least->resident_weight_bytes + least->anonymous_weight_bytes;
           row.process_overhead_bytes = least->overhead_bytes;
         }
       }
@@ -630,7 +632,7 @@ tern_status tern_plan(const char* bundle_path, const tern_model_params* params, 
     if (kv_mode_is_auto(names[i])) std::memcpy(row.kv_mode, m.kv_mode, sizeof row.kv_mode);  // what auto chose
     row.context_tokens = m.context_tokens;
     row.kv_bytes_per_token = m.kv_bytes_per_token;
-    row.weights_bytes = m.resident_weight_bytes;
+    row.weights_bytes = m.resident_weight_bytes + m.anonymous_weight_bytes;
     row.process_overhead_bytes = m.overhead_bytes;
     row.arena_bytes = m.arena_bytes;
     row.scratch_bytes = m.scratch_bytes;

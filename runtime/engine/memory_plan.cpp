@@ -47,15 +47,15 @@ Totals totals_for(const MemoryPlanRequest& r, uint32_t context) {
               64;
   const uint32_t sessions = r.sessions == 0 ? 1 : r.sessions;
   t.arena = r.arena_weight_bytes + r.tokenizer_bytes + session_table_bytes(sessions) + sessions * t.session;
-  t.total = kProcessOverheadBytes + r.resident_weight_bytes + t.arena;
+  t.total = kProcessOverheadBytes + r.resident_weight_bytes + r.anonymous_weight_bytes + t.arena;
   return t;
 }
 
 }  // namespace
 
 uint32_t sessions_that_fit(const MemoryPlan& plan, uint64_t budget) {
-  const size_t fixed =
-      plan.overhead_bytes + plan.resident_weight_bytes + plan.arena_weight_bytes + plan.tokenizer_bytes;
+  const size_t fixed = plan.overhead_bytes + plan.resident_weight_bytes + plan.anonymous_weight_bytes +
+                       plan.arena_weight_bytes + plan.tokenizer_bytes;
   if (plan.session_bytes == 0 || budget <= fixed) return 0;
   // The slot table grows with the count: step down from the estimate until it fits.
   uint64_t n = (budget - fixed) / plan.session_bytes;
@@ -87,10 +87,12 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
   if (r.budget_bytes > 0 && r.budget_bytes < at_min.total) {
     return fail(Error::BudgetTooSmall,
                 "memory budget %llu bytes is too small: at least %zu bytes (%.1f MiB) are needed for %u session%s of a "
-                "%u-token context (weights %zu, arena %zu, process overhead %zu)",
+                "%u-token context (weights %zu%s, arena %zu, process overhead %zu)",
                 static_cast<unsigned long long>(r.budget_bytes), at_min.total,
                 static_cast<double>(at_min.total) / (1024.0 * 1024.0), r.sessions == 0 ? 1 : r.sessions,
-                r.sessions > 1 ? "s" : "", min_context, r.resident_weight_bytes, at_min.arena, kProcessOverheadBytes);
+                r.sessions > 1 ? "s" : "", min_context, r.resident_weight_bytes + r.anonymous_weight_bytes,
+                r.anonymous_weight_bytes > 0 ? " copied into anonymous memory" : "", at_min.arena,
+                kProcessOverheadBytes);
   }
   // The largest context that fits; totals grow with the context, so bisect.
   uint32_t lo = 0, hi = steps;
@@ -121,6 +123,7 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
   MemoryPlan plan;
   plan.overhead_bytes = kProcessOverheadBytes;
   plan.resident_weight_bytes = r.resident_weight_bytes;
+  plan.anonymous_weight_bytes = r.anonymous_weight_bytes;
   plan.arena_weight_bytes = r.arena_weight_bytes;
   plan.tokenizer_bytes = r.tokenizer_bytes;
   plan.scratch_bytes = t.scratch;

@@ -1,5 +1,5 @@
 // Where every byte goes, decided once at load from the caller's budget:
-//   budget >= process overhead + resident weights + arena
+//   budget >= process overhead + resident weights + anonymous weights + arena
 //   arena   = converted weights + tokenizer + sessions x (scratch + sampler + KV)
 // Every session the model can hold at once has its own slot of the same size, so they run
 // concurrently without sharing anything but the weights.
@@ -41,9 +41,10 @@ inline constexpr size_t kGrammarBytesAuto = SIZE_MAX;
 
 struct MemoryPlanRequest {
   ModelConfig config;
-  uint64_t budget_bytes = 0;         // 0: no limit (context = requested or the model's)
-  size_t resident_weight_bytes = 0;  // mmap'd bundle bytes that become resident when touched
-  size_t arena_weight_bytes = 0;     // weights converted into the arena (e.g. bf16 norms -> f32)
+  uint64_t budget_bytes = 0;          // 0: no limit (context = requested or the model's)
+  size_t resident_weight_bytes = 0;   // mmap'd bundle bytes that become resident when touched
+  size_t anonymous_weight_bytes = 0;  // the bundle copied into anonymous memory (weights_pages "copy")
+  size_t arena_weight_bytes = 0;      // weights converted into the arena (e.g. bf16 norms -> f32)
   size_t tokenizer_bytes = 0;
   uint32_t batch_tokens = 64;                // prefill batch
   uint32_t context_request = 0;              // 0: as many as fit, up to the model's
@@ -58,6 +59,9 @@ struct MemoryPlanRequest {
 struct MemoryPlan {
   size_t overhead_bytes = 0;
   size_t resident_weight_bytes = 0;
+  // The bundle's bytes in anonymous memory (weights_pages "copy": the same bytes as its mapping,
+  // but not reclaimable like file pages, nor shared with another process mapping the bundle).
+  size_t anonymous_weight_bytes = 0;
   size_t arena_weight_bytes = 0;
   size_t tokenizer_bytes = 0;
   // One session's parts (every slot is the same).
@@ -67,7 +71,7 @@ struct MemoryPlan {
   size_t session_bytes = 0;         // one slot: the session object, scratch, sampler and KV, aligned
   uint32_t sessions = 1;            // slots
   size_t arena_bytes = 0;           // the one allocation: converted weights + tokenizer + slot table + slots
-  size_t total_bytes = 0;           // overhead + resident weights + arena
+  size_t total_bytes = 0;           // overhead + resident and anonymous weights + arena
   size_t minimum_budget_bytes = 0;  // total at min_context
   uint32_t context_tokens = 0;      // positions the KV cache holds (with eviction: resident at once)
   uint32_t batch_tokens = 0;

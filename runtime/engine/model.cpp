@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 
+#include "platform/clock.h"
 #include "platform/log.h"
 #include "platform/memory.h"
 #include "runtime/engine/session.h"
@@ -100,6 +101,22 @@ Error validate_weights(const ModelConfig& c, const ModelWeights& w) {
   return Error::Ok;
 }
 
+Result<WeightPages> parse_weights_pages(const char* text) {
+  if (text == nullptr || *text == '\0' || std::strcmp(text, "auto") == 0) return WeightPages::Auto;
+  if (std::strcmp(text, "map") == 0) return WeightPages::Map;
+  if (std::strcmp(text, "copy") == 0) return WeightPages::Copy;
+  return fail(Error::InvalidArgument, "weights_pages '%.64s': use auto, map or copy", text);
+}
+
+const char* to_string(WeightPages pages) {
+  switch (pages) {
+    case WeightPages::Auto: return "auto";
+    case WeightPages::Map: return "map";
+    case WeightPages::Copy: return "copy";
+  }
+  return "?";
+}
+
 KvModeRequest kv_mode_request(const ModelParams& params) {
   KvModeRequest r;
   r.mode = params.kv_mode;
@@ -141,6 +158,9 @@ Error plan_for(const ModelConfig& config, const ModelWeights& weights, size_t re
                const Bundle* bundle, const ModelParams& params, KvHeadBits* bits, KvCacheSpec* spec, MemoryPlan* plan) {
   TERN_RETURN_IF_ERROR(validate_weights(config, weights));
   TERN_CHECK_OR_RETURN(params.batch_tokens > 0, Error::InvalidArgument, "batch_tokens must be > 0");
+  TERN_ASSIGN_OR_RETURN(const WeightPages pages, parse_weights_pages(params.weights_pages));
+  TERN_CHECK_OR_RETURN(pages != WeightPages::Copy || bundle != nullptr, Error::InvalidArgument,
+                       "weights_pages 'copy' copies a bundle's mapping: these weights are the caller's");
   const schema::KvProfile* calibrated = bundle != nullptr ? bundle->kv_profile() : nullptr;
   bool auto_mode = kv_mode_is_auto(params.kv_mode);
   KvModeRequest kv_request = kv_mode_request(params);
@@ -157,7 +177,9 @@ Error plan_for(const ModelConfig& config, const ModelWeights& weights, size_t re
   MemoryPlanRequest request;
   request.config = config;
   request.budget_bytes = params.memory_budget_bytes;
-  request.resident_weight_bytes = resident_weight_bytes;
+  // The copy holds the same bytes as the mapping it replaces, in anonymous memory.
+  request.resident_weight_bytes = pages == WeightPages::Copy ? 0 : resident_weight_bytes;
+  request.anonymous_weight_bytes = pages == WeightPages::Copy ? resident_weight_bytes : 0;
   request.arena_weight_bytes = arena_weight_bytes(config, weights);
   const schema::Tokenizer* tokenizer_table = bundle != nullptr ? bundle->tokenizer() : nullptr;
   request.tokenizer_bytes = tokenizer_table != nullptr ? Tokenizer::required_arena_bytes(tokenizer_table) + kAlign : 0;
@@ -194,11 +216,12 @@ void log_plan(const MemoryPlan& p, const ModelParams& params) {
   }
   log(LogLevel::Debug,
       "plan: context %u tokens (%s), kv %s %.1f B/token, %u session%s of %.2f MiB (KV %.2f MiB, scratch %.2f MiB, "
-      "grammar %.2f MiB), weights %.2f MiB, arena %.2f MiB, total %.2f MiB, %s",
+      "grammar %.2f MiB), weights %.2f MiB%s, arena %.2f MiB, total %.2f MiB, %s",
       p.context_tokens, why, p.kv_mode, p.kv_bytes_per_token, p.sessions, p.sessions == 1 ? "" : "s",
       static_cast<double>(p.session_bytes) / kMiB, static_cast<double>(p.kv_bytes) / kMiB,
       static_cast<double>(p.scratch_bytes) / kMiB, static_cast<double>(p.grammar_bytes) / kMiB,
-      static_cast<double>(p.resident_weight_bytes) / kMiB, static_cast<double>(p.arena_bytes) / kMiB,
+      static_cast<double>(p.resident_weight_bytes + p.anonymous_weight_bytes) / kMiB,
+      p.anonymous_weight_bytes > 0 ? " (anonymous copy)" : "", static_cast<double>(p.arena_bytes) / kMiB,
       static_cast<double>(p.total_bytes) / kMiB, budget);
 }
 
@@ -236,7 +259,9 @@ Error Model::init(const ModelConfig& config, const ModelWeights& weights, const 
   config_ = config;
   params_ = params;
   params_.kv_mode = nullptr;  // the caller's string; kv_spec_.name keeps the resolved mode
+  params_.weights_pages = nullptr;
   weights_ = weights;
+  TERN_ASSIGN_OR_RETURN(weights_pages_, parse_weights_pages(params.weights_pages));
   const size_t heads = static_cast<size_t>(config.layers) * config.kv_heads;
   kv_bits_.reset(new (std::nothrow) KvHeadBits[heads]);
   TERN_CHECK_OR_RETURN(kv_bits_ != nullptr, Error::OutOfMemory, "cannot allocate %zu KV head entries", heads);
@@ -421,9 +446,46 @@ Result<std::unique_ptr<Model>> Model::load(const char* path, const ModelParams& 
   if (!weights.ok()) return with_context(weights.error(), path);
   // Every page of the file may become resident (the header and tokenizer too): the plan
   // counts the file's size. init copies the layer table into the arena.
-  const Error e = model->init(model->bundle_->config(), weights->weights, params, model->bundle_->file_size());
+  Error e = model->init(model->bundle_->config(), weights->weights, params, model->bundle_->file_size());
+  if (e == Error::Ok) e = model->place_weights();
   if (e != Error::Ok) return with_context(e, path);
   return model;
+}
+
+Error Model::place_weights() {
+  MappedFile& file = bundle_->file();
+  const uint64_t start = monotonic_ns();
+  if (weights_pages_ == WeightPages::Auto) weights_pages_load_ = file.use_large_pages();
+  if (weights_pages_ == WeightPages::Copy) {
+    TERN_RETURN_IF_ERROR(file.copy_to_large_pages());
+    weights_pages_load_ = LargePages::Copied;
+  }
+  file.release_descriptor();
+  if (log_level() <= LogLevel::Debug && weights_pages_ != WeightPages::Map) {
+    const WeightPagesReport r = weights_pages();
+    constexpr double kMiB = 1024.0 * 1024.0;
+    log(LogLevel::Debug, "weights: pages %s (%s, %.2f s), %.1f of %.1f MiB in large pages", to_string(r.mode),
+        to_string(r.load), seconds_between(start, monotonic_ns()), static_cast<double>(r.usage.large_bytes) / kMiB,
+        static_cast<double>(r.bytes) / kMiB);
+  }
+  return Error::Ok;
+}
+
+WeightPagesReport Model::weights_pages() const {
+  WeightPagesReport r;
+  r.mode = weights_pages_;
+  r.load = weights_pages_load_;
+  r.large_page_bytes = large_page_bytes();
+  if (bundle_ == nullptr) return r;
+  const MappedFile& file = bundle_->file();
+  r.mapped = file.is_mapped();
+  r.anonymous = file.is_anonymous();
+  r.bytes = file.size();
+  r.usage = file.page_usage();
+  // Counted by whole pages, and a copy's mapping may have merged with a neighbour's.
+  r.usage.resident_bytes = std::min(r.usage.resident_bytes, r.bytes);
+  r.usage.large_bytes = std::min(r.usage.large_bytes, r.bytes);
+  return r;
 }
 
 Model::~Model() {

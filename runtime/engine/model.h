@@ -10,6 +10,7 @@
 
 #include "kernels/ternary_matmul.h"
 #include "platform/error.h"
+#include "platform/file_map.h"
 #include "platform/thread_pool.h"
 #include "runtime/base/arena.h"
 #include "runtime/engine/forward_queue.h"
@@ -29,6 +30,28 @@ class Session;
 namespace schema {
 struct KvProfile;
 }
+
+// How the weights' memory is paged (ModelParams::weights_pages). Decode reads every weight once a
+// token; in 4 KiB pages that is a TLB miss every 4 KiB, in 2 MiB pages almost none.
+enum class WeightPages : uint8_t {
+  Auto,  // the bundle's mapping in large pages where the kernel gives them, without more memory
+  Map,   // the bundle's mapping as the kernel pages it (what the page cache holds), read on first use
+  Copy,  // an anonymous copy of the bundle in large pages, in place of its mapping
+};
+// "auto" (also null or ""), "map", "copy"; InvalidArgument naming them otherwise.
+Result<WeightPages> parse_weights_pages(const char* text);
+const char* to_string(WeightPages pages);
+
+// The weights' pages: what the load asked for and did, and the kernel's count now.
+struct WeightPagesReport {
+  WeightPages mode = WeightPages::Map;
+  LargePages load = LargePages::NotTried;  // what loading did to get large pages
+  bool mapped = false;                     // false: no bundle, or read into the heap (no mmap)
+  bool anonymous = false;                  // the copy (mode Copy) rather than the file's pages
+  size_t bytes = 0;                        // the bundle file, or its copy
+  size_t large_page_bytes = 0;             // the kernel's large page; 0: none
+  PageUsage usage;                         // resident and in large pages now (usage.known: Linux)
+};
 
 struct ModelParams {
   uint64_t memory_budget_bytes = 0;  // 0: no limit
@@ -63,6 +86,13 @@ struct ModelParams {
   // sessions cannot take a grammar. kGrammarBytesAuto (the default): auto_grammar_bytes() of
   // the vocabulary, none for an embedding model or one without a tokenizer.
   size_t grammar_bytes = kGrammarBytesAuto;
+  // parse_weights_pages() names: null, "" or "auto" (the default): the bundle's mapping is read
+  // in at load in large pages where the kernel gives a file them (Linux MADV_HUGEPAGE; a page
+  // cache holding the file in small pages, as the program that wrote it leaves it, is dropped
+  // and read again), no memory beyond the mapping's. "map": the mapping alone, paged in on first
+  // use. "copy": an anonymous copy in large pages replaces the mapping (the plan counts it as
+  // anonymous_weight_bytes; NotSupported without transparent huge pages). Read at load.
+  const char* weights_pages = nullptr;
 };
 
 // The KV fields of `params` as a request for make_kv_cache_spec.
@@ -94,6 +124,8 @@ class Model {
   // RoPE frequencies of sliding-window layers (rope_local_theta; == rope_inv_freq() without one).
   const float* rope_local_inv_freq() const { return rope_local_inv_freq_; }
   const MemoryPlan& plan() const { return plan_; }
+  // The weights' pages now (reads /proc/self/smaps on Linux; no heap use).
+  WeightPagesReport weights_pages() const;
   const ArenaAllocator& arena() const { return arena_; }
   const ThreadPool* pool() const { return pool_.num_threads() > 1 ? &pool_ : nullptr; }
   size_t threads() const { return pool_.num_threads(); }
@@ -142,6 +174,8 @@ class Model {
   Model() = default;
   Error init(const ModelConfig& config, const ModelWeights& weights, const ModelParams& params,
              size_t resident_weight_bytes);
+  // The bundle's pages as weights_pages_ asks, after init (the plan holds them).
+  Error place_weights();
   friend class Session;
 
   ModelConfig config_;
@@ -155,6 +189,8 @@ class Model {
   MemoryPlan plan_;
   ThreadPool pool_;
   std::unique_ptr<Bundle> bundle_;
+  WeightPages weights_pages_ = WeightPages::Auto;
+  LargePages weights_pages_load_ = LargePages::NotTried;
   void* owned_arena_ = nullptr;
   ArenaAllocator arena_;  // the model's part; the slots' regions are carved from it
   struct SessionSlot {

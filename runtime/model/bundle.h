@@ -84,6 +84,9 @@ class Bundle {
   uint64_t identity() const;
   size_t file_size() const { return size_; }
   bool is_mapped() const { return file_.is_mapped(); }
+  // The mapping itself, for the model to choose its pages (MappedFile::use_large_pages()).
+  MappedFile& file() { return file_; }
+  const MappedFile& file() const { return file_; }
   uint32_t format_version() const { return format_version_; }
   // Reads every byte of the file and compares it with the checksum the converter recorded:
   // Ok when it matches or when none is recorded (`out->recorded` says which); CorruptFile

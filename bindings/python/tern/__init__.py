@@ -19,7 +19,7 @@ import weakref
 from ctypes import byref, c_char_p, c_int, c_int32, c_size_t, c_uint64
 
 from ._capi import (ChatMessage, EmbeddingInfo, LogCallback, MemoryReport, Model_p, ModelInfo, PlanRow, Status,
-                    TernError, api, check, library_file)
+                    TernError, WeightsPages, api, check, library_file)
 from ._common import EMBED_FORMATS, POOLINGS, STOP_REASONS, _Closable, _fill, _sized_call, _struct_dict  # noqa: F401
 from ._pool import Pool
 from ._session import Generation, Session, _embed
@@ -134,7 +134,7 @@ class Model(_Closable):
     """A loaded bundle (tern_model_load): Model(path, memory_budget="512M", kv_mode="q4", ...).
     The keywords are tern_model_params' fields (n_threads, n_ctx, n_batch, kv_mode,
     kv_sink_tokens, kv_recent_window, kv_eviction, n_sessions, n_draft, grammar_bytes,
-    memory_budget_bytes), and memory_budget: bytes, or text as the CLIs take it ("1.5G",
+    weights_pages, memory_budget_bytes), and memory_budget: bytes, or text as the CLIs take it ("1.5G",
     "available-25%"). Close it (or use `with`) to unmap the bundle now; its sessions close
     with it.
 
@@ -196,6 +196,13 @@ class Model(_Closable):
         report = MemoryReport()
         check(api.tern_memory_report_get(self._h(), byref(report)))
         return _struct_dict(report)
+
+    def weights_pages(self):
+        """The weights' pages (tern_model_weights_pages): mode, what the load did, and the bytes
+        the kernel maps with large pages now (large_bytes of bytes)."""
+        pages = WeightsPages()
+        check(api.tern_model_weights_pages(self._h(), byref(pages)))
+        return _struct_dict(pages)
 
     @property
     def plan(self):

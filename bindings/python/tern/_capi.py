@@ -45,6 +45,7 @@ class ModelParams(Structure):
         ("n_sessions", c_uint32),
         ("n_draft", c_uint32),
         ("grammar_bytes", c_uint64),
+        ("weights_pages", c_char_p),
     ]
 
 
@@ -140,6 +141,20 @@ class GenerateStats(Structure):
         ("drafted_tokens", c_uint32),
         ("accepted_tokens", c_uint32),
         ("verify_steps", c_uint32),
+    ]
+
+
+class WeightsPages(Structure):
+    _fields_ = [
+        ("mode", c_char * 8),
+        ("load", c_char * 32),
+        ("mapped", c_int),
+        ("anonymous", c_int),
+        ("known", c_int),
+        ("bytes", c_uint64),
+        ("resident_bytes", c_uint64),
+        ("large_bytes", c_uint64),
+        ("large_page_bytes", c_uint64),
     ]
 
 
@@ -292,6 +307,7 @@ STRUCTS = {
     "tern_session_params": SessionParams,
     "tern_model_info": ModelInfo,
     "tern_memory_report": MemoryReport,
+    "tern_weights_pages": WeightsPages,
     "tern_generate_params": GenerateParams,
     "tern_generate_stats": GenerateStats,
     "tern_plan_row": PlanRow,
@@ -338,6 +354,7 @@ FUNCTIONS = {
     "tern_model_get_info": (status_t, Model_p, POINTER(ModelInfo)),
     "tern_memory_report_get": (status_t, Model_p, POINTER(MemoryReport)),
     "tern_model_budget_above_physical": (status_t, Model_p, POINTER(c_int), u64_p),
+    "tern_model_weights_pages": (status_t, Model_p, POINTER(WeightsPages)),
     "tern_tokenize": (status_t, Model_p, c_char_p, c_size_t, c_int, c_int, i32_p, c_size_t, size_p),
     "tern_detokenize": (status_t, Model_p, i32_p, c_size_t, c_void_p, c_size_t, size_p),
     "tern_session_create": (status_t, Model_p, POINTER(SessionParams), POINTER(Session_p)),

@@ -343,7 +343,7 @@ def abi_file():
 C_TYPES = {
     "uint64_t": ctypes.c_uint64, "uint32_t": ctypes.c_uint32, "int32_t": ctypes.c_int32, "int": ctypes.c_int,
     "float": ctypes.c_float, "double": ctypes.c_double, "size_t": ctypes.c_size_t, "void *": ctypes.c_void_p,
-    "const char *": ctypes.c_char_p, "char[32]": ctypes.c_char * 32, "tern_kv_type": ctypes.c_int,
+    "const char *": ctypes.c_char_p, "char[32]": ctypes.c_char * 32, "char[8]": ctypes.c_char * 8, "tern_kv_type": ctypes.c_int,
     "tern_status": ctypes.c_int, "tern_stop_reason": ctypes.c_int, "tern_embed_format": ctypes.c_int,
     "tern_pooling": ctypes.c_int, "tern_model *": ctypes.POINTER(_capi.ModelHandle),
     "tern_session *": ctypes.POINTER(_capi.SessionHandle),
@@ -554,3 +554,25 @@ def test_model_plan_is_what_the_defaults_planned(bundle):
         assert plan["planned_total_bytes"] == tern.plan(bundle, ["fp16"])[0]["total_bytes"]
     with tern.Model(bundle, memory_budget=BUDGET, n_ctx=128) as model:
         assert model.plan["context_tokens"] == 128 and model.plan["budget_bytes"] == 64 << 20
+
+
+def test_weights_pages_is_a_load_parameter(bundle):
+    """weights_pages reaches tern_model_load: "copy" holds the bundle in anonymous memory, "map"
+    in its mapping, a name the library does not know is refused naming the choices."""
+    size = os.path.getsize(bundle)
+    with tern.Model(bundle, n_ctx=64, weights_pages="map") as model:
+        pages = model.weights_pages()
+        assert (pages["mode"], pages["load"], pages["anonymous"], pages["bytes"]) == ("map", "not tried", 0, size)
+    with pytest.raises(tern.TernError) as refused:
+        tern.Model(bundle, n_ctx=64, weights_pages="huge")
+    assert refused.value.status == tern.Status.INVALID_ARGUMENT and "auto, map or copy" in str(refused.value)
+    try:
+        model = tern.Model(bundle, n_ctx=64, weights_pages="copy")
+    except tern.TernError as e:
+        if e.status == tern.Status.NOT_SUPPORTED:
+            pytest.skip("copy: %s" % e.message)  # no transparent huge pages here
+        raise
+    with model:
+        pages = model.weights_pages()
+        assert (pages["mode"], pages["load"], pages["anonymous"], pages["bytes"]) == ("copy", "copied", 1, size)
+        assert model.memory_report()["weights_bytes"] == size
