@@ -4,7 +4,8 @@
 // Then the bounds: the machine's plain read bandwidth (one sum over 512 MiB per thread count),
 // the bytes a decoded token reads (every weight once, the KV rows at its position) and decode
 // as a fraction of bytes/bandwidth; and the int8 peak of the ternary kernel in use (a GEMM on
-// a matrix that stays in cache) with prefill as a fraction of it.
+// a matrix that stays in cache) with prefill as a fraction of it; and the share of the weights
+// the kernel maps with large pages (--weights-pages, default auto: tern_model_params.weights_pages).
 // --verify 2,4,8: the cost of one speculative verification pass of k drafts (k + 1 tokens
 // and their logits in one batch) against one decode step, at position pp (medians).
 // An embedding bundle gets the embedding benchmark instead: --texts texts of --text-tokens
@@ -42,33 +43,6 @@ Sample summarize(const std::vector<double>& v) {
   for (double x : v) s.stddev += (x - s.mean) * (x - s.mean);
   s.stddev = v.size() > 1 ? std::sqrt(s.stddev / static_cast<double>(v.size() - 1)) : 0.0;
   return s;
-}
-
-// The bytes of [p, p + n) that the kernel maps with 2 MB pages (Linux /proc/self/smaps:
-// FilePmdMapped for a file mapping, AnonHugePages for a copy), or -1 where that is unknown.
-// Decode reads every weight once per token, and with 4 KB pages each 4 KB costs a TLB miss:
-// whether a bundle's page-cache folios are large (it was read cold) or small (left there by
-// the program that wrote it) moved 2B-4T tg64 from 21-26 to 32-33 tok/s on the Zen 5 VM.
-double huge_page_bytes(const void* p, size_t n) {
-  std::FILE* f = std::fopen("/proc/self/smaps", "r");
-  if (f == nullptr) return -1;
-  const auto begin = reinterpret_cast<uintptr_t>(p), end = begin + n;
-  double huge = 0;
-  bool inside = false, found = false;
-  char line[512];
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    unsigned long lo = 0, hi = 0, kb = 0;
-    char sep = 0;
-    if (std::sscanf(line, "%lx-%lx%c", &lo, &hi, &sep) == 3 && sep == ' ') {
-      inside = lo < end && hi > begin;
-      found = found || inside;
-    } else if (inside && (std::sscanf(line, "FilePmdMapped: %lu kB", &kb) == 1 ||
-                          std::sscanf(line, "AnonHugePages: %lu kB", &kb) == 1)) {
-      huge += 1024.0 * static_cast<double>(kb);
-    }
-  }
-  std::fclose(f);
-  return found ? huge : -1;
 }
 
 // Bytes per second one sum over `bytes` of memory reads with `threads` threads, best of 3.
@@ -200,6 +174,7 @@ struct BenchOptions {
   unsigned pp = 128, tg = 64, reps = 2;
   std::vector<unsigned> threads = {1, 2};
   std::string kv = "f32";
+  std::string weights_pages = "auto";
   std::vector<unsigned> verify;
   unsigned texts = 32, text_tokens = 128, embed_batch = 256;
 };
@@ -211,6 +186,7 @@ void add_bench_options(CLI::App& app, BenchOptions* o) {
   app.add_option("-r,--reps", o->reps, "repetitions (after one warm-up)")->check(CLI::PositiveNumber);
   app.add_option("-t,--threads", o->threads, "thread counts")->expected(1, -1);
   tern::cli::add_kv_option(app, &o->kv);
+  tern::cli::add_weights_pages_option(app, &o->weights_pages);
   app.add_option("--verify", o->verify, "draft counts k: time a verification pass of k drafts against a decode step")
       ->check(CLI::Range(1u, tern::kMaxDraftTokens))
       ->delimiter(',');
@@ -264,7 +240,7 @@ int print_verify_rows(tern::Session& s, const BenchOptions& o, const std::vector
 
 // The bounds rows beside the measured prefill (`a`) and decode (`b`) rates; 0, or the exit code.
 int print_bound_rows(const tern::Model& m, const BenchOptions& o, const std::string& name, unsigned t, const Sample& a,
-                     const Sample& b) {
+                     const Sample& b, double load_seconds) {
   const unsigned pp = o.pp, tg = o.tg;
   // The bounds. Decode at the middle of the generated run reads the weights once and the
   // KV rows of about pp + tg/2 positions.
@@ -284,10 +260,15 @@ int print_bound_rows(const tern::Model& m, const BenchOptions& o, const std::str
   std::printf("| %s | %u | bytes per decoded token | %.1f MB (bound %.2f tok/s) |\n", name.c_str(), t, bytes / 1e6,
               bw / bytes);
   std::printf("| %s | %u | decode / bandwidth bound | %.0f %% |\n", name.c_str(), t, 100.0 * b.mean * bytes / bw);
-  const double huge = huge_page_bytes(m.bundle()->data(), m.bundle()->file_size());
-  if (huge >= 0) {
-    std::printf("| %s | %u | bundle in 2 MB pages | %.0f %% |\n", name.c_str(), t,
-                100.0 * huge / static_cast<double>(m.bundle()->file_size()));
+  // Decode reads every weight once per token, and with 4 KB pages each 4 KB costs a TLB miss:
+  // a bundle left in the page cache by the program that wrote it (small folios) moved 2B-4T
+  // tg64 from 32-33 to 21-26 tok/s on the Zen 5 VM with --weights-pages map.
+  const tern::WeightPagesReport pages = m.weights_pages();
+  if (pages.usage.known && pages.large_page_bytes > 0) {
+    std::printf("| %s | %u | weights in %zu MB pages | %.0f %% (%s %s: %s, load %.2f s) |\n", name.c_str(), t,
+                pages.large_page_bytes >> 20, 100.0 * pages.usage.large_bytes / static_cast<double>(pages.bytes),
+                pages.anonymous ? "anonymous copy," : "mapped,", tern::to_string(pages.mode),
+                tern::to_string(pages.load), load_seconds);
   }
   std::printf("| %s | %u | int8 peak (ternary kernel in cache) | %.1f G weight-MACs/s (bound %.1f tok/s) |\n",
               name.c_str(), t, peak / 1e9, peak / macs);
@@ -306,8 +287,11 @@ int bench_threads(const BenchOptions& o, unsigned t, unsigned max_draft, std::ve
   params.batch_tokens = pp;
   params.kv_mode = o.kv.c_str();
   params.draft_tokens = max_draft;
+  params.weights_pages = o.weights_pages.c_str();
   if (max_draft + 1 > params.batch_tokens) params.batch_tokens = max_draft + 1;
+  const uint64_t load_start = tern::monotonic_ns();
   auto model = tern::Model::load(o.bundle.c_str(), params);
+  const double load_seconds = tern::seconds_between(load_start, tern::monotonic_ns());
   if (!model.ok()) {
     std::fprintf(stderr, "tern-bench: %s\n", tern::last_error_message());
     return 1;
@@ -352,7 +336,7 @@ int bench_threads(const BenchOptions& o, unsigned t, unsigned max_draft, std::ve
   if (!o.verify.empty()) {
     if (const int code = print_verify_rows(s, o, tokens, max_draft, name, t)) return code;
   }
-  if (const int code = print_bound_rows(**model, o, name, t, a, b)) return code;
+  if (const int code = print_bound_rows(**model, o, name, t, a, b, load_seconds)) return code;
   std::fprintf(stderr, "load average %.2f after %u thread(s)\n", load[0], t);
   std::fflush(stdout);
   (*model)->destroy_session(&s);

@@ -1,11 +1,13 @@
-// Prints what Tern sees on this machine: the CPU, its instruction sets, and the kernel every
-// family runs. `TERN_ISA=avx2 tern-info` shows the effect of the override.
+// Prints what Tern sees on this machine: the CPU, its instruction sets, the kernel every
+// family runs, and the large pages the weights can get. `TERN_ISA=avx2 tern-info` shows the
+// effect of the override.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "kernels/isa.h"
 #include "platform/cpu_features.h"
+#include "platform/large_pages.h"
 #include "platform/thread_pool.h"
 #include "runtime/base/version.h"
 
@@ -13,7 +15,8 @@ namespace {
 
 const char kUsage[] =
     "Usage: tern-info [--help | --version]\n"
-    "Print the CPU Tern sees, its instruction sets and the kernel each family runs.\n"
+    "Print the CPU Tern sees, its instruction sets, the kernel each family runs and the large\n"
+    "pages the weights can get.\n"
     "\n"
     "Environment:\n"
     "  TERN_ISA   cap the instruction-set level (scalar, avx2, avx512, avx512vnni, neon, neondot, i8mm)\n";
@@ -54,5 +57,14 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < n && i < 16; ++i)
     std::printf("  %-20s %s\n", choices[i].family, tern::to_string(choices[i].isa));
   std::printf("threads:  %zu available cores\n", tern::available_cores());
+  // What weights_pages "auto" and "copy" can get (their report: tern-run, tern-bench).
+  char policy[16];
+  tern::transparent_huge_pages_policy(policy, sizeof policy);
+  if (const size_t large = tern::large_page_bytes(); large > 0) {
+    std::printf("pages:    %zu KiB large pages (transparent huge pages: %s)\n", large >> 10,
+                policy[0] != '\0' ? policy : "unknown");
+  } else {
+    std::printf("pages:    no large pages here\n");
+  }
   return 0;
 }

@@ -39,7 +39,7 @@ void print_memory(const tern_model* model) {
                r.budget_bytes == 0 ? "unlimited" : (std::to_string(r.budget_bytes) + " B").c_str(),
                mib(r.planned_total_bytes), mib(r.minimum_budget_bytes), r.context_tokens);
   std::fprintf(stderr, "  process overhead     %10.2f MiB\n", mib(r.process_overhead_bytes));
-  std::fprintf(stderr, "  weights (mapped)     %10.2f MiB\n", mib(r.weights_bytes));
+  std::fprintf(stderr, "  weights              %10.2f MiB\n", mib(r.weights_bytes));
   std::fprintf(stderr, "  arena                %10.2f MiB, used %.2f MiB (arena_used_bytes %llu)\n", mib(r.arena_bytes),
                mib(r.arena_used_bytes), static_cast<unsigned long long>(r.arena_used_bytes));
   std::fprintf(stderr, "    weights            %10.2f MiB\n", mib(r.arena_weights_bytes));
@@ -51,6 +51,7 @@ void print_memory(const tern_model* model) {
   std::fprintf(stderr, "kv: mode %s, %s, %.1f bytes/token, capacity %u tokens, eviction %s\n", r.kv_mode,
                r.kv_compressed ? "compressed per-head cache" : "dense cache", r.kv_bytes_per_token, r.context_tokens,
                r.kv_evicting ? "on (generation continues past the capacity)" : "off");
+  tern::cli::print_weights_pages(stderr, model);
 }
 
 void print_stats(const tern_generate_stats& st) {
@@ -109,6 +110,7 @@ void add_run_options(CLI::App& app, RunOptions* o) {
   tern::cli::add_kv_layout_options(app, &model.kv_window, &model.kv_sinks, "32; adaptive: the bundle's",
                                    "4; adaptive: the bundle's");
   tern::cli::add_verify_bundle_option(app, &model.verify_bundle);
+  tern::cli::add_weights_pages_option(app, &model.weights_pages);
   app.add_flag("--no-evict", o->no_evict, "stop at the KV capacity instead of evicting old blocks");
   app.add_flag("--evict", o->evict, "evict with f32/fp16 too (a compressed cache of exact heads)");
   app.add_option("--presence-penalty", o->sampler.presence_penalty, "subtracted from every token seen (0 = off)");

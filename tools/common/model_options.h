@@ -1,5 +1,6 @@
 // The flags of the CLIs that load a model (--memory-budget, --threads, --ctx, --batch, --kv,
-// --kv-window, --kv-sinks, --verify-bundle), worded alike in each, and the tern_model_params they ask for.
+// --kv-window, --kv-sinks, --verify-bundle, --weights-pages), worded alike in each, and the
+// tern_model_params they ask for.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -16,6 +17,7 @@ namespace tern::cli {
 struct ModelOptions {
   std::string memory_budget = "0";
   std::string kv = "fp16";
+  std::string weights_pages = "auto";
   unsigned threads = 1, ctx = 0, batch = 64;
   int kv_window = -1, kv_sinks = -1;  // -1: the mode's default
   bool verify_bundle = false;         // read the whole bundle against its checksum before loading
@@ -67,6 +69,33 @@ inline void add_kv_layout_options(CLI::App& app, int* window, int* sinks, const 
       ->check(CLI::NonNegativeNumber);
 }
 
+inline CLI::Option* add_weights_pages_option(CLI::App& app, std::string* pages) {
+  return app
+      .add_option("--weights-pages", *pages,
+                  "the weights' pages: auto (default: the bundle's mapping read in at load, in 2 MB pages where "
+                  "the kernel gives the file them, re-reading a page cache left in 4 KB pages), map (mapped as "
+                  "the page cache holds it, read on first use), copy (an anonymous copy in 2 MB pages: the same "
+                  "bytes, not reclaimable or shared)")
+      ->check(CLI::IsMember({"auto", "map", "copy"}));
+}
+
+// One line on the weights' pages: "weights: 678.2 of 678.3 MiB in 2 MiB pages, 678.3 MiB resident
+// (mapped bundle; pages auto: re-read)", or what is known of them.
+inline void print_weights_pages(std::FILE* out, const tern_model* model) {
+  tern_weights_pages w;
+  if (tern_model_weights_pages(model, &w) != TERN_OK || w.bytes == 0) return;
+  const double mib = 1024.0 * 1024.0;
+  const char* memory = !w.mapped ? "read into memory" : w.anonymous ? "anonymous copy" : "mapped bundle";
+  if (!w.known || w.large_page_bytes == 0) {
+    std::fprintf(out, "weights: %.1f MiB (%s), %s (pages %s: %s)\n", w.bytes / mib, memory,
+                 w.known ? "no large pages here" : "page size unknown here", w.mode, w.load);
+    return;
+  }
+  std::fprintf(out, "weights: %.1f of %.1f MiB in %.0f MiB pages, %.1f MiB resident (%s; pages %s: %s)\n",
+               w.large_bytes / mib, w.bytes / mib, w.large_page_bytes / mib, w.resident_bytes / mib, memory, w.mode,
+               w.load);
+}
+
 inline CLI::Option* add_verify_bundle_option(CLI::App& app, bool* verify) {
   return app.add_flag("--verify-bundle", *verify,
                       "before loading, read the whole bundle and check it against the checksum tern-convert "
@@ -87,8 +116,8 @@ inline tern_status verify_bundle_if_asked(const ModelOptions& o, const char* pat
   return s;
 }
 
-// The load parameters the flags ask for, over tern_model_default_params(); kv_mode points into
-// `o`. Not TERN_OK: --memory-budget is no size (tern_last_error_message() says why).
+// The load parameters the flags ask for, over tern_model_default_params(); kv_mode and
+// weights_pages point into `o`. Not TERN_OK: --memory-budget is no size (tern_last_error_message() says why).
 inline tern_status to_model_params(const ModelOptions& o, tern_model_params* p) {
   *p = tern_model_default_params();
   const tern_status s = tern_parse_memory_budget(o.memory_budget.c_str(), &p->memory_budget_bytes);
@@ -97,6 +126,7 @@ inline tern_status to_model_params(const ModelOptions& o, tern_model_params* p) 
   p->n_ctx = o.ctx;
   p->n_batch = o.batch;
   p->kv_mode = o.kv.c_str();
+  p->weights_pages = o.weights_pages.c_str();
   p->kv_sink_tokens = o.kv_sinks;
   p->kv_recent_window = o.kv_window;
   return TERN_OK;
