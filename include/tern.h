@@ -156,17 +156,18 @@ typedef struct tern_model_params {
   uint64_t grammar_bytes;
   /* The weights' pages. Decode reads every weight once a token: in 4 KiB pages that is a TLB
    * miss every 4 KiB, in 2 MiB pages almost none (tern_model_weights_pages() tells which).
-   * NULL, "" or "auto" (the default): the bundle's mapping, read in at load in large pages
-   * where the kernel gives a file them (Linux: MADV_HUGEPAGE; when the page cache holds the
-   * file in small pages, as the program that wrote or downloaded it leaves it, those are
-   * dropped and the file read again, once a probe of one large page shows that this gives
-   * large ones); no memory beyond the mapping, elsewhere nothing is done. "map": the mapping
-   * alone, as before: pages read on first use, the size the page cache has. "copy": the
-   * bundle copied into anonymous memory in large pages, in place of the mapping (Linux with
-   * transparent huge pages, else TERN_NOT_SUPPORTED): large pages whatever the page cache and
-   * filesystem, for the same bytes, but those are not reclaimable like the file's pages,
-   * not shared with another process mapping the bundle, and counted as the app's own memory
-   * (tern_memory_report.weights_bytes). Anything else: TERN_INVALID_ARGUMENT. Read at load. */
+   * The bundle is mapped advised for large pages (Linux MADV_HUGEPAGE), so a file read from
+   * disk gets them where the kernel gives a file large folios. NULL, "" or "auto" (the
+   * default): the mapping read in at load, and the parts the page cache held in small pages
+   * (as the program that wrote or downloaded the file leaves them) dropped and read again,
+   * once a probe of one large page shows that this gives large ones; no memory beyond the
+   * mapping, elsewhere nothing is done. "map": the mapping alone, read on first use, in the
+   * pages the page cache has. "copy": the bundle copied into anonymous memory in large pages,
+   * in place of the mapping (Linux with transparent huge pages, else TERN_NOT_SUPPORTED):
+   * large pages whatever the page cache and filesystem, for the same bytes, but those are not
+   * reclaimable like the file's pages, not shared with another process mapping the bundle,
+   * and counted as the app's own memory (tern_memory_report.weights_bytes). Anything else:
+   * TERN_INVALID_ARGUMENT. Read at load. */
   const char* weights_pages;
 } tern_model_params;
 

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 
 // Linux's madvise values, for C libraries older than the kernel.
 #if defined(__linux__)
@@ -67,7 +69,9 @@ void* aligned_mapping(size_t size, size_t align, int prot, int flags) {
   return reinterpret_cast<void*>(start);
 }
 
-// mmap of the whole file; at an address aligned to the large page when the file holds one.
+// mmap of the whole file. When it holds a large page: at an address aligned to one, and advised
+// for them, so that what reads it first (a header parsed, a checksum) leaves large folios in the
+// page cache rather than small ones.
 void* map_file(int fd, size_t size) {
   const size_t large = large_page_bytes();
   if (large == 0 || size < large) return mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -75,7 +79,13 @@ void* map_file(int fd, size_t size) {
   void* at = aligned_mapping(length, large, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
   if (at == MAP_FAILED) return mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   void* p = mmap(at, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
-  if (p == MAP_FAILED) munmap(at, length);
+  if (p == MAP_FAILED) {
+    munmap(at, length);
+    return p;
+  }
+#if defined(__linux__)
+  madvise(p, size, MADV_HUGEPAGE);
+#endif
   return p;
 }
 
@@ -248,10 +258,37 @@ void populate(const uint8_t* p, size_t n) {
 }
 
 // Drops the mapping's pages of [off, off + n) and, where nobody else maps them, the file's
-// page cache there: the next touch reads them again.
-void drop(const uint8_t* data, int fd, size_t off, size_t n) {
+// page cache there, then reads them again.
+void reread(const uint8_t* data, int fd, size_t off, size_t n) {
   madvise(const_cast<uint8_t*>(data) + off, n, MADV_DONTNEED);
   posix_fadvise(fd, static_cast<off_t>(off), static_cast<off_t>(n), POSIX_FADV_DONTNEED);
+  populate(data + off, n);
+}
+
+// Which of the `count` large pages at `data` (aligned) the kernel maps with a large page: 1 in
+// `mapped[i]`, else 0. smaps counts per mapping, so the range is cut into one mapping per large
+// page for one read (every other one advised MADV_SEQUENTIAL, which splits it), then advised
+// back to MADV_NORMAL (which joins it again). False if smaps cannot be read.
+bool large_pages_mapped(const uint8_t* data, size_t large, size_t count, uint8_t* mapped) {
+  auto* at = const_cast<uint8_t*>(data);
+  for (size_t i = 1; i < count; i += 2) madvise(at + i * large, large, MADV_SEQUENTIAL);
+  struct Map {
+    uintptr_t data;
+    size_t large, count;
+    uint8_t* mapped;
+  } map{reinterpret_cast<uintptr_t>(data), large, count, mapped};
+  std::memset(mapped, 0, count);
+  auto mark = [](const void* start, size_t bytes, const PageUsage& usage, void* context) {
+    const auto* m = static_cast<const Map*>(context);
+    if (usage.large_bytes < bytes) return;  // not all of it (a mapping the cut missed: read it again)
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(start);
+    for (uintptr_t p = lo; p < lo + bytes; p += m->large) {
+      if (p >= m->data && (p - m->data) / m->large < m->count) m->mapped[(p - m->data) / m->large] = 1;
+    }
+  };
+  const bool ok = visit_mappings(data, count * large, mark, &map);
+  madvise(at, count * large, MADV_NORMAL);
+  return ok;
 }
 #endif
 
@@ -278,14 +315,29 @@ LargePages MappedFile::use_large_pages() {
   }
   // Dirty pages (a file just written and not yet synced) cannot be dropped: written back first.
   const int synced = fdatasync(fd_);
-  (void)synced;                // a file that cannot be synced keeps its dirty pages, and the count below says so
+  (void)synced;  // a file that cannot be synced keeps its dirty pages, and the count below says so
+  const size_t count = whole / large;
+  std::unique_ptr<uint8_t[]> mapped(new (std::nothrow) uint8_t[count]);
+  if (mapped == nullptr) return LargePages::Unavailable;
+  if (!large_pages_mapped(data_, large, count, mapped.get())) std::memset(mapped.get(), 0, count);
+  size_t first = 0;  // the first large page in small pages
+  while (first < count && mapped[first]) ++first;
   if (now.large_bytes == 0) {  // does the kernel give this file large pages at all?
-    drop(data_, fd_, 0, large);
-    populate(data_, large);
+    reread(data_, fd_, first * large, large);
     if (page_usage().large_bytes == 0) return LargePages::Unavailable;
+    mapped[first] = 1;
   }
-  drop(data_, fd_, 0, size_);
-  populate(data_, size_);
+  // Only the large pages in small ones are read again, a run at a time.
+  for (size_t i = first; i < count;) {
+    if (mapped[i]) {
+      ++i;
+      continue;
+    }
+    size_t end = i + 1;
+    while (end < count && !mapped[end]) ++end;
+    reread(data_, fd_, i * large, (end - i) * large);
+    i = end;
+  }
   return LargePages::Reread;
 #else
   return mapped_ ? LargePages::Unsupported : LargePages::NotTried;

@@ -62,16 +62,16 @@ class MappedFile {
   // Hints that the whole file will be read soon (no-op for the read fallback).
   void advise_will_need() const;
 
-  // A mapped file of at least one large page starts at an address aligned to it, so that the
-  // kernel can map it with large pages. The two calls below use the descriptor kept open
-  // until release_descriptor() (or the object dies).
+  // A mapped file of at least one large page starts at an address aligned to it and is advised
+  // for large pages (Linux MADV_HUGEPAGE: what first reads it leaves large folios in the page
+  // cache, which the kernel maps with large pages). The two calls below use the descriptor kept
+  // open until release_descriptor() (or the object dies).
   //
-  // Large pages for the mapping without more memory (Linux): MADV_HUGEPAGE and every page read
-  // in now. When the page cache held the file in small pages (as the program that wrote it
-  // leaves it), those are written back if dirty, dropped (pages another process maps stay) and
-  // read again, which fills the page cache with large folios the kernel maps with large pages;
-  // only once one large page dropped and read again comes back large, so that a kernel or
-  // filesystem that gives the file none costs one large page read twice, not the whole file.
+  // Large pages for the mapping without more memory (Linux): every page read in now, and each
+  // large page the page cache held in small pages (as the program that wrote the file leaves
+  // them) written back if dirty, dropped (pages another process maps stay) and read again.
+  // When none was large, one is re-read first as a probe, so that a kernel or filesystem giving
+  // the file none costs one large page read twice, not the whole file.
   LargePages use_large_pages();
   // Replaces the mapping by an anonymous copy of the file in large pages at the same address
   // (pointers into it stay valid), read-only. NotSupported where there are no large pages,

@@ -37,18 +37,32 @@ bool field_bytes(const char* line, const char* name, size_t* bytes) {
   return true;
 }
 
-// The lines of /proc/self/smaps summed into `usage` for the mappings overlapping [begin, end).
+// The lines of /proc/self/smaps, each mapping overlapping [begin, end) handed to `visit` once
+// its fields are read.
 struct SmapsScan {
   uintptr_t begin = 0, end = 0;
+  MappingVisitor visit = nullptr;
+  void* context = nullptr;
   bool inside = false;
+  uintptr_t lo = 0, hi = 0;
   PageUsage usage;
+
+  void flush() {
+    if (inside) visit(reinterpret_cast<const void*>(lo), hi - lo, usage, context);
+    inside = false;
+  }
 
   void line(const char* s) {
     char* rest = nullptr;
-    const uintptr_t lo = static_cast<uintptr_t>(std::strtoull(s, &rest, 16));
+    const uintptr_t start = static_cast<uintptr_t>(std::strtoull(s, &rest, 16));
     if (rest != s && *rest == '-') {  // a mapping's header line: "lo-hi perms offset dev inode path"
-      const uintptr_t hi = static_cast<uintptr_t>(std::strtoull(rest + 1, &rest, 16));
-      inside = *rest == ' ' && lo < end && hi > begin;
+      flush();
+      const uintptr_t stop = static_cast<uintptr_t>(std::strtoull(rest + 1, &rest, 16));
+      inside = *rest == ' ' && start < end && stop > begin;
+      lo = start;
+      hi = stop;
+      usage = PageUsage{};
+      usage.known = true;
       return;
     }
     if (!inside) return;
@@ -88,17 +102,18 @@ void transparent_huge_pages_policy(char* out, size_t capacity) {
 #endif
 }
 
-PageUsage page_usage(const void* begin, size_t bytes) {
-  PageUsage none;
+bool visit_mappings(const void* begin, size_t bytes, MappingVisitor visit, void* context) {
 #if defined(__linux__)
-  if (begin == nullptr || bytes == 0) return none;
+  if (begin == nullptr || bytes == 0) return false;
   int fd = -1;
   do fd = ::open("/proc/self/smaps", O_RDONLY | O_CLOEXEC);
   while (fd < 0 && errno == EINTR);
-  if (fd < 0) return none;
+  if (fd < 0) return false;
   SmapsScan scan;
   scan.begin = reinterpret_cast<uintptr_t>(begin);
   scan.end = scan.begin + bytes;
+  scan.visit = visit;
+  scan.context = context;
   // Lines are taken whole up to 127 bytes; what follows (a long path) is not needed.
   char buf[4096], line[128];
   size_t used = 0;
@@ -119,14 +134,27 @@ PageUsage page_usage(const void* begin, size_t bytes) {
     }
   }
   ::close(fd);
-  if (!ok) return none;
-  scan.usage.known = true;
-  return scan.usage;
+  if (ok) scan.flush();
+  return ok;
 #else
   (void)begin;
   (void)bytes;
-  return none;
+  (void)visit;
+  (void)context;
+  return false;
 #endif
+}
+
+PageUsage page_usage(const void* begin, size_t bytes) {
+  PageUsage sum;
+  auto add = [](const void*, size_t, const PageUsage& u, void* context) {
+    auto* total = static_cast<PageUsage*>(context);
+    total->resident_bytes += u.resident_bytes;
+    total->large_bytes += u.large_bytes;
+  };
+  sum.known = visit_mappings(begin, bytes, add, &sum);
+  if (!sum.known) sum = PageUsage{};
+  return sum;
 }
 
 }  // namespace tern

@@ -25,4 +25,9 @@ struct PageUsage {
 // past the range is counted whole). No heap use.
 PageUsage page_usage(const void* begin, size_t bytes);
 
+// Each mapping that overlaps [begin, begin + bytes), with its pages, in address order, from one
+// read of /proc/self/smaps. False where that cannot be read. No heap use.
+using MappingVisitor = void (*)(const void* start, size_t bytes, const PageUsage& usage, void* context);
+bool visit_mappings(const void* begin, size_t bytes, MappingVisitor visit, void* context);
+
 }  // namespace tern

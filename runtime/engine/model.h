@@ -35,7 +35,7 @@ struct KvProfile;
 // token; in 4 KiB pages that is a TLB miss every 4 KiB, in 2 MiB pages almost none.
 enum class WeightPages : uint8_t {
   Auto,  // the bundle's mapping in large pages where the kernel gives them, without more memory
-  Map,   // the bundle's mapping as the kernel pages it (what the page cache holds), read on first use
+  Map,   // the bundle's mapping, read on first use in the pages the page cache has
   Copy,  // an anonymous copy of the bundle in large pages, in place of its mapping
 };
 // "auto" (also null or ""), "map", "copy"; InvalidArgument naming them otherwise.
@@ -86,12 +86,13 @@ struct ModelParams {
   // sessions cannot take a grammar. kGrammarBytesAuto (the default): auto_grammar_bytes() of
   // the vocabulary, none for an embedding model or one without a tokenizer.
   size_t grammar_bytes = kGrammarBytesAuto;
-  // parse_weights_pages() names: null, "" or "auto" (the default): the bundle's mapping is read
-  // in at load in large pages where the kernel gives a file them (Linux MADV_HUGEPAGE; a page
-  // cache holding the file in small pages, as the program that wrote it leaves it, is dropped
-  // and read again), no memory beyond the mapping's. "map": the mapping alone, paged in on first
-  // use. "copy": an anonymous copy in large pages replaces the mapping (the plan counts it as
-  // anonymous_weight_bytes; NotSupported without transparent huge pages). Read at load.
+  // parse_weights_pages() names: null, "" or "auto" (the default): the bundle's mapping (advised
+  // for large pages) is read in at load, and what the page cache held in small pages, as the
+  // program that wrote the file leaves them, dropped and read again in large ones where the
+  // kernel gives a file them (MappedFile::use_large_pages); no memory beyond the mapping's.
+  // "map": the mapping alone, paged in on first use. "copy": an anonymous copy in large pages
+  // replaces the mapping (the plan counts it as anonymous_weight_bytes; NotSupported without
+  // transparent huge pages). Read at load.
   const char* weights_pages = nullptr;
 };
 

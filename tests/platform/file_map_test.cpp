@@ -134,17 +134,31 @@ TEST(FileMap, MoveTransfersOwnership) {
 // off, a filesystem with or without large folios): each case checks that what a call says it
 // did is what /proc/self/smaps shows, and that the bytes stay the file's.
 
-// A file of `n` pattern bytes left in the page cache in small pages: dropped, then read back
-// with readahead off (the kernel then caches it a page at a time, as a program writing it does).
-void cache_in_small_pages(const std::string& path, size_t n) {
+// Bytes [off, off + n) of a file left in the page cache in small pages: dropped, then read back
+// with readahead off (the kernel then caches them a page at a time, as a program writing the
+// file does).
+void cache_in_small_pages(const std::string& path, size_t off, size_t n) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(fdatasync(fd), 0);
-  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  posix_fadvise(fd, off, n, POSIX_FADV_DONTNEED);
   posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
   std::vector<uint8_t> buf(size_t{1} << 20);
-  for (size_t off = 0; off < n; off += buf.size()) ASSERT_GT(pread(fd, buf.data(), buf.size(), off), 0);
+  for (size_t at = off; at < off + n; at += buf.size()) ASSERT_GT(pread(fd, buf.data(), buf.size(), at), 0);
   ::close(fd);
+}
+
+// Bytes this process has had read from storage (/proc/self/io read_bytes), or -1.
+long long storage_read_bytes() {
+  std::FILE* f = std::fopen("/proc/self/io", "r");
+  if (f == nullptr) return -1;
+  char line[128];
+  long long bytes = -1;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "read_bytes: %lld", &bytes) == 1) break;
+  }
+  std::fclose(f);
+  return bytes;
 }
 
 bool anonymous_large_pages_on() {
@@ -170,7 +184,7 @@ TEST(FileMapLargePages, FileLeftInSmallPagesIsReadAgainInLargeOnes) {
   const size_t n = 2 * large + 4096 + 100;  // two whole large pages and a tail
   TempFile tmp(".bin");
   tmp.write(pattern(n));
-  cache_in_small_pages(tmp.path(), n);
+  cache_in_small_pages(tmp.path(), 0, n);
   auto file = MappedFile::open(tmp.path().c_str());
   ASSERT_TRUE(file.ok()) << last_error_message();
   const LargePages did = file->use_large_pages();
@@ -186,6 +200,36 @@ TEST(FileMapLargePages, FileLeftInSmallPagesIsReadAgainInLargeOnes) {
     default: ADD_FAILURE() << "unexpected: " << to_string(did);
   }
   EXPECT_FALSE(file->is_anonymous());
+  EXPECT_EQ(std::vector<uint8_t>(file->data(), file->data() + n), pattern(n));
+}
+
+// A file the page cache holds in large pages but for its first one (a header read with read(),
+// say): only that one is read again, not the whole file.
+TEST(FileMapLargePages, OnlyTheLargePagesHeldInSmallOnesAreReadAgain) {
+  const size_t large = large_page_bytes();
+  if (large == 0) GTEST_SKIP() << "no transparent huge pages here";
+  const size_t n = 8 * large;
+  TempFile tmp(".bin");
+  tmp.write(pattern(n));
+  {
+    auto first = MappedFile::open(tmp.path().c_str());
+    ASSERT_TRUE(first.ok()) << last_error_message();
+    cache_in_small_pages(tmp.path(), 0, n);  // then the whole file read again, in large pages
+    if (first->use_large_pages() != LargePages::Reread || first->page_usage().large_bytes != n) {
+      GTEST_SKIP() << "the kernel gives this file no large pages";
+    }
+  }
+  cache_in_small_pages(tmp.path(), 0, large);
+  auto file = MappedFile::open(tmp.path().c_str());
+  ASSERT_TRUE(file.ok()) << last_error_message();
+  const long long before = storage_read_bytes();
+  EXPECT_EQ(file->use_large_pages(), LargePages::Reread);
+  const long long read = storage_read_bytes() - before;
+  EXPECT_EQ(file->page_usage().large_bytes, n);
+  std::printf("read again: %lld bytes of %zu\n", read, n);
+  if (before >= 0) {
+    EXPECT_LE(read, static_cast<long long>(2 * large));
+  }
   EXPECT_EQ(std::vector<uint8_t>(file->data(), file->data() + n), pattern(n));
 }
 

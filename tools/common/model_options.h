@@ -73,9 +73,9 @@ inline CLI::Option* add_weights_pages_option(CLI::App& app, std::string* pages) 
   return app
       .add_option("--weights-pages", *pages,
                   "the weights' pages: auto (default: the bundle's mapping read in at load, in 2 MB pages where "
-                  "the kernel gives the file them, re-reading a page cache left in 4 KB pages), map (mapped as "
-                  "the page cache holds it, read on first use), copy (an anonymous copy in 2 MB pages: the same "
-                  "bytes, not reclaimable or shared)")
+                  "the kernel gives the file them, re-reading what the page cache held in 4 KB pages), map (the "
+                  "mapping, read on first use in the pages the page cache has), copy (an anonymous copy in 2 MB "
+                  "pages: the same bytes, not reclaimable or shared)")
       ->check(CLI::IsMember({"auto", "map", "copy"}));
 }
 
