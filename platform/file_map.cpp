@@ -294,7 +294,10 @@ bool large_pages_mapped(const uint8_t* data, size_t large, size_t count, uint8_t
 
 }  // namespace
 
-LargePages MappedFile::use_large_pages() {
+LargePages MappedFile::use_large_pages(size_t* reread_bytes) {
+  size_t unused = 0;
+  size_t& reread_total = reread_bytes != nullptr ? *reread_bytes : unused;
+  reread_total = 0;
 #if defined(__linux__)
   if (!mapped_ || anonymous_ || fd_ < 0 || size_ == 0) return LargePages::NotTried;
   const size_t large = large_page_bytes();
@@ -324,6 +327,7 @@ LargePages MappedFile::use_large_pages() {
   while (first < count && mapped[first]) ++first;
   if (now.large_bytes == 0) {  // does the kernel give this file large pages at all?
     reread(data_, fd_, first * large, large);
+    reread_total += large;
     if (page_usage().large_bytes == 0) return LargePages::Unavailable;
     mapped[first] = 1;
   }
@@ -336,6 +340,7 @@ LargePages MappedFile::use_large_pages() {
     size_t end = i + 1;
     while (end < count && !mapped[end]) ++end;
     reread(data_, fd_, i * large, (end - i) * large);
+    reread_total += (end - i) * large;
     i = end;
   }
   return LargePages::Reread;

@@ -72,7 +72,8 @@ class MappedFile {
   // them) written back if dirty, dropped (pages another process maps stay) and read again.
   // When none was large, one is re-read first as a probe, so that a kernel or filesystem giving
   // the file none costs one large page read twice, not the whole file.
-  LargePages use_large_pages();
+  // `reread_bytes` (may be null): how much was read again.
+  LargePages use_large_pages(size_t* reread_bytes = nullptr);
   // Replaces the mapping by an anonymous copy of the file in large pages at the same address
   // (pointers into it stay valid), read-only. NotSupported where there are no large pages,
   // InvalidState for the read fallback; the mapping is unchanged on failure.

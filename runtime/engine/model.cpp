@@ -455,7 +455,8 @@ Result<std::unique_ptr<Model>> Model::load(const char* path, const ModelParams& 
 Error Model::place_weights() {
   MappedFile& file = bundle_->file();
   const uint64_t start = monotonic_ns();
-  if (weights_pages_ == WeightPages::Auto) weights_pages_load_ = file.use_large_pages();
+  size_t reread = 0;
+  if (weights_pages_ == WeightPages::Auto) weights_pages_load_ = file.use_large_pages(&reread);
   if (weights_pages_ == WeightPages::Copy) {
     TERN_RETURN_IF_ERROR(file.copy_to_large_pages());
     weights_pages_load_ = LargePages::Copied;
@@ -464,9 +465,9 @@ Error Model::place_weights() {
   if (log_level() <= LogLevel::Debug && weights_pages_ != WeightPages::Map) {
     const WeightPagesReport r = weights_pages();
     constexpr double kMiB = 1024.0 * 1024.0;
-    log(LogLevel::Debug, "weights: pages %s (%s, %.2f s), %.1f of %.1f MiB in large pages", to_string(r.mode),
-        to_string(r.load), seconds_between(start, monotonic_ns()), static_cast<double>(r.usage.large_bytes) / kMiB,
-        static_cast<double>(r.bytes) / kMiB);
+    log(LogLevel::Debug, "weights: pages %s (%s %.1f MiB, %.2f s), %.1f of %.1f MiB in large pages", to_string(r.mode),
+        to_string(r.load), static_cast<double>(reread) / kMiB, seconds_between(start, monotonic_ns()),
+        static_cast<double>(r.usage.large_bytes) / kMiB, static_cast<double>(r.bytes) / kMiB);
   }
   return Error::Ok;
 }
