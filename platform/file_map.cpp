@@ -20,6 +20,9 @@
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
 #endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
 #endif
@@ -371,6 +374,9 @@ Error MappedFile::copy_to_large_pages() {
   }
   // The file's pages read so far (its header) leave this process: the copy is all it holds.
   madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);
+  // Faulted in before the reads: pread into pages it faults in itself was 13x slower (1.35 s
+  // against 0.10 s for 711 MB on Linux 6.18). Kernels before 5.14 fault them in as it reads.
+  madvise(at, length, MADV_POPULATE_WRITE);
   auto* out = static_cast<uint8_t*>(at);
   size_t done = 0;
   while (done < size_) {

@@ -465,8 +465,10 @@ Error Model::place_weights() {
   if (log_level() <= LogLevel::Debug && weights_pages_ != WeightPages::Map) {
     const WeightPagesReport r = weights_pages();
     constexpr double kMiB = 1024.0 * 1024.0;
-    log(LogLevel::Debug, "weights: pages %s (%s %.1f MiB, %.2f s), %.1f of %.1f MiB in large pages", to_string(r.mode),
-        to_string(r.load), static_cast<double>(reread) / kMiB, seconds_between(start, monotonic_ns()),
+    char again[48] = "";
+    if (reread > 0) std::snprintf(again, sizeof again, " %.1f MiB", static_cast<double>(reread) / kMiB);
+    log(LogLevel::Debug, "weights: pages %s (%s%s, %.2f s), %.1f of %.1f MiB in large pages", to_string(r.mode),
+        to_string(r.load), again, seconds_between(start, monotonic_ns()),
         static_cast<double>(r.usage.large_bytes) / kMiB, static_cast<double>(r.bytes) / kMiB);
   }
   return Error::Ok;
