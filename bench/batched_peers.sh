@@ -86,9 +86,13 @@ for round in $(seq 1 "$ROUNDS"); do
       echo "$label $t $round $(cut -d' ' -f1-3 /proc/loadavg)" >> "$LOADS"
       log=$OUT/$label-t$t-r$round.txt
       echo "$bin -m $MODELS/$model -c $CTX -npp $PP -ntg $TG -npl $NPL -t $t $extra" >> "$OUT/commands.txt"
-      # In OUT: ik_llama.cpp writes llama.log into the working folder.
+      # In OUT: ik_llama.cpp writes llama.log into the working folder. A 64 MB stack: bitnet.cpp's
+      # I2_S GEMM keeps a rows x tokens float array on the stack (6912 x 384 x 4 B = 10.6 MB at
+      # one thread for three 128-token prompts) and overflows the default 8 MB.
       # shellcheck disable=SC2086
-      (cd "$OUT" && "$bin" -m "$MODELS/$model" -c "$CTX" -npp "$PP" -ntg "$TG" -npl "$NPL" -t "$t" $extra > "$log" 2>&1)
+      (cd "$OUT" && ulimit -s 65536 &&
+        "$bin" -m "$MODELS/$model" -c "$CTX" -npp "$PP" -ntg "$TG" -npl "$NPL" -t "$t" $extra > "$log" 2>&1) ||
+        echo "round $round/$ROUNDS: $engine $weights, $t thread(s) failed (exit $?), see $log" >&2
       # rows "| PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |"
       awk -F'|' -v label="$label" -v t="$t" -v r="$round" '$2 ~ /^ *[0-9]+ *$/ && NF >= 11 {
             gsub(/ /, ""); printf "%s\t%s\t%s\t%s\t%s\t%s\n", label, t, $4, $7, $9, r }' "$log" >> "$RESULTS"
