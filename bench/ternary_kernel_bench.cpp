@@ -336,6 +336,39 @@ BENCHMARK(BM_LmHead)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+// The q4 lm_head for several tokens at once (a verification pass, sessions decoded together):
+// one read of the matrix, each weight group unpacked once for up to four tokens. Time per call;
+// compare with tokens:1 to see what each further token costs.
+void BM_LmHeadTokens(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const SyntheticDense dense(DenseType::Q4, kVocab, kDim, 64);
+  const std::vector<float> one = lm_head_activation();
+  std::vector<float> x(n * kDim);
+  for (size_t t = 0; t < n; ++t) std::copy(one.begin(), one.end(), x.begin() + t * kDim);
+  std::vector<std::vector<float>> y(n, std::vector<float>(kVocab));
+  std::vector<float*> out(n);
+  for (size_t t = 0; t < n; ++t) out[t] = y[t].data();
+  std::vector<uint8_t> work(dense_gemv_tokens_work_bytes(kDim, n));
+  ThreadPool* pool = pool_for(static_cast<size_t>(state.range(1)));
+  for (auto _ : state) {
+    if (dense_gemv_i8_tokens_isa(ternary_active_isa(), dense.m, x.data(), kDim, n, out.data(), work.data(), pool) !=
+        Error::Ok) {
+      state.SkipWithError("kernel failed");
+      break;
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(std::string("q4 x") + std::to_string(n) + " " + to_string(ternary_active_isa()));
+}
+BENCHMARK(BM_LmHeadTokens)
+    ->ArgNames({"tokens", "threads"})
+    ->Args({1, 1})
+    ->Args({2, 1})
+    ->Args({4, 1})
+    ->Args({5, 1})
+    ->Args({8, 1})
+    ->Unit(benchmark::kMillisecond);
+
 // XNNPACK fully-connected on the same shape: f32 (f32 weights) and qs8 (int8 weights,
 // one scale per tensor, int8 input and int8 output). XNNPACK packs its own copy of the
 // weights at create time, so this is after that copy.

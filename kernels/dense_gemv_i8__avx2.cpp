@@ -12,12 +12,12 @@ namespace {
 
 struct Avx2Dot {
   static constexpr int32_t kQ8Offset = 0;
-  static __m256i q4(__m256i dot, __m256i w, __m256i xe, __m256i xo) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    const __m256i lo = _mm256_and_si256(w, low4);
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low4);
+  static __m256i q4_unpacked(__m256i dot, __m256i lo, __m256i hi, __m256i xe, __m256i xo) {
     const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
     return _mm256_add_epi32(dot, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+  }
+  static __m256i q4(__m256i dot, __m256i w, __m256i xe, __m256i xo) {
+    return q4_unpacked(dot, dense_i8_x86::q4_low(w), dense_i8_x86::q4_high(w), xe, xo);
   }
   static __m256i q8(__m256i dot, __m256i w, __m256i x) {
     const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
@@ -30,6 +30,11 @@ struct Avx2Dot {
 void dense_gemv_i8__avx2(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
                          size_t row_end) {
   dense_i8_x86::gemv<Avx2Dot>(m, x, y, row_begin, row_end);
+}
+
+void dense_gemv_i8_tokens__avx2(const DenseMatrix& m, const DenseActivationsI8* x, size_t n, float* const* y,
+                                size_t row_begin, size_t row_end) {
+  dense_i8_x86::gemv_tokens<Avx2Dot>(m, x, n, y, row_begin, row_end);
 }
 
 }  // namespace tern

@@ -13,10 +13,11 @@ namespace {
 
 struct VnniDot {
   static constexpr int32_t kQ8Offset = 128;
+  static __m256i q4_unpacked(__m256i dot, __m256i lo, __m256i hi, __m256i xe, __m256i xo) {
+    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(dot, lo, xe), hi, xo);
+  }
   static __m256i q4(__m256i dot, __m256i w, __m256i xe, __m256i xo) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    dot = _mm256_dpbusd_epi32(dot, _mm256_and_si256(w, low4), xe);
-    return _mm256_dpbusd_epi32(dot, _mm256_and_si256(_mm256_srli_epi16(w, 4), low4), xo);
+    return q4_unpacked(dot, dense_i8_x86::q4_low(w), dense_i8_x86::q4_high(w), xe, xo);
   }
   static __m256i q8(__m256i dot, __m256i w, __m256i x) {
     return _mm256_dpbusd_epi32(dot, _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80))), x);
@@ -28,6 +29,11 @@ struct VnniDot {
 void dense_gemv_i8__avx512vnni(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t row_begin,
                                size_t row_end) {
   dense_i8_x86::gemv<VnniDot>(m, x, y, row_begin, row_end);
+}
+
+void dense_gemv_i8_tokens__avx512vnni(const DenseMatrix& m, const DenseActivationsI8* x, size_t n, float* const* y,
+                                      size_t row_begin, size_t row_end) {
+  dense_i8_x86::gemv_tokens<VnniDot>(m, x, n, y, row_begin, row_end);
 }
 
 }  // namespace tern

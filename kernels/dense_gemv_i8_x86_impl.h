@@ -2,6 +2,7 @@
 // function is a template on the including file's dot-product traits `D` (defined in that
 // file's anonymous namespace), so each instantiation carries only that file's ISA flags:
 //   D::q4(dot, w, xe, xo): dot + Σ (w & 15) * xe + Σ (w >> 4) * xo   (int32 lanes)
+//   D::q4_unpacked(dot, lo, hi, xe, xo): the same from lo = w & 15, hi = w >> 4 (q4_low/q4_high)
 //   D::q8(dot, w, x):      dot + Σ (w + kQ8Offset) * x
 //   D::kQ8Offset:          what D::q8 adds to each weight (removed through Σq per group)
 // Q4's stored nibbles are v + 8, so its offset is 8. The row kAheadRows further on is
@@ -119,6 +120,101 @@ void gemv_any_group(const DenseMatrix& m, const DenseActivationsI8& x, float* y,
     case 128: return gemv_rows<D, Q4, 128>(m, x, y, r0, r1);
     default: return gemv_rows<D, Q4, 0>(m, x, y, r0, r1);
   }
+}
+
+// The low and high nibbles of 32 q4 weight bytes, as unsigned bytes.
+inline __m256i q4_low(__m256i w) { return _mm256_and_si256(w, _mm256_set1_epi8(0x0f)); }
+inline __m256i q4_high(__m256i w) { return _mm256_and_si256(_mm256_srli_epi16(w, 4), _mm256_set1_epi8(0x0f)); }
+
+// Q4 rows for N tokens at once: each group of 8 weight groups is loaded and unpacked once and
+// then serves every token, where row_i8 unpacks it again per token (the lm_head of several
+// rows was bound by that unpacking, not by reading the weights). Each token's arithmetic is
+// row_i8's: its group sums are exact integers, then the same scaling, FMA chain, horizontal sum
+// and tail in the same order, so every output equals the token's own GEMV bit for bit.
+// G: 64 or 128 (a group is G / 64 steps of 32 weight bytes).
+template <typename D, size_t G, size_t N>
+void rows_q4_tokens(const DenseMatrix& m, const DenseActivationsI8* x, float* const* y, size_t r0, size_t r1) {
+  constexpr size_t kSteps = G / 64;
+  constexpr size_t kGroupBytes = G / 2;
+  const size_t groups = m.cols / G;
+  const size_t row_bytes = m.cols / 2;
+  for (size_t r = r0; r < r1; ++r) {
+    const uint8_t* row = static_cast<const uint8_t*>(m.data) + r * row_bytes;
+    const float* wscales = m.scales + r * groups;
+    const bool prefetch = (r + 1) * row_bytes + kAheadBytes <= m.rows * row_bytes;
+    __m256 acc[N];
+    for (size_t t = 0; t < N; ++t) acc[t] = _mm256_setzero_ps();
+    size_t g = 0;
+    for (; g + 8 <= groups; g += 8) {
+      if (prefetch)
+        for (size_t b = g * kGroupBytes; b < (g + 8) * kGroupBytes; b += kLine)
+          _mm_prefetch(reinterpret_cast<const char*>(row + kAheadBytes + b), _MM_HINT_T0);
+      // Unpacked once into L1; every token reloads them (loads are cheap, registers are not).
+      alignas(32) __m256i lo[8][kSteps], hi[8][kSteps];
+      for (size_t k = 0; k < 8; ++k) {
+        for (size_t s = 0; s < kSteps; ++s) {
+          const __m256i w = load<D>(row + (g + k) * kGroupBytes + 32 * s);
+          _mm256_store_si256(&lo[k][s], q4_low(w));
+          _mm256_store_si256(&hi[k][s], q4_high(w));
+        }
+      }
+      const __m256 ws = _mm256_loadu_ps(wscales + g);
+#pragma GCC unroll 1
+      for (size_t t = 0; t < N; ++t) {
+        __m256i d[8];
+        for (size_t k = 0; k < 8; ++k) {
+          const int8_t* q = x[t].q + 2 * (g + k) * kGroupBytes;
+          d[k] = _mm256_setr_epi32(-8 * x[t].sums[g + k], 0, 0, 0, 0, 0, 0, 0);
+          for (size_t s = 0; s < kSteps; ++s) {
+            d[k] = D::q4_unpacked(d[k], _mm256_load_si256(&lo[k][s]), _mm256_load_si256(&hi[k][s]), load<D>(q + 64 * s),
+                                  load<D>(q + 64 * s + 32));
+          }
+        }
+        const __m256i t0 = _mm256_hadd_epi32(_mm256_hadd_epi32(d[0], d[1]), _mm256_hadd_epi32(d[2], d[3]));
+        const __m256i t1 = _mm256_hadd_epi32(_mm256_hadd_epi32(d[4], d[5]), _mm256_hadd_epi32(d[6], d[7]));
+        const __m256i sums =
+            _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20), _mm256_permute2x128_si256(t0, t1, 0x31));
+        const __m256 scale = _mm256_mul_ps(ws, _mm256_loadu_ps(x[t].scales + g));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc[t]);
+      }
+    }
+    for (size_t t = 0; t < N; ++t) {
+      float v = hsum<D>(acc[t]);
+      for (size_t gt = g; gt < groups; ++gt) {
+        const __m256i d = group_dot<D, true, G>(row, x[t], gt, kGroupBytes);
+        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
+        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+        v += static_cast<float>(_mm_cvtsi128_si32(s)) * (wscales[gt] * x[t].scales[gt]);
+      }
+      y[t][r] = v;
+    }
+  }
+}
+
+template <typename D, size_t G>
+void q4_tokens_by_fours(const DenseMatrix& m, const DenseActivationsI8* x, size_t n, float* const* y, size_t r0,
+                        size_t r1) {
+  size_t t = 0;
+  for (; t + 4 <= n; t += 4) rows_q4_tokens<D, G, 4>(m, x + t, y + t, r0, r1);
+  switch (n - t) {
+    case 3: return rows_q4_tokens<D, G, 3>(m, x + t, y + t, r0, r1);
+    case 2: return rows_q4_tokens<D, G, 2>(m, x + t, y + t, r0, r1);
+    case 1: return rows_q4_tokens<D, G, 1>(m, x + t, y + t, r0, r1);
+    default: return;
+  }
+}
+
+template <typename D>
+void gemv(const DenseMatrix& m, const DenseActivationsI8& x, float* y, size_t r0, size_t r1);
+
+// n tokens over rows [r0, r1): q4 with 64- or 128-column groups through rows_q4_tokens, up to
+// four tokens a pass; anything else one token after the other.
+template <typename D>
+void gemv_tokens(const DenseMatrix& m, const DenseActivationsI8* x, size_t n, float* const* y, size_t r0, size_t r1) {
+  if (m.type == DenseType::Q4 && m.group == 64) return q4_tokens_by_fours<D, 64>(m, x, n, y, r0, r1);
+  if (m.type == DenseType::Q4 && m.group == 128) return q4_tokens_by_fours<D, 128>(m, x, n, y, r0, r1);
+  for (size_t t = 0; t < n; ++t) gemv<D>(m, x[t], y[t], r0, r1);
 }
 
 template <typename D>

@@ -141,9 +141,10 @@ void for_row_tiles(const DenseMatrix& m, const ThreadPool* pool, F& fn) {
 void dense_gemv_tokens_with(DenseGemvKernel kernel, const DenseMatrix& m, const float* x, size_t x_stride, size_t n,
                             float* const* y, const ThreadPool* pool) {
   auto rows_task = [&](size_t start, size_t count) {
-    for (size_t t = 0; t < n; ++t) {
-      if (!kernel(m, x + t * x_stride, y[t], start, start + count)) {
-        dense_gemv_scalar_rows(m, x + t * x_stride, y[t], start, count);
+    for (size_t r = start; r < start + count; r += kRowTile) {  // each tile for every token while in L2
+      const size_t rows = r + kRowTile < start + count ? kRowTile : start + count - r;
+      for (size_t t = 0; t < n; ++t) {
+        if (!kernel(m, x + t * x_stride, y[t], r, r + rows)) dense_gemv_scalar_rows(m, x + t * x_stride, y[t], r, rows);
       }
     }
   };
@@ -195,18 +196,27 @@ void dense_gemv_i8__scalar(const DenseMatrix& m, const DenseActivationsI8& x, fl
 
 namespace {
 
-const IsaKernel<DenseGemvI8Kernel> kDenseGemvI8Kernels[] = {
+// Several tokens through a one-token kernel, one after the other (ISAs without a tokens kernel).
+template <DenseGemvI8Fn* Row>
+void tokens_by_row(const DenseMatrix& m, const DenseActivationsI8* x, size_t n, float* const* y, size_t row_begin,
+                   size_t row_end) {
+  for (size_t t = 0; t < n; ++t) Row(m, x[t], y[t], row_begin, row_end);
+}
+
+const IsaKernel<DenseGemvI8Kernels> kDenseGemvI8Kernels[] = {
 #if defined(__x86_64__)
-    {Isa::Avx512Vnni, dense_gemv_i8__avx512vnni}, {Isa::Avx2, dense_gemv_i8__avx2},
+    {Isa::Avx512Vnni, {dense_gemv_i8__avx512vnni, dense_gemv_i8_tokens__avx512vnni}},
+    {Isa::Avx2, {dense_gemv_i8__avx2, dense_gemv_i8_tokens__avx2}},
 #endif
 #if defined(__aarch64__)
-    {Isa::NeonDot, dense_gemv_i8__neondot},       {Isa::Neon, dense_gemv_i8__neon},
+    {Isa::NeonDot, {dense_gemv_i8__neondot, tokens_by_row<dense_gemv_i8__neondot>}},
+    {Isa::Neon, {dense_gemv_i8__neon, tokens_by_row<dense_gemv_i8__neon>}},
 #endif
-    {Isa::Scalar, dense_gemv_i8__scalar},
+    {Isa::Scalar, {dense_gemv_i8__scalar, tokens_by_row<dense_gemv_i8__scalar>}},
 };
 
-const IsaKernel<DenseGemvI8Kernel>& active_dense_gemv_i8() {
-  static const IsaKernel<DenseGemvI8Kernel>& row = isa_select(kDenseGemvI8Kernels, active_isa_flags());
+const IsaKernel<DenseGemvI8Kernels>& active_dense_gemv_i8() {
+  static const IsaKernel<DenseGemvI8Kernels>& row = isa_select(kDenseGemvI8Kernels, active_isa_flags());
   return row;
 }
 
@@ -252,27 +262,42 @@ TokenWork token_work(void* work, size_t cols, size_t t) {
   return w;
 }
 
-// Quantizes the n tokens into `work`, then runs every tile of rows for each of them.
-void dense_gemv_i8_tokens_with(DenseGemvI8Kernel kernel, const DenseMatrix& m, const float* x, size_t x_stride,
+// Tokens a tokens kernel takes at once: their activations' descriptors live on the stack.
+constexpr size_t kTokensPerCall = 16;
+
+// Quantizes the n tokens into `work`, then runs the tokens kernel over each tile of rows, so
+// that every token after the first finds the tile in L2 (one thread walks the tiles too).
+void dense_gemv_i8_tokens_with(const DenseGemvI8Kernels& kernels, const DenseMatrix& m, const float* x, size_t x_stride,
                                size_t n, float* const* y, void* work, const ThreadPool* pool) {
   for (size_t t = 0; t < n; ++t) {
     const TokenWork w = token_work(work, m.cols, t);
     quantize_activations_i8(m, x + t * x_stride, w.q, w.scales, w.sums);
   }
   auto rows_task = [&](size_t start, size_t count) {
-    for (size_t t = 0; t < n; ++t) {
-      const TokenWork w = token_work(work, m.cols, t);
-      kernel(m, DenseActivationsI8{w.q, w.scales, w.sums}, y[t], start, start + count);
+    if (n == 1) {
+      const TokenWork w = token_work(work, m.cols, 0);
+      return kernels.row(m, DenseActivationsI8{w.q, w.scales, w.sums}, y[0], start, start + count);
+    }
+    DenseActivationsI8 acts[kTokensPerCall];
+    for (size_t t0 = 0; t0 < n; t0 += kTokensPerCall) {
+      const size_t k = n - t0 < kTokensPerCall ? n - t0 : kTokensPerCall;
+      for (size_t t = 0; t < k; ++t) {
+        const TokenWork w = token_work(work, m.cols, t0 + t);
+        acts[t] = DenseActivationsI8{w.q, w.scales, w.sums};
+      }
+      for (size_t r = start; r < start + count; r += kRowTile) {
+        kernels.tokens(m, acts, k, y + t0, r, r + kRowTile < start + count ? r + kRowTile : start + count);
+      }
     }
   };
   for_row_tiles(m, pool, rows_task);
 }
 
 // One token: its activations on the stack (no work buffer to pass).
-void dense_gemv_i8_with(DenseGemvI8Kernel kernel, const DenseMatrix& m, const float* x, float* y,
+void dense_gemv_i8_with(const DenseGemvI8Kernels& kernels, const DenseMatrix& m, const float* x, float* y,
                         const ThreadPool* pool) {
   alignas(8) uint8_t work[kDenseI8MaxCols + kDenseI8MaxCols / kMinGroup * (sizeof(float) + sizeof(int32_t))];
-  dense_gemv_i8_tokens_with(kernel, m, x, 0, 1, &y, work, pool);
+  dense_gemv_i8_tokens_with(kernels, m, x, 0, 1, &y, work, pool);
 }
 
 }  // namespace

@@ -40,10 +40,24 @@ inline size_t dense_i8_position(DenseType type, size_t c) {
   return c - j + (j % 2) * 32 + j / 2;
 }
 
+// n tokens' activations over the same rows: y[t][r] for t < n, each equal to what the one-token
+// kernel of the same ISA gives bit for bit. The x86 ones load and unpack each q4 weight group
+// once for up to four tokens; elsewhere the one-token kernel runs per token.
+using DenseGemvI8TokensFn = void(const DenseMatrix& m, const DenseActivationsI8* x, size_t n, float* const* y,
+                                 size_t row_begin, size_t row_end);
+using DenseGemvI8TokensKernel = DenseGemvI8TokensFn*;
+
+// One ISA's pair, a row of the dispatch table.
+struct DenseGemvI8Kernels {
+  DenseGemvI8Kernel row;
+  DenseGemvI8TokensKernel tokens;
+};
+
 // The kernels, declared by their type (each file defines one with the DenseGemvI8Fn signature).
 DenseGemvI8Fn dense_gemv_i8__scalar;
 #if defined(__x86_64__)
 DenseGemvI8Fn dense_gemv_i8__avx2, dense_gemv_i8__avx512vnni;
+DenseGemvI8TokensFn dense_gemv_i8_tokens__avx2, dense_gemv_i8_tokens__avx512vnni;
 #endif
 #if defined(__aarch64__)
 DenseGemvI8Fn dense_gemv_i8__neon, dense_gemv_i8__neondot;

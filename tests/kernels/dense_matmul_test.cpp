@@ -209,22 +209,28 @@ TEST_P(DenseGemvTokensTest, EachTokenEqualsItsOwnGemv) {
   DenseProblem p = make_dense(c, static_cast<uint32_t>(c.rows * 71 + c.cols));
   auto pool = ThreadPool::create(2);
   ASSERT_TRUE(pool.ok());
-  constexpr size_t kTokens = 5, kStride = 2600;  // rows of x wider than cols, as the forward scratch's
+  // The x86 q4 kernels take up to four tokens a pass and sixteen a call: 5, 7 and 18 tokens
+  // end on a remainder of 1, 3 and 2.
+  constexpr size_t kMaxTokens = 18, kStride = 2600;  // rows of x wider than cols, as the forward scratch's
   std::mt19937 rng(11);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> x(kTokens * kStride);
+  std::vector<float> x(kMaxTokens * kStride);
   for (auto& v : x) v = dist(rng);
-  std::vector<std::vector<float>> y(kTokens, std::vector<float>(c.rows, -1.0f));
-  float* outputs[kTokens];
-  for (size_t t = 0; t < kTokens; ++t) outputs[t] = y[t].data();
-  std::vector<uint8_t> work(dense_gemv_tokens_work_bytes(c.cols, kTokens));
+  std::vector<uint8_t> work(dense_gemv_tokens_work_bytes(c.cols, kMaxTokens));
   const ThreadPool* const pools[] = {nullptr, &*pool};
-  for (const ThreadPool* threads : pools) {
-    ASSERT_EQ(dense_gemv_i8_tokens_isa(isa, p.m, x.data(), kStride, kTokens, outputs, work.data(), threads), Error::Ok);
-    for (size_t t = 0; t < kTokens; ++t) {
-      std::vector<float> alone(c.rows, -2.0f);
-      ASSERT_EQ(dense_gemv_i8_isa(isa, p.m, x.data() + t * kStride, alone.data(), nullptr), Error::Ok);
-      ASSERT_EQ(0, std::memcmp(alone.data(), y[t].data(), c.rows * sizeof(float))) << "token " << t;
+  for (size_t tokens : {size_t{5}, size_t{7}, kMaxTokens}) {
+    std::vector<std::vector<float>> y(tokens, std::vector<float>(c.rows, -1.0f));
+    std::vector<float*> outputs(tokens);
+    for (size_t t = 0; t < tokens; ++t) outputs[t] = y[t].data();
+    for (const ThreadPool* threads : pools) {
+      ASSERT_EQ(dense_gemv_i8_tokens_isa(isa, p.m, x.data(), kStride, tokens, outputs.data(), work.data(), threads),
+                Error::Ok);
+      for (size_t t = 0; t < tokens; ++t) {
+        std::vector<float> alone(c.rows, -2.0f);
+        ASSERT_EQ(dense_gemv_i8_isa(isa, p.m, x.data() + t * kStride, alone.data(), nullptr), Error::Ok);
+        ASSERT_EQ(0, std::memcmp(alone.data(), y[t].data(), c.rows * sizeof(float)))
+            << "token " << t << " of " << tokens;
+      }
     }
   }
 }
