@@ -17,7 +17,7 @@ struct Avx2Dot {
     return _mm256_add_epi32(dot, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
   }
   static __m256i q4(__m256i dot, __m256i w, __m256i xe, __m256i xo) {
-    return q4_unpacked(dot, dense_i8_x86::q4_low(w), dense_i8_x86::q4_high(w), xe, xo);
+    return q4_unpacked(dot, dense_i8_x86::q4_low<Avx2Dot>(w), dense_i8_x86::q4_high<Avx2Dot>(w), xe, xo);
   }
   static __m256i q8(__m256i dot, __m256i w, __m256i x) {
     const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));

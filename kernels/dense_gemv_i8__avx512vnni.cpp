@@ -17,7 +17,7 @@ struct VnniDot {
     return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(dot, lo, xe), hi, xo);
   }
   static __m256i q4(__m256i dot, __m256i w, __m256i xe, __m256i xo) {
-    return q4_unpacked(dot, dense_i8_x86::q4_low(w), dense_i8_x86::q4_high(w), xe, xo);
+    return q4_unpacked(dot, dense_i8_x86::q4_low<VnniDot>(w), dense_i8_x86::q4_high<VnniDot>(w), xe, xo);
   }
   static __m256i q8(__m256i dot, __m256i w, __m256i x) {
     return _mm256_dpbusd_epi32(dot, _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80))), x);

@@ -58,6 +58,32 @@ inline __m256i group_dot(const uint8_t* row, const DenseActivationsI8& x, size_t
   return dot;
 }
 
+// The sums of eight groups' vectors, group k's in lane k: per 128-bit half, [d0 d1 d2 d3] and
+// [d4 d5 d6 d7] partial sums (HADD tree); the halves add up.
+template <typename D>
+inline __m256i group_sums(__m256i d0, __m256i d1, __m256i d2, __m256i d3, __m256i d4, __m256i d5, __m256i d6,
+                          __m256i d7) {
+  const __m256i t0 = _mm256_hadd_epi32(_mm256_hadd_epi32(d0, d1), _mm256_hadd_epi32(d2, d3));
+  const __m256i t1 = _mm256_hadd_epi32(_mm256_hadd_epi32(d4, d5), _mm256_hadd_epi32(d6, d7));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20), _mm256_permute2x128_si256(t0, t1, 0x31));
+}
+
+// The sum of a vector's eight int32 lanes.
+template <typename D>
+inline int32_t lane_sum(__m256i d) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Prefetches the row's bytes of groups [g, g + 8) kAheadBytes further on.
+template <typename D>
+inline void prefetch_eight_groups(const uint8_t* row, size_t g, size_t group_bytes) {
+  for (size_t b = g * group_bytes; b < (g + 8) * group_bytes; b += kLine)
+    _mm_prefetch(reinterpret_cast<const char*>(row + kAheadBytes + b), _MM_HINT_T0);
+}
+
 // One row at a time: the matrix is row-major, so this reads one sequential stream (four
 // rows side by side were four streams, and Zen 4 fed them at half the bandwidth: q8 lm_head
 // 25 ms -> 17 ms). Eight groups' sums, eight independent chains kept in registers, are
@@ -78,9 +104,7 @@ float row_i8(const DenseMatrix& m, const DenseActivationsI8& x, size_t r) {
   __m256 acc = _mm256_setzero_ps();
   size_t g = 0;
   for (; g + 8 <= groups; g += 8) {
-    if (prefetch)
-      for (size_t b = g * group_bytes; b < (g + 8) * group_bytes; b += kLine)
-        _mm_prefetch(reinterpret_cast<const char*>(row + kAheadBytes + b), _MM_HINT_T0);
+    if (prefetch) prefetch_eight_groups<D>(row, g, group_bytes);
     const __m256i d0 = group_dot<D, Q4, G>(row, x, g, group_bytes);
     const __m256i d1 = group_dot<D, Q4, G>(row, x, g + 1, group_bytes);
     const __m256i d2 = group_dot<D, Q4, G>(row, x, g + 2, group_bytes);
@@ -89,21 +113,13 @@ float row_i8(const DenseMatrix& m, const DenseActivationsI8& x, size_t r) {
     const __m256i d5 = group_dot<D, Q4, G>(row, x, g + 5, group_bytes);
     const __m256i d6 = group_dot<D, Q4, G>(row, x, g + 6, group_bytes);
     const __m256i d7 = group_dot<D, Q4, G>(row, x, g + 7, group_bytes);
-    // Per 128-bit half: [d0 d1 d2 d3] and [d4 d5 d6 d7] partial sums; the halves add up.
-    const __m256i t0 = _mm256_hadd_epi32(_mm256_hadd_epi32(d0, d1), _mm256_hadd_epi32(d2, d3));
-    const __m256i t1 = _mm256_hadd_epi32(_mm256_hadd_epi32(d4, d5), _mm256_hadd_epi32(d6, d7));
-    const __m256i sums =
-        _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20), _mm256_permute2x128_si256(t0, t1, 0x31));
+    const __m256i sums = group_sums<D>(d0, d1, d2, d3, d4, d5, d6, d7);
     const __m256 scale = _mm256_mul_ps(_mm256_loadu_ps(wscales + g), _mm256_loadu_ps(x.scales + g));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
   }
   float y = hsum<D>(acc);
   for (; g < groups; ++g) {
-    const __m256i d = group_dot<D, Q4, G>(row, x, g, group_bytes);
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    y += static_cast<float>(_mm_cvtsi128_si32(s)) * (wscales[g] * x.scales[g]);
+    y += static_cast<float>(lane_sum<D>(group_dot<D, Q4, G>(row, x, g, group_bytes))) * (wscales[g] * x.scales[g]);
   }
   return y;
 }
@@ -123,8 +139,14 @@ void gemv_any_group(const DenseMatrix& m, const DenseActivationsI8& x, float* y,
 }
 
 // The low and high nibbles of 32 q4 weight bytes, as unsigned bytes.
-inline __m256i q4_low(__m256i w) { return _mm256_and_si256(w, _mm256_set1_epi8(0x0f)); }
-inline __m256i q4_high(__m256i w) { return _mm256_and_si256(_mm256_srli_epi16(w, 4), _mm256_set1_epi8(0x0f)); }
+template <typename D>
+inline __m256i q4_low(__m256i w) {
+  return _mm256_and_si256(w, _mm256_set1_epi8(0x0f));
+}
+template <typename D>
+inline __m256i q4_high(__m256i w) {
+  return _mm256_and_si256(_mm256_srli_epi16(w, 4), _mm256_set1_epi8(0x0f));
+}
 
 // Q4 rows for N tokens at once: each group of 8 weight groups is loaded and unpacked once and
 // then serves every token, where row_i8 unpacks it again per token (the lm_head of several
@@ -146,16 +168,14 @@ void rows_q4_tokens(const DenseMatrix& m, const DenseActivationsI8* x, float* co
     for (size_t t = 0; t < N; ++t) acc[t] = _mm256_setzero_ps();
     size_t g = 0;
     for (; g + 8 <= groups; g += 8) {
-      if (prefetch)
-        for (size_t b = g * kGroupBytes; b < (g + 8) * kGroupBytes; b += kLine)
-          _mm_prefetch(reinterpret_cast<const char*>(row + kAheadBytes + b), _MM_HINT_T0);
+      if (prefetch) prefetch_eight_groups<D>(row, g, kGroupBytes);
       // Unpacked once into L1; every token reloads them (loads are cheap, registers are not).
       alignas(32) __m256i lo[8][kSteps], hi[8][kSteps];
       for (size_t k = 0; k < 8; ++k) {
         for (size_t s = 0; s < kSteps; ++s) {
           const __m256i w = load<D>(row + (g + k) * kGroupBytes + 32 * s);
-          _mm256_store_si256(&lo[k][s], q4_low(w));
-          _mm256_store_si256(&hi[k][s], q4_high(w));
+          _mm256_store_si256(&lo[k][s], q4_low<D>(w));
+          _mm256_store_si256(&hi[k][s], q4_high<D>(w));
         }
       }
       const __m256 ws = _mm256_loadu_ps(wscales + g);
@@ -170,10 +190,7 @@ void rows_q4_tokens(const DenseMatrix& m, const DenseActivationsI8* x, float* co
                                   load<D>(q + 64 * s + 32));
           }
         }
-        const __m256i t0 = _mm256_hadd_epi32(_mm256_hadd_epi32(d[0], d[1]), _mm256_hadd_epi32(d[2], d[3]));
-        const __m256i t1 = _mm256_hadd_epi32(_mm256_hadd_epi32(d[4], d[5]), _mm256_hadd_epi32(d[6], d[7]));
-        const __m256i sums =
-            _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20), _mm256_permute2x128_si256(t0, t1, 0x31));
+        const __m256i sums = group_sums<D>(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]);
         const __m256 scale = _mm256_mul_ps(ws, _mm256_loadu_ps(x[t].scales + g));
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc[t]);
       }
@@ -181,11 +198,8 @@ void rows_q4_tokens(const DenseMatrix& m, const DenseActivationsI8* x, float* co
     for (size_t t = 0; t < N; ++t) {
       float v = hsum<D>(acc[t]);
       for (size_t gt = g; gt < groups; ++gt) {
-        const __m256i d = group_dot<D, true, G>(row, x[t], gt, kGroupBytes);
-        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
-        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-        v += static_cast<float>(_mm_cvtsi128_si32(s)) * (wscales[gt] * x[t].scales[gt]);
+        v += static_cast<float>(lane_sum<D>(group_dot<D, true, G>(row, x[t], gt, kGroupBytes))) *
+             (wscales[gt] * x[t].scales[gt]);
       }
       y[t][r] = v;
     }

@@ -138,15 +138,22 @@ void for_row_tiles(const DenseMatrix& m, const ThreadPool* pool, F& fn) {
   }
 }
 
+// fn(r, end) over [start, start + count) in tiles of kRowTile rows: a task's rows walked tile by
+// tile, so that every token after the first finds the tile in L2.
+template <typename F>
+void for_each_tile(size_t start, size_t count, F&& fn) {
+  for (size_t r = start; r < start + count; r += kRowTile)
+    fn(r, r + kRowTile < start + count ? r + kRowTile : start + count);
+}
+
 void dense_gemv_tokens_with(DenseGemvKernel kernel, const DenseMatrix& m, const float* x, size_t x_stride, size_t n,
                             float* const* y, const ThreadPool* pool) {
   auto rows_task = [&](size_t start, size_t count) {
-    for (size_t r = start; r < start + count; r += kRowTile) {  // each tile for every token while in L2
-      const size_t rows = r + kRowTile < start + count ? kRowTile : start + count - r;
+    for_each_tile(start, count, [&](size_t r, size_t end) {
       for (size_t t = 0; t < n; ++t) {
-        if (!kernel(m, x + t * x_stride, y[t], r, r + rows)) dense_gemv_scalar_rows(m, x + t * x_stride, y[t], r, rows);
+        if (!kernel(m, x + t * x_stride, y[t], r, end)) dense_gemv_scalar_rows(m, x + t * x_stride, y[t], r, end - r);
       }
-    }
+    });
   };
   for_row_tiles(m, pool, rows_task);
 }
@@ -265,8 +272,7 @@ TokenWork token_work(void* work, size_t cols, size_t t) {
 // Tokens a tokens kernel takes at once: their activations' descriptors live on the stack.
 constexpr size_t kTokensPerCall = 16;
 
-// Quantizes the n tokens into `work`, then runs the tokens kernel over each tile of rows, so
-// that every token after the first finds the tile in L2 (one thread walks the tiles too).
+// Quantizes the n tokens into `work`, then runs the tokens kernel over each tile of rows.
 void dense_gemv_i8_tokens_with(const DenseGemvI8Kernels& kernels, const DenseMatrix& m, const float* x, size_t x_stride,
                                size_t n, float* const* y, void* work, const ThreadPool* pool) {
   for (size_t t = 0; t < n; ++t) {
@@ -285,9 +291,7 @@ void dense_gemv_i8_tokens_with(const DenseGemvI8Kernels& kernels, const DenseMat
         const TokenWork w = token_work(work, m.cols, t0 + t);
         acts[t] = DenseActivationsI8{w.q, w.scales, w.sums};
       }
-      for (size_t r = start; r < start + count; r += kRowTile) {
-        kernels.tokens(m, acts, k, y + t0, r, r + kRowTile < start + count ? r + kRowTile : start + count);
-      }
+      for_each_tile(start, count, [&](size_t r, size_t end) { kernels.tokens(m, acts, k, y + t0, r, end); });
     }
   };
   for_row_tiles(m, pool, rows_task);
