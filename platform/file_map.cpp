@@ -244,9 +244,7 @@ void MappedFile::advise_will_need() const {
   if (mapped_ && data_ != nullptr) madvise(const_cast<uint8_t*>(data_), size_, MADV_WILLNEED);
 }
 
-}  // namespace tern
-
-namespace tern {
+// Large pages for the mapping (use_large_pages, copy_to_large_pages) and their helpers.
 namespace {
 
 #if defined(__linux__)
